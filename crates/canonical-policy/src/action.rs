@@ -1,0 +1,316 @@
+//! Canonical browser actions and their digests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::Denial;
+
+/// Methods allowed when the policy builder is not given its own set.
+pub const DEFAULT_METHODS: &[&str] = &[
+    "click", "dblclick", "hover", "focus", "fill", "type", "press", "select", "check", "uncheck",
+];
+/// Longest selector, in UTF-8 bytes.
+pub const MAX_SELECTOR_BYTES: usize = 2048;
+/// Longest explicit description, in UTF-8 bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+/// Most entries in `arguments`.
+pub const MAX_ARGUMENTS: usize = 32;
+/// Longest argument key, in bytes (keys are ASCII).
+pub const MAX_ARGUMENT_KEY_BYTES: usize = 64;
+/// Longest argument value, in UTF-8 bytes.
+pub const MAX_ARGUMENT_VALUE_BYTES: usize = 8192;
+
+const ACTION_KEYS: &[&str] = &["arguments", "description", "method", "selector"];
+
+/// A browser action in canonical form, as the policy accepted it.
+///
+/// Its [`canonical_json`](Action::canonical_json) always holds the four keys
+/// `arguments`, `description`, `method`, `selector`, sorted by UTF-8 bytes at
+/// every level, without whitespace; the [`digest`](Action::digest) is the
+/// SHA-256 of those bytes. Field order in this struct is that sorted order,
+/// so serialising it yields the canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Action {
+    arguments: BTreeMap<String, String>,
+    description: String,
+    method: String,
+    selector: String,
+}
+
+impl Action {
+    /// The lower-case method, e.g. `click`.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+    /// The trimmed selector.
+    pub fn selector(&self) -> &str {
+        &self.selector
+    }
+    /// The description, or `"{method} {selector}"` when none was given.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    /// The arguments, every value a string.
+    pub fn arguments(&self) -> &BTreeMap<String, String> {
+        &self.arguments
+    }
+
+    /// The canonical JSON text of this action.
+    pub fn canonical_json(&self) -> String {
+        // Serialising strings and a `BTreeMap<String, String>` cannot fail;
+        // the empty fallback would never match a stored digest, so it fails closed.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The canonical JSON as a `serde_json::Value` (its object keys stay sorted).
+    pub fn to_json_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// SHA-256 of [`canonical_json`](Action::canonical_json).
+    pub fn digest(&self) -> ActionDigest {
+        ActionDigest(Sha256::digest(self.canonical_json().as_bytes()).into())
+    }
+
+    /// Rebuilds an action from text a store saved, accepting it only when it
+    /// is byte for byte the canonical JSON of a valid action.
+    ///
+    /// The method is checked for shape, not against any policy's method set:
+    /// the policy was applied when the grant was issued.
+    pub fn from_canonical_json(text: &str) -> Result<Action, Denial> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| Denial::invalid_action(format!("stored action is not json: {e}")))?;
+        let action = canonicalise(&value, None)?;
+        if action.canonical_json() != text {
+            return Err(Denial::invalid_action(
+                "stored action is not in canonical form",
+            ));
+        }
+        Ok(action)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical_json())
+    }
+}
+
+/// The SHA-256 digest of an action's canonical JSON; shown as 64 lower-case hex characters.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActionDigest([u8; 32]);
+
+impl ActionDigest {
+    /// The raw 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+    /// 64 lower-case hex characters.
+    pub fn to_hex(&self) -> String {
+        let mut out = String::with_capacity(64);
+        for byte in self.0 {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        out
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl fmt::Display for ActionDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ActionDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ActionDigest({})", self.to_hex())
+    }
+}
+
+/// A digest text that is not 64 lower-case hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("digest must be 64 lower-case hex characters")]
+pub struct InvalidDigest;
+
+impl FromStr for ActionDigest {
+    type Err = InvalidDigest;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bytes = s.as_bytes();
+        if bytes.len() != 64 {
+            return Err(InvalidDigest);
+        }
+        let nibble = |c: u8| match c {
+            b'0'..=b'9' => Ok(c - b'0'),
+            b'a'..=b'f' => Ok(c - b'a' + 10),
+            _ => Err(InvalidDigest),
+        };
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+        }
+        Ok(ActionDigest(out))
+    }
+}
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}')
+}
+
+/// Shortens user text quoted in a denial so a message stays readable.
+pub(crate) fn quoted(s: &str) -> String {
+    const LIMIT: usize = 64;
+    let shown: String = s
+        .chars()
+        .take(LIMIT)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if s.chars().count() > LIMIT {
+        format!("{shown}…")
+    } else {
+        shown
+    }
+}
+
+fn optional_string<'a>(
+    object: &'a serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, Denial> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(Denial::invalid_action(format!("`{key}` must be a string"))),
+    }
+}
+
+/// Applies the action rules; `methods` is `None` only when re-reading stored
+/// canonical JSON, where any lower-case method shape is accepted.
+pub(crate) fn canonicalise(
+    proposed: &Value,
+    methods: Option<&BTreeSet<String>>,
+) -> Result<Action, Denial> {
+    let object = proposed
+        .as_object()
+        .ok_or_else(|| Denial::invalid_action("action must be a json object"))?;
+    if let Some(unknown) = object.keys().find(|k| !ACTION_KEYS.contains(&k.as_str())) {
+        return Err(Denial::invalid_action(format!(
+            "unknown field `{}`",
+            quoted(unknown)
+        )));
+    }
+
+    let method = optional_string(object, "method")?
+        .ok_or_else(|| Denial::invalid_action("`method` is required"))?
+        .trim()
+        .to_ascii_lowercase();
+    match methods {
+        Some(allowed) if !allowed.contains(&method) => {
+            return Err(Denial::MethodNotAllowed {
+                method: quoted(&method),
+            });
+        }
+        None if method.is_empty() || has_control(&method) || method.contains(' ') => {
+            return Err(Denial::invalid_action("`method` is malformed"));
+        }
+        _ => {}
+    }
+
+    let selector = optional_string(object, "selector")?
+        .ok_or_else(|| Denial::invalid_action("`selector` is required"))?
+        .trim();
+    if selector.is_empty() {
+        return Err(Denial::invalid_action("`selector` is empty"));
+    }
+    if selector.len() > MAX_SELECTOR_BYTES {
+        return Err(Denial::invalid_action(format!(
+            "`selector` is longer than {MAX_SELECTOR_BYTES} bytes"
+        )));
+    }
+    if has_control(selector) {
+        return Err(Denial::invalid_action(
+            "`selector` contains a control character",
+        ));
+    }
+
+    let description = match optional_string(object, "description")?.map(str::trim) {
+        None | Some("") => format!("{method} {selector}"),
+        Some(text) => {
+            if text.len() > MAX_DESCRIPTION_BYTES {
+                return Err(Denial::invalid_action(format!(
+                    "`description` is longer than {MAX_DESCRIPTION_BYTES} bytes"
+                )));
+            }
+            if has_control(text) {
+                return Err(Denial::invalid_action(
+                    "`description` contains a control character",
+                ));
+            }
+            text.to_owned()
+        }
+    };
+
+    let arguments = match object.get("arguments") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::Object(map)) => canonical_arguments(map)?,
+        Some(_) => return Err(Denial::invalid_action("`arguments` must be an object")),
+    };
+
+    Ok(Action {
+        arguments,
+        description,
+        method,
+        selector: selector.to_owned(),
+    })
+}
+
+fn valid_argument_key(key: &str) -> bool {
+    (1..=MAX_ARGUMENT_KEY_BYTES).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn canonical_arguments(
+    map: &serde_json::Map<String, Value>,
+) -> Result<BTreeMap<String, String>, Denial> {
+    if map.len() > MAX_ARGUMENTS {
+        return Err(Denial::invalid_action(format!(
+            "`arguments` has more than {MAX_ARGUMENTS} entries"
+        )));
+    }
+    let mut out = BTreeMap::new();
+    for (key, value) in map {
+        if !valid_argument_key(key) {
+            return Err(Denial::invalid_action(format!(
+                "argument key `{}` must match [A-Za-z0-9_.-]{{1,64}}",
+                quoted(key)
+            )));
+        }
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Null | Value::Array(_) | Value::Object(_) => {
+                return Err(Denial::invalid_action(format!(
+                    "argument `{key}` must be a string, number or boolean"
+                )));
+            }
+        };
+        if text.len() > MAX_ARGUMENT_VALUE_BYTES {
+            return Err(Denial::invalid_action(format!(
+                "argument `{key}` is longer than {MAX_ARGUMENT_VALUE_BYTES} bytes"
+            )));
+        }
+        out.insert(key.clone(), text);
+    }
+    Ok(out)
+}
