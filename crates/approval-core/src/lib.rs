@@ -1,1 +1,61 @@
-//! placeholder
+//! The grant model and the traits countersign's crates meet at.
+//!
+//! A host issues an [`Approval`] (a grant) for one canonical action on one
+//! canonical URL, for one actor and run; a store keeps it; the Act tool
+//! consumes it once through [`ApprovalStore::consume_once`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use countersign_approval_core::{
+//!     ActorId, Approval, AttemptId, Binding, ConsumeOutcome, GrantState, RunId, StaleReason,
+//!     StoredGrant, Timestamp, decide_consume,
+//! };
+//! use countersign_canonical_policy::{Policy, StaticResolver};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let policy = Policy::builder()
+//!     .allow_host("docs.example.com")
+//!     .resolver(StaticResolver::answering_all(["93.184.216.34".parse().unwrap()]))
+//!     .build()?;
+//! let url = policy.authorize_destination("https://docs.example.com/").await?;
+//! let action = policy.authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))?;
+//!
+//! let (actor, run) = (ActorId::new("demo-actor")?, RunId::new("demo-run")?);
+//! let now = Timestamp::from_millis(1_000);
+//! let approval = Approval::for_action(actor.clone(), run.clone(), &url, &action, Duration::from_secs(60), now)?;
+//! assert!(approval.id.as_str().starts_with("apr_"));
+//!
+//! // The consume rules every store applies, on one grant in memory:
+//! let grant = StoredGrant { approval, state: GrantState::Active };
+//! let binding = Binding::new(&actor, &run, &url, &action);
+//! let attempt = AttemptId::generate()?;
+//! let (outcome, _) = decide_consume(&grant, &binding, now, &attempt);
+//! assert_eq!(outcome, ConsumeOutcome::Consumed { replay: false });
+//! let late = Timestamp::from_millis(61_000);
+//! assert_eq!(decide_consume(&grant, &binding, late, &attempt).0, ConsumeOutcome::Stale(StaleReason::Expired));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+mod backend;
+mod grant;
+mod ids;
+mod operation;
+mod store;
+mod time;
+
+pub use backend::{ActionRequest, Backend, BackendError};
+pub use grant::{
+    Approval, ApprovalError, Binding, ConsumeOutcome, GrantState, MAX_NOTE_BYTES, MAX_TTL,
+    RevokeOutcome, StaleReason, StoredGrant, decide_consume, decide_revoke,
+};
+pub use ids::{
+    ActorId, ApprovalId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId, RandomnessError,
+    RunId,
+};
+pub use operation::{OperationLog, OperationRecord, OutcomeCode};
+pub use store::{ApprovalStore, IssueError, StoreError};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+
+/// Re-exported so users of this crate name the same types.
+pub use countersign_canonical_policy as policy;

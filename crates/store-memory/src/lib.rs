@@ -1,1 +1,197 @@
-//! placeholder
+//! Process-local stores for countersign.
+//!
+//! [`InMemoryApprovalStore`] keeps grants in a mutex-guarded map: every
+//! operation is one short critical section with no `await` inside, so it is
+//! atomic under any mix of threads and tasks. It is process-local: a host
+//! with several worker processes needs a durable store.
+//!
+//! ```
+//! use std::time::Duration;
+//! use countersign_approval_core::{
+//!     ActorId, Approval, ApprovalStore, AttemptId, ConsumeOutcome, RunId, StaleReason, Timestamp,
+//! };
+//! use countersign_approval_core::policy::{Policy, StaticResolver};
+//! use countersign_store_memory::InMemoryApprovalStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let policy = Policy::builder()
+//!     .allow_host("docs.example.com")
+//!     .resolver(StaticResolver::answering_all(["93.184.216.34".parse().unwrap()]))
+//!     .build()?;
+//! let url = policy.authorize_destination("https://docs.example.com/").await?;
+//! let action = policy.authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))?;
+//! let (actor, run) = (ActorId::new("demo-actor")?, RunId::new("demo-run")?);
+//! let now = Timestamp::from_millis(1_000);
+//!
+//! let store = InMemoryApprovalStore::new();
+//! let approval = Approval::for_action(actor, run, &url, &action, Duration::from_secs(60), now)?;
+//! let (id, binding) = (approval.id.clone(), approval.binding());
+//! store.issue(approval).await?;
+//!
+//! let attempt = AttemptId::generate()?;
+//! assert_eq!(store.consume_once(&id, &binding, now, &attempt).await?, ConsumeOutcome::Consumed { replay: false });
+//! let other = AttemptId::generate()?;
+//! assert_eq!(store.consume_once(&id, &binding, now, &other).await?, ConsumeOutcome::Stale(StaleReason::Consumed));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use countersign_approval_core::{
+    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
+    IssueError, OperationLog, OperationRecord, RevokeOutcome, StoreError, StoredGrant, Timestamp,
+    decide_consume, decide_revoke,
+};
+
+/// The default time records are kept after they stop mattering.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Locks `mutex`, failing closed when another thread panicked while holding it:
+/// the map may be half-updated, so no answer from it can be trusted.
+fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
+    mutex
+        .lock()
+        .map_err(|_| StoreError::unavailable("in-memory store is poisoned by a panic"))
+}
+
+/// Grants in process memory. Cheap to share behind an `Arc`.
+#[derive(Debug, Default)]
+pub struct InMemoryApprovalStore {
+    grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
+}
+
+impl InMemoryApprovalStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many grants are held, in any state.
+    pub fn len(&self) -> Result<usize, StoreError> {
+        Ok(lock(&self.grants)?.len())
+    }
+
+    /// Whether no grant is held.
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(lock(&self.grants)?.is_empty())
+    }
+
+    /// Drops every grant that stopped mattering more than `retention`
+    /// before `now`: one whose `max(expires_at, consumed at)` +
+    /// `retention` is at or before `now`. Returns how many were dropped.
+    ///
+    /// A purged id is unknown afterwards, so purge only past the grant's
+    /// expiry: an expired grant can never be consumed again anyway.
+    pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let before = grants.len();
+        grants.retain(|_, grant| {
+            let last = match &grant.state {
+                GrantState::Consumed { at, .. } => (*at).max(grant.approval.expires_at),
+                _ => grant.approval.expires_at,
+            };
+            last.saturating_add(retention) > now
+        });
+        Ok(before - grants.len())
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for InMemoryApprovalStore {
+    async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+        let mut grants = lock(&self.grants)?;
+        if grants.contains_key(&approval.id) {
+            return Err(IssueError::AlreadyExists(approval.id));
+        }
+        grants.insert(
+            approval.id.clone(),
+            StoredGrant {
+                approval,
+                state: GrantState::Active,
+            },
+        );
+        Ok(())
+    }
+
+    async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let Some(grant) = grants.get_mut(id) else {
+            return Ok(RevokeOutcome::Unknown);
+        };
+        let (outcome, next) = decide_revoke(&grant.state);
+        if let Some(next) = next {
+            grant.state = next;
+        }
+        Ok(outcome)
+    }
+
+    async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
+        Ok(lock(&self.grants)?.get(id).cloned())
+    }
+
+    async fn consume_once(
+        &self,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<ConsumeOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let Some(grant) = grants.get_mut(id) else {
+            return Ok(ConsumeOutcome::Unknown);
+        };
+        let (outcome, next) = decide_consume(grant, binding, now, attempt);
+        if let Some(next) = next {
+            grant.state = next;
+        }
+        Ok(outcome)
+    }
+}
+
+/// Operation records in process memory, in the order they were written.
+#[derive(Debug, Default)]
+pub struct InMemoryOperationStore {
+    records: Mutex<Vec<OperationRecord>>,
+}
+
+impl InMemoryOperationStore {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of every record, oldest first.
+    pub fn records(&self) -> Result<Vec<OperationRecord>, StoreError> {
+        Ok(lock(&self.records)?.clone())
+    }
+
+    /// How many records are held.
+    pub fn len(&self) -> Result<usize, StoreError> {
+        Ok(lock(&self.records)?.len())
+    }
+
+    /// Whether no record is held.
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(lock(&self.records)?.is_empty())
+    }
+
+    /// Drops records that finished at or before `now - retention`; returns how many.
+    pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
+        let mut records = lock(&self.records)?;
+        let before = records.len();
+        records.retain(|r| r.finished_at.saturating_add(retention) > now);
+        Ok(before - records.len())
+    }
+}
+
+#[async_trait]
+impl OperationLog for InMemoryOperationStore {
+    async fn record(&self, record: OperationRecord) -> Result<(), StoreError> {
+        lock(&self.records)?.push(record);
+        Ok(())
+    }
+}

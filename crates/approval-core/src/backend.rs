@@ -1,0 +1,57 @@
+//! The backend trait: what performs an approved action.
+
+use async_trait::async_trait;
+use countersign_canonical_policy::{Action, AuthorizedUrl};
+
+use crate::{ActorId, ApprovalId, OperationId, RunId};
+
+/// One approved action, handed to a backend after its grant was consumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRequest {
+    /// The Act call's id.
+    pub operation_id: OperationId,
+    /// The consumed grant.
+    pub approval_id: ApprovalId,
+    /// The host's actor.
+    pub actor_id: ActorId,
+    /// The host's run.
+    pub run_id: RunId,
+    /// Where; a live backend must connect only to `url.addresses()`.
+    pub url: AuthorizedUrl,
+    /// What.
+    pub action: Action,
+}
+
+/// A backend could not perform the action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("backend failed: {message}")]
+pub struct BackendError {
+    message: String,
+}
+
+impl BackendError {
+    /// A failure with a lower-case message.
+    pub fn new(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+        }
+    }
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Performs approved actions (a browser driver, or a fake that records them).
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Performs one action whose grant has been consumed.
+    async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError>;
+}
+
+#[async_trait]
+impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
+    async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
+        (**self).perform(request).await
+    }
+}

@@ -1,0 +1,153 @@
+//! Identifiers: generated ones (grants, attempts, operations) and host-owned ones (actors, runs).
+
+use std::fmt;
+
+/// A generated id could not be produced because the OS random source failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the operating system's random source failed: {0}")]
+pub struct RandomnessError(String);
+
+/// 128 bits from the OS CSPRNG as 32 lower-case hex characters.
+fn random_hex_128() -> Result<String, RandomnessError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| RandomnessError(e.to_string()))?;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(32);
+    for byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    Ok(out)
+}
+
+/// Whether `s` has the shape `[A-Za-z0-9_-]{1,128}` that every id text must have.
+fn is_token(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+macro_rules! token_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The prefix of generated ids.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A fresh id: the prefix and 128 bits from the OS CSPRNG as 32 lower-case hex characters.
+            pub fn generate() -> Result<Self, RandomnessError> {
+                Ok($name(format!("{}{}", $prefix, random_hex_128()?)))
+            }
+
+            /// Accepts any text of the shape `[A-Za-z0-9_-]{1,128}`; `None` otherwise.
+            ///
+            /// Text from a model that does not parse must be treated as an unknown id.
+            pub fn parse(text: &str) -> Option<Self> {
+                is_token(text).then(|| $name(text.to_owned()))
+            }
+
+            /// The id's text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+    };
+}
+
+token_id!(
+    /// The id of a grant: generated as `apr_` + 32 lower-case hex characters.
+    ApprovalId,
+    "apr_"
+);
+token_id!(
+    /// The id of one attempt to consume a grant. A retry of the same attempt
+    /// (after a lost reply) reuses it, so the store can answer a replay.
+    AttemptId,
+    "att_"
+);
+token_id!(
+    /// The id of one Act call, recorded in the operation log.
+    OperationId,
+    "op_"
+);
+
+/// Longest actor or run id, in UTF-8 bytes.
+pub const MAX_HOST_ID_BYTES: usize = 256;
+
+/// A host-owned id that is empty, too long or holds a control character.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} must be 1 to 256 bytes without control characters")]
+pub struct InvalidHostId {
+    kind: &'static str,
+}
+
+fn check_host_id(text: &str, kind: &'static str) -> Result<(), InvalidHostId> {
+    let ok = !text.is_empty()
+        && text.len() <= MAX_HOST_ID_BYTES
+        && !text.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}');
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidHostId { kind })
+    }
+}
+
+macro_rules! host_id {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Accepts 1 to 256 bytes without control characters.
+            pub fn new(text: impl Into<String>) -> Result<Self, InvalidHostId> {
+                let text = text.into();
+                check_host_id(&text, $kind)?;
+                Ok($name(text))
+            }
+
+            /// The id's text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+    };
+}
+
+host_id!(
+    /// Who acts: set by the host, never taken from model output.
+    ActorId,
+    "actor id"
+);
+host_id!(
+    /// Which agent run acts: set by the host, never taken from model output.
+    RunId,
+    "run id"
+);
