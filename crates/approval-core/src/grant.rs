@@ -141,6 +141,14 @@ impl Approval {
         }
     }
 
+    /// Whether `binding` equals this grant's binding, field by field.
+    pub fn is_bound_to(&self, binding: &Binding) -> bool {
+        self.action_digest == binding.action_digest
+            && self.url == binding.url
+            && self.actor_id == binding.actor_id
+            && self.run_id == binding.run_id
+    }
+
     /// Whether the grant is expired at `now` (`now >= expires_at`).
     pub fn is_expired_at(&self, now: Timestamp) -> bool {
         now >= self.expires_at
@@ -241,7 +249,7 @@ pub fn decide_consume(
     match &grant.state {
         GrantState::Revoked => (ConsumeOutcome::Stale(StaleReason::Revoked), None),
         GrantState::Consumed { by, .. } => {
-            if by == attempt && grant.approval.binding() == *binding {
+            if by == attempt && grant.approval.is_bound_to(binding) {
                 (ConsumeOutcome::Consumed { replay: true }, None)
             } else {
                 (ConsumeOutcome::Stale(StaleReason::Consumed), None)
@@ -250,7 +258,7 @@ pub fn decide_consume(
         GrantState::Active if grant.approval.is_expired_at(now) => {
             (ConsumeOutcome::Stale(StaleReason::Expired), None)
         }
-        GrantState::Active if grant.approval.binding() != *binding => {
+        GrantState::Active if !grant.approval.is_bound_to(binding) => {
             (ConsumeOutcome::Stale(StaleReason::Mismatch), None)
         }
         GrantState::Active => (
