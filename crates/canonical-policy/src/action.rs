@@ -25,8 +25,6 @@ pub const MAX_ARGUMENT_KEY_BYTES: usize = 64;
 /// Longest argument value, in UTF-8 bytes.
 pub const MAX_ARGUMENT_VALUE_BYTES: usize = 8192;
 
-const ACTION_KEYS: &[&str] = &["arguments", "description", "method", "selector"];
-
 /// A browser action in canonical form, as the policy accepted it.
 ///
 /// Its [`canonical_json`](Action::canonical_json) always holds the four keys
@@ -40,6 +38,10 @@ pub struct Action {
     description: String,
     method: String,
     selector: String,
+    /// Computed once when the action is built: every grant, binding and
+    /// consume needs it, and the fields never change afterwards.
+    #[serde(skip)]
+    digest: ActionDigest,
 }
 
 impl Action {
@@ -62,9 +64,7 @@ impl Action {
 
     /// The canonical JSON text of this action.
     pub fn canonical_json(&self) -> String {
-        // Serialising strings and a `BTreeMap<String, String>` cannot fail;
-        // the empty fallback would never match a stored digest, so it fails closed.
-        serde_json::to_string(self).unwrap_or_default()
+        canonical_json_of(self)
     }
 
     /// The canonical JSON as a `serde_json::Value` (its object keys stay sorted).
@@ -74,7 +74,7 @@ impl Action {
 
     /// SHA-256 of [`canonical_json`](Action::canonical_json).
     pub fn digest(&self) -> ActionDigest {
-        ActionDigest(Sha256::digest(self.canonical_json().as_bytes()).into())
+        self.digest
     }
 
     /// Rebuilds an action from text a store saved, accepting it only when it
@@ -101,8 +101,31 @@ impl fmt::Display for Action {
     }
 }
 
+/// Serialises the four fields in canonical form.
+fn canonical_json_of(action: &Action) -> String {
+    // Sized up front: the escaping overhead is small, and growing the buffer
+    // repeatedly was a third of the serialisation time.
+    let estimate = 64
+        + action.description.len()
+        + action.method.len()
+        + action.selector.len()
+        + action
+            .arguments
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(estimate + estimate / 8);
+    // Serialising strings and a `BTreeMap<String, String>` cannot fail, and
+    // serde_json writes only UTF-8; the empty fallback would never match a
+    // stored digest, so it fails closed.
+    if serde_json::to_writer(&mut out, action).is_err() {
+        return String::new();
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// The SHA-256 digest of an action's canonical JSON; shown as 64 lower-case hex characters.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ActionDigest([u8; 32]);
 
 impl ActionDigest {
@@ -162,7 +185,9 @@ impl FromStr for ActionDigest {
 }
 
 fn has_control(s: &str) -> bool {
-    s.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}')
+    // U+0000–U+001F and U+007F are single bytes in UTF-8 and never occur
+    // inside a multi-byte sequence, so a byte scan is exact.
+    s.bytes().any(|b| b < 0x20 || b == 0x7f)
 }
 
 /// Shortens user text quoted in a denial so a message stays readable.
@@ -201,7 +226,12 @@ pub(crate) fn canonicalise(
     let object = proposed
         .as_object()
         .ok_or_else(|| Denial::invalid_action("action must be a json object"))?;
-    if let Some(unknown) = object.keys().find(|k| !ACTION_KEYS.contains(&k.as_str())) {
+    if let Some(unknown) = object.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "arguments" | "description" | "method" | "selector"
+        )
+    }) {
         return Err(Denial::invalid_action(format!(
             "unknown field `{}`",
             quoted(unknown)
@@ -264,12 +294,15 @@ pub(crate) fn canonicalise(
         Some(_) => return Err(Denial::invalid_action("`arguments` must be an object")),
     };
 
-    Ok(Action {
+    let mut action = Action {
         arguments,
         description,
         method,
         selector: selector.to_owned(),
-    })
+        digest: ActionDigest::default(),
+    };
+    action.digest = ActionDigest(Sha256::digest(canonical_json_of(&action).as_bytes()).into());
+    Ok(action)
 }
 
 fn valid_argument_key(key: &str) -> bool {
@@ -287,7 +320,7 @@ fn canonical_arguments(
             "`arguments` has more than {MAX_ARGUMENTS} entries"
         )));
     }
-    let mut out = BTreeMap::new();
+    let mut out = Vec::with_capacity(map.len());
     for (key, value) in map {
         if !valid_argument_key(key) {
             return Err(Denial::invalid_action(format!(
@@ -310,7 +343,9 @@ fn canonical_arguments(
                 "argument `{key}` is longer than {MAX_ARGUMENT_VALUE_BYTES} bytes"
             )));
         }
-        out.insert(key.clone(), text);
+        out.push((key.clone(), text));
     }
-    Ok(out)
+    // Collecting sorts once and builds the tree in bulk, whatever order the
+    // input map iterates in.
+    Ok(out.into_iter().collect())
 }

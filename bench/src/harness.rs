@@ -1,0 +1,141 @@
+//! A small timing harness: a subject and its baseline are sampled in
+//! alternation in the same run, so drift on a shared machine hits both.
+
+use std::time::{Duration, Instant};
+
+/// How long and how often to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Samples per side.
+    pub samples: usize,
+    /// Operations per sample.
+    pub iters: u64,
+}
+
+impl Budget {
+    /// Scales the operation count (for slow subjects such as network round trips).
+    pub fn scaled(self, divisor: u64) -> Budget {
+        Budget {
+            samples: self.samples,
+            iters: (self.iters / divisor).max(1),
+        }
+    }
+}
+
+/// One side's result: per-operation nanoseconds at the median sample.
+#[derive(Debug, Clone, Copy)]
+pub struct Side {
+    /// Median nanoseconds per operation across samples.
+    pub median_ns: f64,
+}
+
+impl Side {
+    /// Operations per second at the median.
+    pub fn ops_per_sec(&self) -> f64 {
+        if self.median_ns > 0.0 {
+            1e9 / self.median_ns
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// What is measured.
+    pub name: String,
+    /// What it is compared with.
+    pub baseline_name: String,
+    /// The subject.
+    pub subject: Side,
+    /// The baseline.
+    pub baseline: Side,
+    /// How the ratio is read and the target, e.g. `time ≤ 1.5`.
+    pub target: Target,
+    /// Anything the reader must know.
+    pub note: String,
+}
+
+/// The target a row is judged by.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// subject time / baseline time must be at most this.
+    TimeRatioAtMost(f64),
+    /// subject throughput / baseline throughput must be at least this.
+    ThroughputRatioAtLeast(f64),
+    /// Reported only.
+    None,
+}
+
+impl Row {
+    /// subject time / baseline time.
+    pub fn time_ratio(&self) -> f64 {
+        self.subject.median_ns / self.baseline.median_ns
+    }
+
+    /// The ratio the target speaks of, and whether it is met.
+    pub fn verdict(&self) -> (f64, Option<bool>) {
+        match self.target {
+            Target::TimeRatioAtMost(limit) => {
+                let r = self.time_ratio();
+                (r, Some(r <= limit))
+            }
+            Target::ThroughputRatioAtLeast(limit) => {
+                let r = self.baseline.median_ns / self.subject.median_ns;
+                (r, Some(r >= limit))
+            }
+            Target::None => (self.time_ratio(), None),
+        }
+    }
+}
+
+/// The median of `values` (which must be non-empty).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// Samples `subject` and `baseline` alternately; each closure runs `iters`
+/// operations and returns the elapsed time of the timed part.
+pub fn compare(
+    budget: Budget,
+    mut baseline: impl FnMut(u64) -> Duration,
+    mut subject: impl FnMut(u64) -> Duration,
+) -> (Side, Side) {
+    // One untimed round each warms caches and allocators.
+    baseline(budget.iters.min(1000));
+    subject(budget.iters.min(1000));
+    let mut base = Vec::with_capacity(budget.samples);
+    let mut subj = Vec::with_capacity(budget.samples);
+    for i in 0..budget.samples {
+        // Alternate who goes first so neither side always runs on a warmer machine.
+        let per_op = |d: Duration| d.as_nanos() as f64 / budget.iters as f64;
+        if i % 2 == 0 {
+            base.push(per_op(baseline(budget.iters)));
+            subj.push(per_op(subject(budget.iters)));
+        } else {
+            subj.push(per_op(subject(budget.iters)));
+            base.push(per_op(baseline(budget.iters)));
+        }
+    }
+    (
+        Side {
+            median_ns: median(&mut subj),
+        },
+        Side {
+            median_ns: median(&mut base),
+        },
+    )
+}
+
+/// Times `f` once.
+pub fn time(f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}

@@ -1,0 +1,65 @@
+//! `cargo xtask bench [--quick]`: countersign's hot paths, each beside a
+//! baseline measured in the same run. A full run rewrites `docs/benchmarks.md`;
+//! `--quick` only checks that every benchmark still runs.
+
+mod harness;
+mod memory_bench;
+mod policy_bench;
+mod report;
+
+use std::process::ExitCode;
+
+use harness::{Budget, Row};
+
+fn main() -> ExitCode {
+    let quick = std::env::args().any(|a| a == "--quick");
+    match run(quick) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(quick: bool) -> Result<(), String> {
+    let budget = if quick {
+        Budget {
+            samples: 3,
+            iters: 200,
+        }
+    } else {
+        Budget {
+            samples: 21,
+            iters: 20_000,
+        }
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let mut extra: Vec<String> = Vec::new();
+    // BENCH_ONLY=<substring> runs only matching benchmarks, for profiling one at a time.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || name.contains(only.as_str());
+    let mut push = |row: Row| {
+        report::print_row(&row);
+        rows.push(row);
+    };
+    if wanted("destination") {
+        push(policy_bench::destination(budget)?);
+    }
+    if wanted("action") {
+        push(policy_bench::action(budget)?);
+    }
+    if wanted("memory") {
+        push(memory_bench::consume(budget, 1)?);
+        push(memory_bench::consume(budget, 2)?);
+    }
+    extra.push(String::new());
+
+    if quick {
+        eprintln!("bench --quick: {} benchmarks ran", rows.len());
+        return Ok(());
+    }
+    let path = report::write(&rows, &extra)?;
+    eprintln!("wrote {path}");
+    Ok(())
+}
