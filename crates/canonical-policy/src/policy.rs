@@ -321,31 +321,41 @@ impl Policy {
             return Err(Denial::UserinfoPresent);
         }
 
-        let host = url
-            .host()
-            .map(|h| h.to_owned())
-            .ok_or(Denial::HostMissing)?;
-        let addresses = match host {
-            Host::Domain(raw) => {
-                let domain = raw.strip_suffix('.').unwrap_or(&raw).to_owned();
-                if !self.inner.hosts.iter().any(|p| p.matches_domain(&domain)) {
-                    return Err(Denial::HostNotAllowed {
-                        host: quoted(&domain),
-                    });
-                }
-                if domain != raw {
-                    url.set_host(Some(&domain))
+        let literal = match url.host().ok_or(Denial::HostMissing)? {
+            Host::Domain(_) => None,
+            Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+            Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        };
+        let addresses = match literal {
+            Some(ip) => self.literal(ip, &url)?,
+            None => {
+                let raw = url.host_str().unwrap_or_default();
+                if let Some(stripped) = raw.strip_suffix('.') {
+                    let stripped = stripped.to_owned();
+                    self.check_domain(&stripped)?;
+                    url.set_host(Some(&stripped))
                         .map_err(|e| Denial::UnparsableUrl {
                             reason: e.to_string(),
                         })?;
+                } else {
+                    self.check_domain(raw)?;
                 }
                 self.check_port(&url)?;
-                self.resolve_public(&domain).await?
+                self.resolve_public(url.host_str().unwrap_or_default())
+                    .await?
             }
-            Host::Ipv4(ip) => self.literal(IpAddr::V4(ip), &url)?,
-            Host::Ipv6(ip) => self.literal(IpAddr::V6(ip), &url)?,
         };
         Ok(AuthorizedUrl { url, addresses })
+    }
+
+    fn check_domain(&self, domain: &str) -> Result<(), Denial> {
+        if self.inner.hosts.iter().any(|p| p.matches_domain(domain)) {
+            Ok(())
+        } else {
+            Err(Denial::HostNotAllowed {
+                host: quoted(domain),
+            })
+        }
     }
 
     fn literal(&self, ip: IpAddr, url: &Url) -> Result<Vec<IpAddr>, Denial> {

@@ -72,14 +72,21 @@ impl StaticResolver {
     /// Answers `addresses` for `host` (compared case-insensitively, one
     /// trailing dot ignored).
     pub fn with_host(mut self, host: &str, addresses: impl IntoIterator<Item = IpAddr>) -> Self {
-        self.answers
-            .insert(normalise(host), addresses.into_iter().collect());
+        self.answers.insert(
+            normalise(host).into_owned(),
+            addresses.into_iter().collect(),
+        );
         self
     }
 }
 
-fn normalise(host: &str) -> String {
-    host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
+fn normalise(host: &str) -> std::borrow::Cow<'_, str> {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(host)
+    }
 }
 
 #[async_trait]
@@ -88,7 +95,7 @@ impl Resolver for StaticResolver {
         if self.failing {
             return Err(ResolveError::new("resolver is set to fail"));
         }
-        if let Some(found) = self.answers.get(&normalise(host)) {
+        if let Some(found) = self.answers.get(normalise(host).as_ref()) {
             return Ok(found.clone());
         }
         self.fallback
