@@ -114,6 +114,11 @@ pub const PUBLIC_V6_EXCEPTIONS: &[(Ipv6Addr, u8, &str)] = &[
         "TURN anycast (RFC 8155)",
     ),
     (
+        Ipv6Addr::new(0x2001, 1, 0, 0, 0, 0, 0, 3),
+        128,
+        "DNS-SD service registration protocol anycast (RFC 9665)",
+    ),
+    (
         Ipv6Addr::new(0x2001, 3, 0, 0, 0, 0, 0, 0),
         32,
         "AMT (RFC 7450)",

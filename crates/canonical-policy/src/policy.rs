@@ -77,6 +77,9 @@ impl HostPattern {
                 if domain.is_empty() || domain.ends_with('.') {
                     return Err(invalid("host name is empty"));
                 }
+                if domain.split('.').any(str::is_empty) {
+                    return Err(invalid("host name has an empty label"));
+                }
                 Ok(if wildcard {
                     HostPattern::Subdomains(domain)
                 } else {
@@ -96,8 +99,9 @@ impl HostPattern {
             HostPattern::Exact(name) => name == domain,
             HostPattern::Subdomains(suffix) => domain
                 .strip_suffix(suffix.as_str())
-                .and_then(|label| label.strip_suffix('.'))
-                .is_some_and(|label| !label.is_empty()),
+                .and_then(|labels| labels.strip_suffix('.'))
+                // One or more labels, none empty: `..example.com` is no subdomain.
+                .is_some_and(|labels| !labels.split('.').any(str::is_empty)),
             HostPattern::Ip(_) => false,
         }
     }
