@@ -1,1 +1,106 @@
-//! placeholder
+//! The countersign Act tool: a model proposes a browser action; it happens
+//! only if the host issued a single-use grant for exactly that action.
+//!
+//! The host hands an LLM API the tool's definition:
+//!
+//! ```
+//! use countersign_act_tool::Act;
+//!
+//! let definition = Act::definition();
+//! assert_eq!(definition.name, "browser_act");
+//! let schema = &definition.parameters;
+//! assert_eq!(schema["additionalProperties"], false);
+//! assert_eq!(schema["required"], serde_json::json!(["url", "approval_id", "method", "selector"]));
+//! // The model never names the actor or run: they are not arguments.
+//! assert!(schema["properties"].get("actor_id").is_none());
+//! ```
+//!
+//! A whole round, with the in-memory store (`countersign-store-memory`) and
+//! the fake backend (`countersign-backend-fake`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use countersign_act_tool::{Context, Toolset, issue_grant};
+//! use countersign_approval_core::{ActorId, RunId};
+//! use countersign_canonical_policy::{Policy, StaticResolver};
+//! use countersign_backend_fake::FakeBackend;
+//! use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let backend = FakeBackend::new();
+//! let operations = Arc::new(InMemoryOperationStore::new());
+//! let context = Context::builder()
+//!     .actor_id(ActorId::new("demo-actor")?)
+//!     .run_id(RunId::new("demo-run")?)
+//!     .backend(backend.clone())
+//!     .source_policy(
+//!         Policy::builder()
+//!             .allow_host("docs.example.com")
+//!             .resolver(StaticResolver::answering_all(["93.184.216.34".parse()?]))
+//!             .build()?,
+//!     )
+//!     .operation_store(operations.clone())
+//!     .approval_store(InMemoryApprovalStore::new())
+//!     .build()?;
+//!
+//! // The host approves one click, then enables Act for the model.
+//! let action = json!({"method": "click", "selector": "a#docs"});
+//! let grant = issue_grant(&context, "https://docs.example.com/", &action, Duration::from_secs(60)).await?;
+//! let mut tools = Toolset::new(context);
+//! assert!(tools.act().is_none());
+//! let act = tools.enable_act();
+//!
+//! let call = json!({
+//!     "url": "https://docs.example.com/", "approval_id": grant.id.as_str(),
+//!     "method": "click", "selector": "a#docs",
+//! });
+//! let first = act.execute_json(&call).await;
+//! assert_eq!(first["status"], "ok");
+//! assert_eq!(first["locator"]["approval_id"], grant.id.as_str());
+//! let again = act.execute_json(&call).await;
+//! assert_eq!(again["error"]["code"], "APPROVAL_STALE");
+//!
+//! assert_eq!(backend.len(), 1);
+//! assert_eq!(operations.len()?, 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # The order of checks
+//!
+//! See [`Act`]. Every refusal performs nothing, and every call, refused or
+//! not, writes one [`OperationRecord`](countersign_approval_core::OperationRecord).
+//! If writing that record fails, the result still reports what happened
+//! (an action already performed cannot be taken back) and a `tracing`
+//! error event is emitted.
+//!
+//! # Logging
+//!
+//! Each call emits one `tracing` event with the operation id, actor, run,
+//! approval id (when it has the shape of an id), outcome and reason: `info`
+//! for `ok`, `warn` for refusals, `error` for `STORE_UNAVAILABLE` and
+//! `BACKEND_FAILED`. Argument values are never logged or put in a message:
+//! they may be secrets typed into forms.
+
+mod act;
+mod call;
+mod context;
+mod definition;
+mod grant;
+mod result;
+mod toolset;
+
+pub use act::Act;
+pub use call::{ARGUMENT_NAMES, ActCall};
+pub use context::{Context, ContextBuilder, ContextError, RetryPolicy};
+pub use definition::{TOOL_NAME, ToolDefinition};
+pub use grant::{GrantError, issue_grant};
+pub use result::{ActError, ActResult, Performed};
+pub use toolset::{Toolset, UnknownTool};
+
+/// The grant model and traits this crate builds on.
+pub use countersign_approval_core as approval;
+/// The destination and action policy this crate checks with.
+pub use countersign_canonical_policy as policy;

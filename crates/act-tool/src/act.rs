@@ -1,0 +1,393 @@
+//! The Act tool: one approved action, performed at most once per grant.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use countersign_approval_core::{
+    ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, OperationId,
+    OperationRecord, OutcomeCode, StaleReason,
+};
+use countersign_canonical_policy::ActionDigest;
+use serde_json::Value;
+
+use crate::Context;
+use crate::call::{self, ActCall, Request};
+use crate::definition::{ToolDefinition, act_definition};
+use crate::result::{ActError, ActResult, Performed};
+
+/// The Act tool for one host [`Context`].
+///
+/// Checks, in this order, and every refusal performs nothing:
+///
+/// 1. malformed call: arguments not an object, or `url` missing or not a
+///    string ⇒ `NOT_AUTHORIZED`; `approval_id` missing or not a string ⇒
+///    `APPROVAL_REQUIRED`; any argument not in the schema (such as
+///    `actor_id` or `run_id`) ⇒ `NOT_AUTHORIZED`;
+/// 2. the context has no approval store ⇒ `APPROVAL_REQUIRED`;
+/// 3. the policy refuses the URL, then the action ⇒ `NOT_AUTHORIZED`;
+/// 4. the approval id is malformed ⇒ `APPROVAL_REQUIRED`; unknown (the
+///    store's first consume check) ⇒ `APPROVAL_REQUIRED`;
+/// 5. `consume_once`: stale (expired, revoked, consumed, mismatched) ⇒
+///    `APPROVAL_STALE`; a retryable store error is retried with the same
+///    attempt id (a replay answer on a retry is success), other errors or
+///    exhausted retries ⇒ `STORE_UNAVAILABLE`;
+/// 6. `backend.perform`: ok, or `BACKEND_FAILED` (the grant stays consumed);
+/// 7. one operation record is written for every call, whatever happened.
+///
+/// Cheap to clone; `Send + Sync`, so one `Act` may serve concurrent calls.
+#[derive(Debug, Clone)]
+pub struct Act {
+    context: Arc<Context>,
+}
+
+/// A refusal on its way to the result: `message` is for the model,
+/// `reason` for the operation record and the log.
+struct Refusal {
+    code: OutcomeCode,
+    message: String,
+    reason: String,
+}
+
+impl Refusal {
+    fn new(code: OutcomeCode, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Refusal {
+            code,
+            reason: message.clone(),
+            message,
+        }
+    }
+
+    fn with_reason(
+        code: OutcomeCode,
+        message: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Refusal {
+            code,
+            message: message.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What the operation record learns as the checks go.
+#[derive(Default)]
+struct Known {
+    url: Option<String>,
+    digest: Option<ActionDigest>,
+}
+
+fn stale_message(reason: StaleReason) -> &'static str {
+    match reason {
+        StaleReason::Revoked => "approval was revoked",
+        StaleReason::Consumed => "approval was already used",
+        StaleReason::Expired => "approval has expired",
+        StaleReason::Mismatch => "approval does not match this actor, run, url or action",
+    }
+}
+
+/// A fresh operation id. If the OS random source fails, a process-unique
+/// fallback (`op_fallback` + process id + counter) keeps the record and the
+/// result identifiable; the call itself then fails closed when it needs an
+/// attempt id.
+fn new_operation_id() -> OperationId {
+    static FALLBACK: AtomicU64 = AtomicU64::new(0);
+    loop {
+        match OperationId::generate() {
+            Ok(id) => return id,
+            Err(error) => {
+                tracing::error!(%error, "could not generate an operation id; using a fallback");
+                let n = FALLBACK.fetch_add(1, Ordering::Relaxed);
+                let text = format!(
+                    "{}fallback{:016x}{n:016x}",
+                    OperationId::PREFIX,
+                    std::process::id()
+                );
+                // 46 characters of `[a-z0-9_]`: always an id, so the loop
+                // runs at most once.
+                if let Some(id) = OperationId::parse(&text) {
+                    return id;
+                }
+            }
+        }
+    }
+}
+
+impl Act {
+    /// The tool's name, `browser_act`.
+    pub const NAME: &'static str = crate::definition::TOOL_NAME;
+
+    /// The Act tool for `context` (a [`Context`] or an `Arc<Context>`).
+    pub fn new(context: impl Into<Arc<Context>>) -> Self {
+        Act {
+            context: context.into(),
+        }
+    }
+
+    /// The host context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The tool's definition, without knowledge of any policy: name
+    /// `browser_act`, a description for the model, and the JSON Schema of
+    /// the arguments `url`, `approval_id`, `method`, `selector`,
+    /// `description`, `arguments` with `additionalProperties: false`.
+    pub fn definition() -> ToolDefinition {
+        act_definition(None)
+    }
+
+    /// The same definition, with the context policy's allowed methods as an
+    /// `enum` on `method`.
+    pub fn tool_definition(&self) -> ToolDefinition {
+        let methods = self
+            .context
+            .source_policy()
+            .allowed_methods()
+            .map(str::to_owned)
+            .collect();
+        act_definition(Some(methods))
+    }
+
+    /// Runs a typed call. The malformed-call check cannot fail for a typed
+    /// call; every later check applies.
+    pub async fn execute(&self, call: ActCall) -> ActResult {
+        let given = Some(call.approval_id.clone());
+        self.run(given, Ok(call.into_request())).await
+    }
+
+    /// Runs a model's tool call: `args` is the JSON object of the call's
+    /// arguments. Returns the typed result; [`execute_json`](Self::execute_json)
+    /// returns its JSON.
+    pub async fn execute_tool_call(&self, args: &Value) -> ActResult {
+        let given = call::given_approval_id(args);
+        let request = call::parse(args).map_err(|m| Refusal::new(m.code, m.message));
+        self.run(given, request).await
+    }
+
+    /// Runs a model's tool call and returns the JSON the model sees.
+    pub async fn execute_json(&self, args: &Value) -> Value {
+        self.execute_tool_call(args).await.to_json()
+    }
+
+    async fn run(&self, given: Option<String>, request: Result<Request, Refusal>) -> ActResult {
+        let context = &*self.context;
+        let started_at = context.now();
+        let operation_id = new_operation_id();
+        let mut known = Known::default();
+        let outcome = match request {
+            Err(refusal) => Err(refusal),
+            Ok(request) => self.decide(&operation_id, request, &mut known).await,
+        };
+        let finished_at = context.now();
+
+        let (code, reason) = match &outcome {
+            Ok(_) => (OutcomeCode::Ok, String::new()),
+            Err(refusal) => (refusal.code, refusal.reason.clone()),
+        };
+        log_call(context, &operation_id, given.as_deref(), code, &reason);
+
+        let record = OperationRecord {
+            operation_id: operation_id.clone(),
+            actor_id: context.actor_id().clone(),
+            run_id: context.run_id().clone(),
+            approval_id: given,
+            url: known.url,
+            action_digest: known.digest,
+            outcome: code,
+            reason,
+            started_at,
+            finished_at,
+        };
+        if let Err(error) = context.operation_store().record(record).await {
+            // The outcome already happened (for `ok`, the grant is consumed
+            // and the backend acted): reporting anything else would lie.
+            tracing::error!(
+                operation_id = %operation_id,
+                actor = %context.actor_id(),
+                run = %context.run_id(),
+                outcome = code.as_str(),
+                %error,
+                "browser_act: the operation record could not be written",
+            );
+        }
+
+        match outcome {
+            Ok(performed) => ActResult::Ok(Box::new(performed)),
+            Err(refusal) => ActResult::Error(ActError {
+                operation_id,
+                code: refusal.code,
+                message: refusal.message,
+            }),
+        }
+    }
+
+    async fn decide(
+        &self,
+        operation_id: &OperationId,
+        request: Request,
+        known: &mut Known,
+    ) -> Result<Performed, Refusal> {
+        let context = &*self.context;
+
+        // 2. No approval store: nothing can be approved.
+        let Some(store) = context.approval_store() else {
+            return Err(Refusal::new(
+                OutcomeCode::ApprovalRequired,
+                "no approval store is configured; the host must issue approvals",
+            ));
+        };
+
+        // 3. The policy judges the URL, then the action.
+        let policy = context.source_policy();
+        let url = policy
+            .authorize_destination(&request.url)
+            .await
+            .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
+        known.url = Some(url.as_str().to_owned());
+        let action = policy
+            .authorize_action(&request.action)
+            .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
+        known.digest = Some(action.digest());
+
+        // 4. A malformed id names no grant.
+        let Some(approval_id) = ApprovalId::parse(&request.approval_id) else {
+            return Err(Refusal::new(
+                OutcomeCode::ApprovalRequired,
+                "approval id is malformed; the host must issue an approval for this action",
+            ));
+        };
+
+        // 4–5. One atomic check-and-mark; an unknown id is its first answer.
+        let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
+        self.consume(store.as_ref(), &approval_id, &binding).await?;
+
+        // 6. Perform.
+        let action_request = ActionRequest {
+            operation_id: operation_id.clone(),
+            approval_id,
+            actor_id: context.actor_id().clone(),
+            run_id: context.run_id().clone(),
+            url,
+            action,
+        };
+        if let Err(error) = context.backend().perform(&action_request).await {
+            return Err(Refusal::with_reason(
+                OutcomeCode::BackendFailed,
+                "backend failed to perform the action; the approval was used up",
+                error.to_string(),
+            ));
+        }
+        Ok(Performed {
+            operation_id: action_request.operation_id,
+            approval_id: action_request.approval_id,
+            url: action_request.url,
+            action: action_request.action,
+        })
+    }
+
+    async fn consume(
+        &self,
+        store: &dyn ApprovalStore,
+        id: &ApprovalId,
+        binding: &Binding,
+    ) -> Result<(), Refusal> {
+        let context = &*self.context;
+        let unavailable = "approval store is unavailable; nothing was performed";
+        let attempt = AttemptId::generate().map_err(|error| {
+            Refusal::with_reason(
+                OutcomeCode::StoreUnavailable,
+                unavailable,
+                error.to_string(),
+            )
+        })?;
+        let retry = context.consume_retry();
+        let mut tries: u32 = 0;
+        loop {
+            tries += 1;
+            match store
+                .consume_once(id, binding, context.now(), &attempt)
+                .await
+            {
+                Ok(ConsumeOutcome::Consumed { replay: false }) => return Ok(()),
+                // A replay answers a retry whose earlier try was applied.
+                Ok(ConsumeOutcome::Consumed { replay: true }) if tries > 1 => return Ok(()),
+                Ok(ConsumeOutcome::Consumed { replay: true }) => {
+                    return Err(Refusal::with_reason(
+                        OutcomeCode::StoreUnavailable,
+                        unavailable,
+                        "store answered a replay for a new attempt",
+                    ));
+                }
+                Ok(ConsumeOutcome::Stale(reason)) => {
+                    return Err(Refusal::new(
+                        OutcomeCode::ApprovalStale,
+                        stale_message(reason),
+                    ));
+                }
+                Ok(ConsumeOutcome::Unknown) => {
+                    return Err(Refusal::new(
+                        OutcomeCode::ApprovalRequired,
+                        "approval id is unknown; the host must issue an approval for this action",
+                    ));
+                }
+                Err(error) if error.is_retryable() && tries < retry.max_attempts() => {
+                    tracing::warn!(
+                        actor = %context.actor_id(),
+                        run = %context.run_id(),
+                        approval_id = %id,
+                        attempt = %attempt,
+                        tries,
+                        %error,
+                        "browser_act: consume failed, retrying with the same attempt id",
+                    );
+                    let delay = retry.delay_after(tries);
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                }
+                Err(error) => {
+                    return Err(Refusal::with_reason(
+                        OutcomeCode::StoreUnavailable,
+                        unavailable,
+                        format!("consume failed after {tries} tries: {error}"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// One event per call. Argument values are never logged; the approval id
+/// is logged only when it has the shape of an id.
+fn log_call(
+    context: &Context,
+    operation_id: &OperationId,
+    given: Option<&str>,
+    code: OutcomeCode,
+    reason: &str,
+) {
+    let approval_id = match given {
+        None => "<none>",
+        Some(id) if ApprovalId::parse(id).is_some() => id,
+        Some(_) => "<malformed>",
+    };
+    let actor = context.actor_id().as_str();
+    let run = context.run_id().as_str();
+    let outcome = code.as_str();
+    match code {
+        OutcomeCode::Ok => tracing::info!(
+            operation_id = %operation_id, actor, run, approval_id, outcome, reason,
+            "browser_act performed",
+        ),
+        OutcomeCode::StoreUnavailable | OutcomeCode::BackendFailed => tracing::error!(
+            operation_id = %operation_id, actor, run, approval_id, outcome, reason,
+            "browser_act failed",
+        ),
+        _ => tracing::warn!(
+            operation_id = %operation_id, actor, run, approval_id, outcome, reason,
+            "browser_act refused",
+        ),
+    }
+}

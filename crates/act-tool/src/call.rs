@@ -1,0 +1,235 @@
+//! The arguments of one `browser_act` call, typed or as a model sends them.
+
+use std::fmt;
+
+use countersign_approval_core::OutcomeCode;
+use serde_json::{Map, Value};
+
+/// The argument names a `browser_act` call may carry; any other is refused.
+pub const ARGUMENT_NAMES: [&str; 6] = [
+    "url",
+    "approval_id",
+    "method",
+    "selector",
+    "description",
+    "arguments",
+];
+
+/// The action fields, handed together to the policy's `authorize_action`.
+const ACTION_FIELDS: [&str; 4] = ["method", "selector", "description", "arguments"];
+
+/// One `browser_act` call in typed form, for hosts that call the tool
+/// directly rather than through a model's JSON.
+///
+/// The actor and run are not here: they come from the [`Context`](crate::Context).
+/// `Debug` shows argument keys but never their values, which may be secrets.
+///
+/// ```
+/// use countersign_act_tool::ActCall;
+///
+/// let call = ActCall::new("https://docs.example.com/", "apr_0123", "fill", "input#password")
+///     .with_argument("value", "hunter2");
+/// assert!(!format!("{call:?}").contains("hunter2"));
+/// ```
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ActCall {
+    /// The page the action happens on, as the grant names it.
+    pub url: String,
+    /// The grant's id as given.
+    pub approval_id: String,
+    /// The action's method, e.g. `click`.
+    pub method: String,
+    /// The element's selector.
+    pub selector: String,
+    /// The action's description; absent means `"{method} {selector}"`.
+    pub description: Option<String>,
+    /// The action's arguments (strings, numbers or booleans); absent means none.
+    pub arguments: Option<Map<String, Value>>,
+}
+
+impl ActCall {
+    /// A call without description or arguments.
+    pub fn new(
+        url: impl Into<String>,
+        approval_id: impl Into<String>,
+        method: impl Into<String>,
+        selector: impl Into<String>,
+    ) -> Self {
+        ActCall {
+            url: url.into(),
+            approval_id: approval_id.into(),
+            method: method.into(),
+            selector: selector.into(),
+            description: None,
+            arguments: None,
+        }
+    }
+
+    /// Sets the description.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Adds one argument.
+    pub fn with_argument(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.arguments
+            .get_or_insert_with(Map::new)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// The call as a model would send it: the JSON object of the tool's arguments.
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        object.insert("url".into(), Value::String(self.url.clone()));
+        object.insert(
+            "approval_id".into(),
+            Value::String(self.approval_id.clone()),
+        );
+        object.extend(self.action_object());
+        Value::Object(object)
+    }
+
+    fn action_object(&self) -> Map<String, Value> {
+        let mut object = Map::new();
+        object.insert("method".into(), Value::String(self.method.clone()));
+        object.insert("selector".into(), Value::String(self.selector.clone()));
+        if let Some(description) = &self.description {
+            object.insert("description".into(), Value::String(description.clone()));
+        }
+        if let Some(arguments) = &self.arguments {
+            object.insert("arguments".into(), Value::Object(arguments.clone()));
+        }
+        object
+    }
+
+    pub(crate) fn into_request(self) -> Request {
+        let action = Value::Object(self.action_object());
+        Request {
+            url: self.url,
+            approval_id: self.approval_id,
+            action,
+        }
+    }
+}
+
+impl fmt::Debug for ActCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Option<Vec<&String>> = self.arguments.as_ref().map(|a| a.keys().collect());
+        f.debug_struct("ActCall")
+            .field("url", &self.url)
+            .field("approval_id", &self.approval_id)
+            .field("method", &self.method)
+            .field("selector", &self.selector)
+            .field("description", &self.description)
+            .field("argument_keys", &keys)
+            .finish()
+    }
+}
+
+/// A call that passed the malformed-call check: the action fields are kept
+/// as one JSON object, exactly as given, for the policy to judge.
+pub(crate) struct Request {
+    pub(crate) url: String,
+    pub(crate) approval_id: String,
+    pub(crate) action: Value,
+}
+
+/// A refusal before anything was looked up.
+pub(crate) struct Malformed {
+    pub(crate) code: OutcomeCode,
+    pub(crate) message: String,
+}
+
+impl Malformed {
+    fn new(code: OutcomeCode, message: impl Into<String>) -> Self {
+        Malformed {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Quotes an unknown argument name only when it is short and plain, so a
+/// message never echoes arbitrary text from the model.
+fn shown_name(name: &str) -> String {
+    let plain = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if plain {
+        format!("unknown argument `{name}`")
+    } else {
+        "unknown argument".to_owned()
+    }
+}
+
+/// The approval id as given, when the call is an object holding it as a string.
+pub(crate) fn given_approval_id(args: &Value) -> Option<String> {
+    args.get("approval_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Check 1, malformed call, in this order: not an object or missing or
+/// mistyped `url` ⇒ `NOT_AUTHORIZED`; missing or mistyped `approval_id` ⇒
+/// `APPROVAL_REQUIRED`; any unknown argument ⇒ `NOT_AUTHORIZED`.
+pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
+    let Some(object) = args.as_object() else {
+        return Err(Malformed::new(
+            OutcomeCode::NotAuthorized,
+            "tool call arguments must be a json object",
+        ));
+    };
+    let url = match object.get("url") {
+        None | Some(Value::Null) => {
+            return Err(Malformed::new(
+                OutcomeCode::NotAuthorized,
+                "call is missing url",
+            ));
+        }
+        Some(Value::String(url)) => url.clone(),
+        Some(_) => {
+            return Err(Malformed::new(
+                OutcomeCode::NotAuthorized,
+                "url must be a string",
+            ));
+        }
+    };
+    let approval_id = match object.get("approval_id") {
+        None | Some(Value::Null) => {
+            return Err(Malformed::new(
+                OutcomeCode::ApprovalRequired,
+                "call is missing approval_id; the host must issue an approval for this action",
+            ));
+        }
+        Some(Value::String(id)) => id.clone(),
+        Some(_) => {
+            return Err(Malformed::new(
+                OutcomeCode::ApprovalRequired,
+                "approval_id must be a string",
+            ));
+        }
+    };
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !ARGUMENT_NAMES.contains(&k.as_str()))
+    {
+        return Err(Malformed::new(
+            OutcomeCode::NotAuthorized,
+            shown_name(unknown),
+        ));
+    }
+    let action: Map<String, Value> = object
+        .iter()
+        .filter(|(k, _)| ACTION_FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(Request {
+        url,
+        approval_id,
+        action: Value::Object(action),
+    })
+}

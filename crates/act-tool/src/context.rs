@@ -1,0 +1,266 @@
+//! What the host hands the Act tool: who acts, where grants live, what performs.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign_approval_core::{
+    ActorId, ApprovalStore, Backend, Clock, OperationLog, RunId, SystemClock, Timestamp,
+};
+use countersign_canonical_policy::Policy;
+
+/// How often a consume is tried when the approval store fails with a
+/// retryable error ([`StoreError::is_retryable`](countersign_approval_core::StoreError::is_retryable)).
+///
+/// Every try of one call uses the same attempt id, so a try whose reply was
+/// lost and that the store had applied is answered as a replay and counts as
+/// success. Before try `n + 1` the tool waits `n × backoff` (linear), using
+/// tokio's timer: a non-zero backoff needs a tokio runtime with the time
+/// driver enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    backoff: Duration,
+}
+
+impl RetryPolicy {
+    /// Three tries, 25 ms apart, then 50 ms.
+    pub const DEFAULT: RetryPolicy = RetryPolicy {
+        max_attempts: 3,
+        backoff: Duration::from_millis(25),
+    };
+
+    /// `max_attempts` tries in all (at least one), waiting `n × backoff`
+    /// before try `n + 1`.
+    pub fn new(max_attempts: u32, backoff: Duration) -> Self {
+        RetryPolicy {
+            max_attempts: max_attempts.max(1),
+            backoff,
+        }
+    }
+
+    /// One try, no retry.
+    pub fn no_retry() -> Self {
+        RetryPolicy::new(1, Duration::ZERO)
+    }
+
+    /// Tries in all, at least one.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The base wait between tries.
+    pub fn backoff(&self) -> Duration {
+        self.backoff
+    }
+
+    /// The wait after `failed` failed tries.
+    pub(crate) fn delay_after(&self, failed: u32) -> Duration {
+        self.backoff.saturating_mul(failed)
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy::DEFAULT
+    }
+}
+
+/// Everything the Act tool needs, chosen by the host, never by a model.
+///
+/// The actor and run ids are the host's own: the model's tool call cannot
+/// name them (a call that tries is refused). Cheap to clone: every part is
+/// shared.
+///
+/// Build one with [`Context::builder`].
+#[derive(Clone)]
+pub struct Context {
+    actor_id: ActorId,
+    run_id: RunId,
+    backend: Arc<dyn Backend>,
+    source_policy: Policy,
+    operation_store: Arc<dyn OperationLog>,
+    approval_store: Option<Arc<dyn ApprovalStore>>,
+    clock: Arc<dyn Clock>,
+    consume_retry: RetryPolicy,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("actor_id", &self.actor_id)
+            .field("run_id", &self.run_id)
+            .field("source_policy", &self.source_policy)
+            .field("has_approval_store", &self.approval_store.is_some())
+            .field("now", &self.now())
+            .field("consume_retry", &self.consume_retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// Starts a builder. Required: actor id, run id, backend, source policy
+    /// and operation store. Optional: approval store (without one, every
+    /// call is `APPROVAL_REQUIRED`), clock (default [`SystemClock`]) and
+    /// consume retry (default [`RetryPolicy::DEFAULT`]).
+    pub fn builder() -> ContextBuilder {
+        ContextBuilder::default()
+    }
+
+    /// The host's actor.
+    pub fn actor_id(&self) -> &ActorId {
+        &self.actor_id
+    }
+    /// The host's run.
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+    /// What performs approved actions.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+    /// The policy every destination and action is checked against.
+    pub fn source_policy(&self) -> &Policy {
+        &self.source_policy
+    }
+    /// Where one record per Act call goes.
+    pub fn operation_store(&self) -> &Arc<dyn OperationLog> {
+        &self.operation_store
+    }
+    /// Where grants live, if the host configured a store.
+    pub fn approval_store(&self) -> Option<&Arc<dyn ApprovalStore>> {
+        self.approval_store.as_ref()
+    }
+    /// The clock that governs expiry and timestamps.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+    /// The current time on [`clock`](Self::clock).
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+    /// How a consume is retried on a retryable store error.
+    pub fn consume_retry(&self) -> RetryPolicy {
+        self.consume_retry
+    }
+}
+
+/// A [`Context`] could not be built because a required part is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("context is missing its {missing}")]
+pub struct ContextError {
+    missing: &'static str,
+}
+
+impl ContextError {
+    /// The missing part, e.g. `actor id`.
+    pub fn missing(&self) -> &'static str {
+        self.missing
+    }
+}
+
+/// Builds a [`Context`].
+#[derive(Default)]
+pub struct ContextBuilder {
+    actor_id: Option<ActorId>,
+    run_id: Option<RunId>,
+    backend: Option<Arc<dyn Backend>>,
+    source_policy: Option<Policy>,
+    operation_store: Option<Arc<dyn OperationLog>>,
+    approval_store: Option<Arc<dyn ApprovalStore>>,
+    clock: Option<Arc<dyn Clock>>,
+    consume_retry: RetryPolicy,
+}
+
+impl fmt::Debug for ContextBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContextBuilder")
+            .field("actor_id", &self.actor_id)
+            .field("run_id", &self.run_id)
+            .field("has_backend", &self.backend.is_some())
+            .field("source_policy", &self.source_policy)
+            .field("has_operation_store", &self.operation_store.is_some())
+            .field("has_approval_store", &self.approval_store.is_some())
+            .field("has_clock", &self.clock.is_some())
+            .field("consume_retry", &self.consume_retry)
+            .finish()
+    }
+}
+
+impl ContextBuilder {
+    /// The host's actor (required).
+    pub fn actor_id(mut self, actor_id: ActorId) -> Self {
+        self.actor_id = Some(actor_id);
+        self
+    }
+
+    /// The host's run (required).
+    pub fn run_id(mut self, run_id: RunId) -> Self {
+        self.run_id = Some(run_id);
+        self
+    }
+
+    /// What performs approved actions (required). An `Arc<dyn Backend>` is
+    /// accepted too.
+    pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
+        self.backend = Some(Arc::new(backend));
+        self
+    }
+
+    /// The destination and action policy (required).
+    pub fn source_policy(mut self, policy: Policy) -> Self {
+        self.source_policy = Some(policy);
+        self
+    }
+
+    /// Where operation records go (required). An `Arc<dyn OperationLog>` or
+    /// an `Arc` of a concrete log is accepted too, so the host keeps a handle.
+    pub fn operation_store(mut self, store: impl OperationLog + 'static) -> Self {
+        self.operation_store = Some(Arc::new(store));
+        self
+    }
+
+    /// Where grants live. Without one, every call is `APPROVAL_REQUIRED`.
+    /// An `Arc<dyn ApprovalStore>` or an `Arc` of a concrete store is
+    /// accepted too, so the host keeps a handle to issue and revoke.
+    pub fn approval_store(mut self, store: impl ApprovalStore + 'static) -> Self {
+        self.approval_store = Some(Arc::new(store));
+        self
+    }
+
+    /// The clock (default [`SystemClock`]). A
+    /// [`ManualClock`](countersign_approval_core::ManualClock) clone shares
+    /// its time with the original.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// A clock the host already shares as an `Arc<dyn Clock>`.
+    pub fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// How a consume is retried on a retryable store error (default
+    /// [`RetryPolicy::DEFAULT`]).
+    pub fn consume_retry(mut self, retry: RetryPolicy) -> Self {
+        self.consume_retry = retry;
+        self
+    }
+
+    /// Builds the context, or names the first missing required part.
+    pub fn build(self) -> Result<Context, ContextError> {
+        let missing = |missing| ContextError { missing };
+        Ok(Context {
+            actor_id: self.actor_id.ok_or(missing("actor id"))?,
+            run_id: self.run_id.ok_or(missing("run id"))?,
+            backend: self.backend.ok_or(missing("backend"))?,
+            source_policy: self.source_policy.ok_or(missing("source policy"))?,
+            operation_store: self.operation_store.ok_or(missing("operation store"))?,
+            approval_store: self.approval_store,
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+            consume_retry: self.consume_retry,
+        })
+    }
+}
