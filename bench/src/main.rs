@@ -2,6 +2,7 @@
 //! baseline measured in the same run. A full run rewrites `docs/benchmarks.md`;
 //! `--quick` only checks that every benchmark still runs.
 
+mod act_bench;
 mod harness;
 mod memory_bench;
 mod policy_bench;
@@ -53,7 +54,9 @@ fn run(quick: bool) -> Result<(), String> {
         push(memory_bench::consume(budget, 1)?);
         push(memory_bench::consume(budget, 2)?);
     }
-    extra.push(String::new());
+    if wanted("act") {
+        extra.push(act_bench::end_to_end(budget.scaled(4))?);
+    }
 
     if quick {
         eprintln!("bench --quick: {} benchmarks ran", rows.len());

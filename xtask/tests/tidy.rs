@@ -1,0 +1,154 @@
+//! Tidy checks: project conventions that would otherwise rot, run as ordinary tests.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    let path = root().join(path);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn crate_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("Cargo.toml").exists())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+const CRATES: &[&str] = &[
+    "act-tool",
+    "approval-core",
+    "backend-fake",
+    "canonical-policy",
+    "countersign",
+    "store-conformance",
+    "store-memory",
+    "store-redis",
+];
+
+#[test]
+fn the_workspace_holds_exactly_the_designed_crates() {
+    let names: Vec<String> = crate_dirs()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, CRATES);
+}
+
+#[test]
+fn every_crate_is_publishable_on_its_own() {
+    for dir in crate_dirs() {
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let name = dir.display();
+        for key in [
+            "description",
+            "license.workspace = true",
+            "repository.workspace = true",
+            "keywords.workspace = true",
+            "rust-version.workspace = true",
+            "readme",
+        ] {
+            assert!(manifest.contains(key), "{name}/Cargo.toml lacks `{key}`");
+        }
+        assert!(
+            manifest.contains("[lints]\nworkspace = true"),
+            "{name}/Cargo.toml does not use the workspace lints"
+        );
+        assert!(!manifest.contains("publish = false"), "{name} must be publishable");
+        assert!(dir.join("README.md").exists(), "{name} has no README.md");
+        let lib = fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(
+            lib.trim_start().starts_with("//!") && lib.contains("```"),
+            "{name}: crate docs must open with an example"
+        );
+    }
+}
+
+#[test]
+fn internal_dependencies_carry_a_version() {
+    let manifest = read("Cargo.toml");
+    let internal: Vec<&str> = manifest
+        .lines()
+        .filter(|l| l.starts_with("countersign"))
+        .collect();
+    assert_eq!(internal.len(), CRATES.len(), "one workspace dependency per crate");
+    for line in internal {
+        assert!(
+            line.contains("path = \"crates/") && line.contains("version = \""),
+            "`{line}` needs both a path and a version"
+        );
+    }
+}
+
+#[test]
+fn no_redis_type_escapes_the_redis_store() {
+    for dir in crate_dirs() {
+        if dir.ends_with("store-redis") {
+            continue;
+        }
+        for entry in walk(&dir.join("src")) {
+            let text = fs::read_to_string(&entry).unwrap();
+            assert!(
+                !text.contains("redis::"),
+                "{} names a redis type; only store-redis may",
+                entry.display()
+            );
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_docs_exist() {
+    for doc in [
+        "README.md",
+        "docs/guide.md",
+        "docs/security-model.md",
+        "docs/architecture.md",
+        "docs/writing-a-store.md",
+        "docs/redis.md",
+        "docs/benchmarks.md",
+    ] {
+        assert!(!read(doc).trim().is_empty(), "{doc} is empty");
+    }
+}
+
+#[test]
+fn the_readme_gives_the_two_commands_and_ci_runs_the_test_one() {
+    let readme = read("README.md");
+    assert!(readme.contains("cargo run --example simulate"));
+    assert!(readme.contains("cargo xtask ci"));
+    let ci = read(".ci/run");
+    assert!(
+        ci.lines().any(|l| l.trim() == "cargo xtask ci"),
+        ".ci/run must run the README's test command"
+    );
+}
+
+#[test]
+fn the_benchmark_report_names_its_command() {
+    let report = read("docs/benchmarks.md");
+    assert!(report.contains("`cargo xtask bench`"));
+}
