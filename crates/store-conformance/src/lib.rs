@@ -1,1 +1,136 @@
-//! placeholder
+//! The conformance kit for countersign approval stores.
+//!
+//! Whoever implements [`ApprovalStore`](countersign_approval_core::ApprovalStore)
+//! — over Redis, SQL, anything — runs this kit to show the store keeps the
+//! contract written in that trait's `# Contract` section. It has three parts:
+//!
+//! - [`scenarios`]: one check per rule — each denial condition, replays by
+//!   the same attempt, revoke outcomes, duplicate issue, reads that never
+//!   consume, the expiry boundary, the order of the checks;
+//! - [`check_against_model`]: a model-based property test
+//!   (proptest-state-machine) comparing the store with [`ReferenceModel`]
+//!   over random sequences of issue / revoke / get / consume / clock advance;
+//! - [`races`]: 64 concurrent consumes on each of 200 grants ⇒ exactly one
+//!   winner per grant; revokes racing consumes ⇒ exactly one of them wins.
+//!
+//! Every check returns `Result<(), CheckFailure>`; the error names the check
+//! and the step that went wrong. [`store_conformance_tests!`] turns all of
+//! them into one `#[test]` each:
+//!
+//! ```
+//! // tests/conformance.rs of a store crate
+//! use countersign_store_memory::InMemoryApprovalStore;
+//!
+//! countersign_store_conformance::store_conformance_tests!(
+//!     in_memory,
+//!     async { InMemoryApprovalStore::new() }
+//! );
+//! # fn main() {}
+//! ```
+//!
+//! The checks can also be run one by one, for instance while developing a
+//! store:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use countersign_approval_core::ApprovalStore;
+//! use countersign_store_conformance::{CheckFailure, RaceConfig, races, scenarios};
+//! use countersign_store_memory::InMemoryApprovalStore;
+//!
+//! let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+//! runtime.block_on(async {
+//!     let store = InMemoryApprovalStore::new();
+//!     scenarios::reads_never_consume(&store).await?;
+//!     scenarios::expiry_boundary(&store).await?;
+//!
+//!     let shared: Arc<dyn ApprovalStore> = Arc::new(store);
+//!     let light = RaceConfig { grants: 10, ..RaceConfig::default() };
+//!     races::concurrent_consumes_have_one_winner(shared, &light).await?;
+//!     Ok::<(), CheckFailure>(())
+//! })
+//! .unwrap();
+//! ```
+//!
+//! The kit's own tests run it against deliberately broken stores (a
+//! check-then-mark with a yield in between, a store that burns grants on
+//! mismatch, one whose reads consume, one that ignores expiry) and assert
+//! that the checks named for each defect fail.
+
+mod failure;
+mod fixtures;
+mod macros;
+pub mod model;
+pub mod races;
+pub mod scenarios;
+
+pub use failure::CheckFailure;
+pub use model::{BindingField, ModelConfig, ReferenceModel, check_against_model};
+pub use races::{RACE_CHECKS, RaceConfig};
+pub use scenarios::SCENARIO_CHECKS;
+
+/// The name of the model-based check, as [`CheckFailure::check`] reports it.
+pub const MODEL_CHECK: &str = "model_matches_reference";
+
+/// Support for [`store_conformance_tests!`]; not public API.
+#[doc(hidden)]
+pub mod __private {
+    use std::future::Future;
+    use std::sync::Arc;
+
+    use countersign_approval_core::ApprovalStore;
+
+    use crate::CheckFailure;
+    use crate::model::{ModelConfig, Ran, run_optional};
+
+    pub use proptest;
+    pub use tokio;
+
+    fn runtime(check: &'static str) -> Result<tokio::runtime::Runtime, CheckFailure> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .map_err(|e| CheckFailure::new(check, format!("could not start a tokio runtime: {e}")))
+    }
+
+    /// Makes a store on a fresh multi-thread runtime and runs one check on it.
+    pub fn run_store_check<F, Fut, S, C, CFut>(
+        check: &'static str,
+        factory: F,
+        run: C,
+    ) -> Result<(), CheckFailure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Option<S>>,
+        S: ApprovalStore + 'static,
+        C: FnOnce(Arc<dyn ApprovalStore>) -> CFut,
+        CFut: Future<Output = Result<(), CheckFailure>>,
+    {
+        runtime(check)?.block_on(async move {
+            match factory().await {
+                Some(store) => run(Arc::new(store)).await,
+                None => {
+                    eprintln!("{check}: skipped, the store factory gave no store");
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    /// Runs the model check with the configuration from the environment.
+    pub fn run_model_check<F, Fut, S>(factory: F) -> Result<(), CheckFailure>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Option<S>>,
+        S: ApprovalStore,
+    {
+        let config = ModelConfig::from_env()?;
+        if run_optional(factory, &config)? == Ran::Skipped {
+            eprintln!(
+                "{}: skipped, the store factory gave no store",
+                crate::MODEL_CHECK
+            );
+        }
+        Ok(())
+    }
+}

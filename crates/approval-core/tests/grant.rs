@@ -1,0 +1,169 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Grant construction: TTL bounds, expiry, notes and the binding.
+
+use std::time::Duration;
+
+use countersign_approval_core::policy::{Action, AuthorizedUrl, Policy, StaticResolver};
+use countersign_approval_core::{
+    ActorId, Approval, ApprovalError, Binding, MAX_NOTE_BYTES, MAX_TTL, RunId, StaleReason,
+    Timestamp,
+};
+
+fn fixtures() -> (ActorId, RunId, AuthorizedUrl, Action) {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let policy = Policy::builder()
+                .allow_host("shop.example.com")
+                .resolver(StaticResolver::answering_all(["93.184.216.34"
+                    .parse()
+                    .unwrap()]))
+                .build()
+                .unwrap();
+            let url = policy
+                .authorize_destination("https://shop.example.com/cart")
+                .await
+                .unwrap();
+            let action = policy
+                .authorize_action(&serde_json::json!({"method": "click", "selector": "#buy"}))
+                .unwrap();
+            (
+                ActorId::new("actor").unwrap(),
+                RunId::new("run").unwrap(),
+                url,
+                action,
+            )
+        })
+}
+
+fn grant(ttl: Duration, now: Timestamp) -> Result<Approval, ApprovalError> {
+    let (actor, run, url, action) = fixtures();
+    Approval::for_action(actor, run, &url, &action, ttl, now)
+}
+
+#[test]
+fn ttl_must_be_more_than_zero_and_at_most_24_hours() {
+    let now = Timestamp::from_millis(1_000);
+    assert_eq!(MAX_TTL, Duration::from_secs(24 * 60 * 60));
+
+    assert_eq!(
+        grant(Duration::ZERO, now).unwrap_err(),
+        ApprovalError::InvalidTtl { millis: 0 }
+    );
+    assert_eq!(
+        grant(Duration::ZERO, now).unwrap_err().to_string(),
+        "ttl must be more than 0 and at most 24 hours, got 0ms"
+    );
+    let day = grant(MAX_TTL, now).unwrap();
+    assert_eq!(day.expires_at, Timestamp::from_millis(1_000 + 86_400_000));
+    assert_eq!(
+        grant(MAX_TTL + Duration::from_millis(1), now).unwrap_err(),
+        ApprovalError::InvalidTtl { millis: 86_400_001 }
+    );
+    assert!(matches!(
+        grant(Duration::MAX, now).unwrap_err(),
+        ApprovalError::InvalidTtl { .. }
+    ));
+
+    let shortest = grant(Duration::from_millis(1), now).unwrap();
+    assert_eq!(shortest.expires_at, Timestamp::from_millis(1_001));
+    // A sub-millisecond part beyond 24 h is still more than 24 h.
+    assert!(grant(MAX_TTL + Duration::from_nanos(1), now).is_err());
+}
+
+#[test]
+fn expiry_overflow_is_an_error_not_a_wrap() {
+    assert_eq!(
+        grant(
+            Duration::from_secs(1),
+            Timestamp::from_millis(u64::MAX - 10)
+        )
+        .unwrap_err(),
+        ApprovalError::ExpiryOverflow
+    );
+}
+
+#[test]
+fn a_grant_is_expired_from_expires_at_on() {
+    let approval = grant(Duration::from_secs(60), Timestamp::from_millis(10_000)).unwrap();
+    assert_eq!(approval.issued_at, Timestamp::from_millis(10_000));
+    assert_eq!(approval.expires_at, Timestamp::from_millis(70_000));
+    assert!(!approval.is_expired_at(Timestamp::from_millis(10_000)));
+    assert!(!approval.is_expired_at(Timestamp::from_millis(69_999)));
+    assert!(approval.is_expired_at(Timestamp::from_millis(70_000)));
+    assert!(approval.is_expired_at(Timestamp::from_millis(u64::MAX)));
+    assert_eq!(StaleReason::Expired.as_str(), "expired");
+}
+
+#[test]
+fn new_grants_have_fresh_ids_and_no_reserved_fields() {
+    let a = grant(Duration::from_secs(60), Timestamp::from_millis(0)).unwrap();
+    let b = grant(Duration::from_secs(60), Timestamp::from_millis(0)).unwrap();
+    assert_ne!(a.id, b.id);
+    assert!(a.id.as_str().starts_with("apr_"));
+    assert_eq!(a.approver_note, None);
+    assert_eq!(
+        (
+            a.page_revision.clone(),
+            a.operation_id.clone(),
+            a.session_id.clone()
+        ),
+        (None, None, None)
+    );
+    assert_eq!(a.action_digest, a.action.digest());
+}
+
+#[test]
+fn notes_are_bounded_and_free_of_control_characters() {
+    let approval = || grant(Duration::from_secs(60), Timestamp::from_millis(0)).unwrap();
+    assert_eq!(MAX_NOTE_BYTES, 1024);
+    let longest = "é".repeat(512);
+    assert_eq!(
+        approval().with_note(longest.clone()).unwrap().approver_note,
+        Some(longest)
+    );
+    assert_eq!(
+        approval().with_note("").unwrap().approver_note,
+        Some(String::new())
+    );
+    for bad in [
+        "x".repeat(1025),
+        "line\nbreak".to_owned(),
+        "\u{7f}".to_owned(),
+    ] {
+        assert_eq!(
+            approval().with_note(bad).unwrap_err(),
+            ApprovalError::InvalidNote
+        );
+    }
+}
+
+#[test]
+fn the_binding_is_actor_run_url_and_action_digest() {
+    let (actor, run, url, action) = fixtures();
+    let approval = Approval::for_action(
+        actor.clone(),
+        run.clone(),
+        &url,
+        &action,
+        Duration::from_secs(1),
+        Timestamp::from_millis(0),
+    )
+    .unwrap();
+    let binding = Binding::new(&actor, &run, &url, &action);
+    assert_eq!(approval.binding(), binding);
+    assert!(approval.is_bound_to(&binding));
+    assert_eq!(binding.url, url.as_str());
+    assert_eq!(binding.action_digest, action.digest());
+
+    let mut other = binding.clone();
+    other.run_id = RunId::new("other run").unwrap();
+    assert!(!approval.is_bound_to(&other));
+    let mut other = binding.clone();
+    other.actor_id = ActorId::new("other actor").unwrap();
+    assert!(!approval.is_bound_to(&other));
+    let mut other = binding.clone();
+    other.url.push('x');
+    assert!(!approval.is_bound_to(&other));
+}

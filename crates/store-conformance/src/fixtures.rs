@@ -1,0 +1,353 @@
+//! Actors, runs, URLs and actions the checks build grants from, and a small
+//! harness that turns every store answer into an expectation.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use countersign_approval_core::{
+    ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome,
+    GrantState, IssueError, RevokeOutcome, RunId, StoredGrant, SystemClock, Timestamp,
+};
+use countersign_canonical_policy::{Action, AuthorizedUrl, Policy, StaticResolver};
+
+use crate::{BindingField, CheckFailure};
+
+/// The lifetime of the grants scenario checks issue.
+pub(crate) const TTL: Duration = Duration::from_secs(60);
+/// [`TTL`] in milliseconds.
+pub(crate) const TTL_MS: u64 = 60_000;
+
+/// Two of each binding field, so any field can be switched to "the other one".
+pub(crate) struct Fixtures {
+    pub(crate) actors: [ActorId; 2],
+    pub(crate) runs: [RunId; 2],
+    pub(crate) urls: [AuthorizedUrl; 2],
+    pub(crate) actions: [Action; 2],
+}
+
+fn setup(check: &'static str, what: &str, error: impl std::fmt::Display) -> CheckFailure {
+    CheckFailure::new(
+        check,
+        format!("could not build the {what} fixture: {error}"),
+    )
+}
+
+impl Fixtures {
+    pub(crate) async fn new(check: &'static str) -> Result<Fixtures, CheckFailure> {
+        let policy = Policy::builder()
+            .allow_host("shop.example.com")
+            .resolver(StaticResolver::answering_all([std::net::IpAddr::from([
+                93, 184, 216, 34,
+            ])]))
+            .build()
+            .map_err(|e| setup(check, "policy", e))?;
+        let url = |text: &'static str| {
+            let policy = policy.clone();
+            async move {
+                policy
+                    .authorize_destination(text)
+                    .await
+                    .map_err(|e| setup(check, "url", e))
+            }
+        };
+        let action = |value: serde_json::Value| {
+            policy
+                .authorize_action(&value)
+                .map_err(|e| setup(check, "action", e))
+        };
+        let actor = |text: &str| ActorId::new(text).map_err(|e| setup(check, "actor", e));
+        let run = |text: &str| RunId::new(text).map_err(|e| setup(check, "run", e));
+        Ok(Fixtures {
+            actors: [actor("actor-alice")?, actor("actor-bob")?],
+            runs: [run("run-1")?, run("run-2")?],
+            urls: [
+                url("https://shop.example.com/cart?item=1").await?,
+                url("https://shop.example.com/checkout").await?,
+            ],
+            actions: [
+                action(serde_json::json!({"method": "click", "selector": "button#buy"}))?,
+                action(serde_json::json!({
+                    "method": "fill",
+                    "selector": "input#amount",
+                    "arguments": {"value": "100"}
+                }))?,
+            ],
+        })
+    }
+
+    /// `binding` with `field` switched to the other fixture value.
+    pub(crate) fn mismatched(&self, binding: &Binding, field: BindingField) -> Binding {
+        fn other<T: PartialEq + Clone>(pair: &[T; 2], current: &T) -> T {
+            if *current == pair[0] {
+                pair[1].clone()
+            } else {
+                pair[0].clone()
+            }
+        }
+        let mut changed = binding.clone();
+        match field {
+            BindingField::Actor => changed.actor_id = other(&self.actors, &binding.actor_id),
+            BindingField::Run => changed.run_id = other(&self.runs, &binding.run_id),
+            BindingField::Url => {
+                changed.url = if binding.url == self.urls[0].as_str() {
+                    self.urls[1].as_str().to_owned()
+                } else {
+                    self.urls[0].as_str().to_owned()
+                }
+            }
+            BindingField::Action => {
+                changed.action_digest = if binding.action_digest == self.actions[0].digest() {
+                    self.actions[1].digest()
+                } else {
+                    self.actions[0].digest()
+                }
+            }
+        }
+        changed
+    }
+}
+
+/// One scenario's view of the store: every call is checked against what the
+/// contract says it must answer, and a wrong answer becomes a
+/// [`CheckFailure`] naming the step.
+pub(crate) struct Ctx<'a> {
+    pub(crate) check: &'static str,
+    pub(crate) store: &'a dyn ApprovalStore,
+    pub(crate) fx: Fixtures,
+    /// The scenario's "now": the wall clock when it started, so stores that
+    /// keep records for a while past expiry keep them.
+    pub(crate) t0: Timestamp,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) async fn new(
+        check: &'static str,
+        store: &'a dyn ApprovalStore,
+    ) -> Result<Ctx<'a>, CheckFailure> {
+        Ok(Ctx {
+            check,
+            store,
+            fx: Fixtures::new(check).await?,
+            t0: SystemClock.now(),
+        })
+    }
+
+    pub(crate) fn fail(&self, message: impl Into<String>) -> CheckFailure {
+        CheckFailure::new(self.check, message)
+    }
+
+    /// `t0 + millis`.
+    pub(crate) fn at(&self, millis: u64) -> Timestamp {
+        self.t0.saturating_add(Duration::from_millis(millis))
+    }
+
+    pub(crate) fn attempt(&self) -> Result<AttemptId, CheckFailure> {
+        AttemptId::generate()
+            .map_err(|e| self.fail(format!("could not generate an attempt id: {e}")))
+    }
+
+    pub(crate) fn unknown_id(&self) -> Result<ApprovalId, CheckFailure> {
+        ApprovalId::generate().map_err(|e| self.fail(format!("could not generate an id: {e}")))
+    }
+
+    /// A grant for the first actor, run, URL and action, issued at `issued_at`
+    /// for [`TTL`] (not stored yet).
+    pub(crate) fn grant_at(&self, issued_at: Timestamp) -> Result<Approval, CheckFailure> {
+        Approval::for_action(
+            self.fx.actors[0].clone(),
+            self.fx.runs[0].clone(),
+            &self.fx.urls[0],
+            &self.fx.actions[0],
+            TTL,
+            issued_at,
+        )
+        .map_err(|e| self.fail(format!("could not build a grant: {e}")))
+    }
+
+    /// Builds a grant issued at `t0` and stores it.
+    pub(crate) async fn issue_grant(&self) -> Result<Approval, CheckFailure> {
+        let approval = self.grant_at(self.t0)?;
+        self.issue(&approval).await?;
+        Ok(approval)
+    }
+
+    pub(crate) async fn issue(&self, approval: &Approval) -> Result<(), CheckFailure> {
+        self.store
+            .issue(approval.clone())
+            .await
+            .map_err(|e| self.fail(format!("issuing a new grant `{}` failed: {e}", approval.id)))
+    }
+
+    /// Issues `approval` over an existing grant with the same id and expects
+    /// `AlreadyExists`.
+    pub(crate) async fn issue_duplicate(
+        &self,
+        step: &str,
+        approval: &Approval,
+    ) -> Result<(), CheckFailure> {
+        match self.store.issue(approval.clone()).await {
+            Err(IssueError::AlreadyExists(id)) if id == approval.id => Ok(()),
+            Err(IssueError::AlreadyExists(id)) => Err(self.fail(format!(
+                "{step}: issue answered AlreadyExists for `{id}`, expected it for `{}`",
+                approval.id
+            ))),
+            Ok(()) => Err(self.fail(format!(
+                "{step}: issue accepted a grant whose id `{}` already exists, expected AlreadyExists",
+                approval.id
+            ))),
+            Err(other) => Err(self.fail(format!(
+                "{step}: issue failed with `{other}`, expected AlreadyExists"
+            ))),
+        }
+    }
+
+    pub(crate) async fn consume(
+        &self,
+        step: &str,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+        expected: ConsumeOutcome,
+    ) -> Result<(), CheckFailure> {
+        let answer = self
+            .store
+            .consume_once(id, binding, now, attempt)
+            .await
+            .map_err(|e| {
+                self.fail(format!(
+                    "{step}: consume_once failed with a store error: {e}"
+                ))
+            })?;
+        self.expect(step, "consume_once", answer, expected)
+    }
+
+    pub(crate) async fn revoke(
+        &self,
+        step: &str,
+        id: &ApprovalId,
+        expected: RevokeOutcome,
+    ) -> Result<(), CheckFailure> {
+        let answer = self
+            .store
+            .revoke(id)
+            .await
+            .map_err(|e| self.fail(format!("{step}: revoke failed with a store error: {e}")))?;
+        self.expect(step, "revoke", answer, expected)
+    }
+
+    /// Reads `approval.id` and expects exactly `approval` in `state`.
+    pub(crate) async fn stored(
+        &self,
+        step: &str,
+        approval: &Approval,
+        state: GrantState,
+    ) -> Result<(), CheckFailure> {
+        let expected = Some(StoredGrant {
+            approval: approval.clone(),
+            state,
+        });
+        let answer = self.get(step, &approval.id).await?;
+        if answer == expected {
+            Ok(())
+        } else {
+            Err(self.fail(format!(
+                "{step}: {}",
+                describe_difference(&answer, &expected)
+            )))
+        }
+    }
+
+    pub(crate) async fn get(
+        &self,
+        step: &str,
+        id: &ApprovalId,
+    ) -> Result<Option<StoredGrant>, CheckFailure> {
+        self.store
+            .get(id)
+            .await
+            .map_err(|e| self.fail(format!("{step}: get failed with a store error: {e}")))
+    }
+
+    pub(crate) fn expect<T: PartialEq + Debug>(
+        &self,
+        step: &str,
+        call: &str,
+        answer: T,
+        expected: T,
+    ) -> Result<(), CheckFailure> {
+        if answer == expected {
+            Ok(())
+        } else {
+            Err(self.fail(format!(
+                "{step}: {call} answered {answer:?}, expected {expected:?}"
+            )))
+        }
+    }
+}
+
+/// Says how a `get` answer differs from the expected one, naming the fields
+/// that differ rather than printing both grants whole.
+pub(crate) fn describe_difference(
+    answer: &Option<StoredGrant>,
+    expected: &Option<StoredGrant>,
+) -> String {
+    let (got, want) = match (answer, expected) {
+        (Some(got), Some(want)) => (got, want),
+        (None, Some(want)) => {
+            return format!(
+                "get answered None, expected grant `{}` in state {:?}",
+                want.approval.id, want.state
+            );
+        }
+        (Some(got), None) => {
+            return format!(
+                "get answered grant `{}` in state {:?}, expected None",
+                got.approval.id, got.state
+            );
+        }
+        (None, None) => return "get answered None as expected".to_owned(),
+    };
+    let mut differences = Vec::new();
+    macro_rules! compare {
+        ($($field:ident),*) => {$(
+            if got.approval.$field != want.approval.$field {
+                differences.push(format!(
+                    "{}: got {:?}, expected {:?}",
+                    stringify!($field),
+                    got.approval.$field,
+                    want.approval.$field
+                ));
+            }
+        )*};
+    }
+    compare!(
+        id,
+        actor_id,
+        run_id,
+        url,
+        action,
+        action_digest,
+        issued_at,
+        expires_at,
+        approver_note,
+        page_revision,
+        operation_id,
+        session_id
+    );
+    if got.state != want.state {
+        differences.push(format!(
+            "state: got {:?}, expected {:?}",
+            got.state, want.state
+        ));
+    }
+    if differences.is_empty() {
+        "get answered the expected grant".to_owned()
+    } else {
+        format!(
+            "get answered grant `{}` differing in {}",
+            want.approval.id,
+            differences.join("; ")
+        )
+    }
+}

@@ -1,0 +1,142 @@
+//! The one macro that runs the whole kit.
+
+/// Expands into a module of `#[test]` functions, one per conformance check,
+/// run against stores made by a factory.
+///
+/// ```text
+/// store_conformance_tests!(MODULE_NAME, FACTORY);
+/// store_conformance_tests!(MODULE_NAME, optional: OPTIONAL_FACTORY);
+/// ```
+///
+/// - `MODULE_NAME` names the generated module, so failures read
+///   `MODULE_NAME::reads_never_consume` and so on.
+/// - `FACTORY` is an expression that evaluates to a future (an `async`
+///   block, or a call to an `async fn`) whose output is the store: any type
+///   implementing `ApprovalStore + 'static`, including
+///   `Arc<dyn ApprovalStore>`. The expression is evaluated afresh for every
+///   test (and for every generated case of the model test), so each gets
+///   its own store: a store shared between processes should use a fresh
+///   namespace each time (for Redis, a fresh key prefix). It runs on a
+///   multi-thread tokio runtime, so it may connect to servers; it may panic
+///   if setting up fails (it runs inside a test).
+/// - With `optional:`, the future's output is `Option<store>`; `None` skips
+///   every check (each test passes after printing a note), for stores that
+///   need a server that may be missing.
+///
+/// Each test returns `Result<(), CheckFailure>`; a failure prints the check's
+/// name and the step whose answer broke the contract. The model test reads
+/// [`ModelConfig::from_env`](crate::ModelConfig::from_env); the race checks
+/// use [`RaceConfig::default`](crate::RaceConfig) (64 contenders on each of
+/// 200 grants).
+///
+/// Invoke it at module level (it refers to the enclosing module's items
+/// through `use super::*`), typically in `tests/conformance.rs`:
+///
+/// ```
+/// use countersign_store_memory::InMemoryApprovalStore;
+///
+/// countersign_store_conformance::store_conformance_tests!(
+///     in_memory,
+///     async { InMemoryApprovalStore::new() }
+/// );
+///
+/// // A store behind `Arc<dyn ApprovalStore>`, made by an async helper:
+/// async fn shared_store() -> std::sync::Arc<dyn countersign_approval_core::ApprovalStore> {
+///     std::sync::Arc::new(InMemoryApprovalStore::new())
+/// }
+/// countersign_store_conformance::store_conformance_tests!(shared, shared_store());
+///
+/// // A store that needs a server: skip when it is not configured.
+/// async fn store_from_env() -> Option<InMemoryApprovalStore> {
+///     std::env::var_os("MY_STORE_URL").map(|_| InMemoryApprovalStore::new())
+/// }
+/// countersign_store_conformance::store_conformance_tests!(from_env, optional: store_from_env());
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($name:ident, optional: $factory:expr $(,)?) => {
+        $crate::__store_conformance_tests! { @checks $name, $factory }
+    };
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__store_conformance_tests! {
+            @checks $name,
+            async { ::core::option::Option::Some($factory.await) }
+        }
+    };
+}
+
+/// Expands the check list for [`store_conformance_tests!`]; not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_conformance_tests {
+    (@checks $name:ident, $factory:expr) => {
+        $crate::__store_conformance_tests! {
+            @expand $name, $factory,
+            scenarios [
+                unknown_id_is_unknown,
+                revoked_grant_is_stale_revoked,
+                consumed_grant_is_stale_for_other_attempts,
+                expired_grant_is_stale_expired,
+                actor_mismatch_is_stale_and_does_not_burn,
+                run_mismatch_is_stale_and_does_not_burn,
+                url_mismatch_is_stale_and_does_not_burn,
+                action_mismatch_is_stale_and_does_not_burn,
+                replay_by_same_attempt_is_consumed_replay,
+                replay_with_other_binding_is_stale_consumed,
+                revoke_outcomes,
+                duplicate_issue_is_refused,
+                reads_never_consume,
+                get_round_trips_grant_and_state,
+                expiry_boundary,
+                revoked_is_checked_before_expiry,
+                consumed_is_checked_before_expiry,
+                expiry_is_checked_before_mismatch,
+                grants_are_independent,
+            ]
+            races [
+                concurrent_consumes_have_one_winner,
+                concurrent_retries_of_one_attempt_have_one_winner,
+                revoke_racing_consume_has_one_winner,
+            ]
+        }
+    };
+    (@expand $name:ident, $factory:expr,
+        scenarios [$($scenario:ident),* $(,)?]
+        races [$($race:ident),* $(,)?]
+    ) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[test]
+                fn $scenario() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_store_check(
+                        ::core::stringify!($scenario),
+                        || $factory,
+                        |store| async move { $crate::scenarios::$scenario(&*store).await },
+                    )
+                }
+            )*
+
+            $(
+                #[test]
+                fn $race() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_store_check(
+                        ::core::stringify!($race),
+                        || $factory,
+                        |store| async move {
+                            $crate::races::$race(store, &$crate::RaceConfig::default()).await
+                        },
+                    )
+                }
+            )*
+
+            #[test]
+            fn model_matches_reference() -> ::core::result::Result<(), $crate::CheckFailure> {
+                $crate::__private::run_model_check(|| $factory)
+            }
+        }
+    };
+}

@@ -1,0 +1,310 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The kit can fail: each deliberately broken store is caught by the checks
+//! named for its defect, and only a sound store passes everything.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use countersign_approval_core::{
+    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
+    IssueError, RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp, decide_consume,
+    decide_revoke,
+};
+use countersign_store_conformance::{
+    CheckFailure, MODEL_CHECK, ModelConfig, RACE_CHECKS, RaceConfig, SCENARIO_CHECKS,
+    check_against_model, races, scenarios,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Defect {
+    /// A correct store, to show the scaffolding itself is sound.
+    None,
+    /// Reads the grant, yields, then writes the new state: not atomic.
+    CheckThenMarkWithYield,
+    /// A mismatching consume marks the grant consumed.
+    BurnsOnMismatch,
+    /// `get` marks an active grant consumed (and answers the state before).
+    ReadsConsume,
+    /// Expiry is never checked.
+    IgnoresExpiry,
+}
+
+struct TestStore {
+    defect: Defect,
+    grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
+}
+
+impl TestStore {
+    fn new(defect: Defect) -> Self {
+        TestStore {
+            defect,
+            grants: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for TestStore {
+    async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+        let mut grants = self.grants.lock().unwrap();
+        if grants.contains_key(&approval.id) {
+            return Err(IssueError::AlreadyExists(approval.id));
+        }
+        grants.insert(
+            approval.id.clone(),
+            StoredGrant {
+                approval,
+                state: GrantState::Active,
+            },
+        );
+        Ok(())
+    }
+
+    async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return Ok(RevokeOutcome::Unknown);
+        };
+        let (outcome, next) = decide_revoke(&grant.state);
+        if let Some(next) = next {
+            grant.state = next;
+        }
+        Ok(outcome)
+    }
+
+    async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return Ok(None);
+        };
+        let answer = grant.clone();
+        if self.defect == Defect::ReadsConsume && grant.state == GrantState::Active {
+            grant.state = GrantState::Consumed {
+                at: grant.approval.issued_at,
+                by: AttemptId::parse("att_reader").unwrap(),
+            };
+        }
+        Ok(Some(answer))
+    }
+
+    async fn consume_once(
+        &self,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<ConsumeOutcome, StoreError> {
+        if self.defect == Defect::CheckThenMarkWithYield {
+            let Some(grant) = self.grants.lock().unwrap().get(id).cloned() else {
+                return Ok(ConsumeOutcome::Unknown);
+            };
+            let (outcome, next) = decide_consume(&grant, binding, now, attempt);
+            tokio::task::yield_now().await;
+            if let Some(next) = next
+                && let Some(stored) = self.grants.lock().unwrap().get_mut(id)
+            {
+                stored.state = next;
+            }
+            return Ok(outcome);
+        }
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return Ok(ConsumeOutcome::Unknown);
+        };
+        let mut seen = grant.clone();
+        if self.defect == Defect::IgnoresExpiry {
+            seen.approval.expires_at = Timestamp::from_millis(u64::MAX);
+        }
+        let (outcome, next) = decide_consume(&seen, binding, now, attempt);
+        if let Some(next) = next {
+            grant.state = next;
+        }
+        if self.defect == Defect::BurnsOnMismatch
+            && outcome == ConsumeOutcome::Stale(StaleReason::Mismatch)
+        {
+            grant.state = GrantState::Consumed {
+                at: now,
+                by: attempt.clone(),
+            };
+        }
+        Ok(outcome)
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs every scenario and race check on a fresh store with `defect`;
+/// returns the failures by check name.
+fn run_all(defect: Defect, config: &RaceConfig) -> HashMap<&'static str, CheckFailure> {
+    macro_rules! scenario {
+        ($($name:ident),* $(,)?) => {
+            vec![$(
+                (stringify!($name), {
+                    let store = TestStore::new(defect);
+                    runtime().block_on(async { scenarios::$name(&store).await })
+                }),
+            )*]
+        };
+    }
+    macro_rules! race {
+        ($($name:ident),* $(,)?) => {
+            vec![$(
+                (stringify!($name), runtime().block_on(async {
+                    races::$name(Arc::new(TestStore::new(defect)), config).await
+                })),
+            )*]
+        };
+    }
+    let mut results = scenario![
+        unknown_id_is_unknown,
+        revoked_grant_is_stale_revoked,
+        consumed_grant_is_stale_for_other_attempts,
+        expired_grant_is_stale_expired,
+        actor_mismatch_is_stale_and_does_not_burn,
+        run_mismatch_is_stale_and_does_not_burn,
+        url_mismatch_is_stale_and_does_not_burn,
+        action_mismatch_is_stale_and_does_not_burn,
+        replay_by_same_attempt_is_consumed_replay,
+        replay_with_other_binding_is_stale_consumed,
+        revoke_outcomes,
+        duplicate_issue_is_refused,
+        reads_never_consume,
+        get_round_trips_grant_and_state,
+        expiry_boundary,
+        revoked_is_checked_before_expiry,
+        consumed_is_checked_before_expiry,
+        expiry_is_checked_before_mismatch,
+        grants_are_independent,
+    ];
+    results.extend(race![
+        concurrent_consumes_have_one_winner,
+        concurrent_retries_of_one_attempt_have_one_winner,
+        revoke_racing_consume_has_one_winner,
+    ]);
+    assert_eq!(
+        results.len(),
+        SCENARIO_CHECKS.len() + RACE_CHECKS.len(),
+        "this test must run every scenario and race check"
+    );
+    let mut failures = HashMap::new();
+    for (name, result) in results {
+        if let Err(failure) = result {
+            assert_eq!(failure.check(), name, "a failure must name its own check");
+            assert!(!failure.message().is_empty());
+            failures.insert(name, failure);
+        }
+    }
+    failures
+}
+
+fn model(defect: Defect) -> Result<(), CheckFailure> {
+    check_against_model(
+        || async move { TestStore::new(defect) },
+        &ModelConfig::default(),
+    )
+}
+
+fn assert_fails(failures: &HashMap<&'static str, CheckFailure>, names: &[&str]) {
+    for name in names {
+        assert!(
+            failures.contains_key(name),
+            "check `{name}` should have failed; failures were: {:#?}",
+            failures.values().collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn a_sound_store_passes_every_check() {
+    let failures = run_all(Defect::None, &RaceConfig::default());
+    assert!(
+        failures.is_empty(),
+        "{:#?}",
+        failures.values().collect::<Vec<_>>()
+    );
+    model(Defect::None).unwrap();
+}
+
+#[test]
+fn non_atomic_check_then_mark_is_caught_by_the_race_checks() {
+    let failures = run_all(Defect::CheckThenMarkWithYield, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "concurrent_consumes_have_one_winner",
+            "concurrent_retries_of_one_attempt_have_one_winner",
+            "revoke_racing_consume_has_one_winner",
+        ],
+    );
+    // Run one at a time the store answers correctly: only races can tell.
+    let mut caught: Vec<_> = failures.keys().copied().collect();
+    caught.sort_unstable();
+    assert_eq!(caught, {
+        let mut races = RACE_CHECKS.to_vec();
+        races.sort_unstable();
+        races
+    });
+    let message = failures["concurrent_consumes_have_one_winner"].to_string();
+    assert!(
+        message.contains("expected exactly one"),
+        "unexpected message: {message}"
+    );
+    model(Defect::CheckThenMarkWithYield).unwrap();
+}
+
+#[test]
+fn burning_the_grant_on_mismatch_is_caught() {
+    let failures = run_all(Defect::BurnsOnMismatch, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "actor_mismatch_is_stale_and_does_not_burn",
+            "run_mismatch_is_stale_and_does_not_burn",
+            "url_mismatch_is_stale_and_does_not_burn",
+            "action_mismatch_is_stale_and_does_not_burn",
+        ],
+    );
+    let message = failures["url_mismatch_is_stale_and_does_not_burn"].to_string();
+    assert!(
+        message.contains("must not burn"),
+        "unexpected message: {message}"
+    );
+    let model = model(Defect::BurnsOnMismatch).unwrap_err();
+    assert_eq!(model.check(), MODEL_CHECK);
+    assert!(model.message().contains("minimal failing sequence"));
+}
+
+#[test]
+fn reads_that_consume_are_caught() {
+    let failures = run_all(Defect::ReadsConsume, &RaceConfig::default());
+    assert_fails(&failures, &["reads_never_consume"]);
+    let model = model(Defect::ReadsConsume).unwrap_err();
+    assert_eq!(model.check(), MODEL_CHECK);
+}
+
+#[test]
+fn ignoring_expiry_is_caught() {
+    let failures = run_all(Defect::IgnoresExpiry, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "expired_grant_is_stale_expired",
+            "expiry_boundary",
+            "expiry_is_checked_before_mismatch",
+        ],
+    );
+    let message = failures["expiry_boundary"].to_string();
+    assert!(
+        message.contains("consume at expires_at") && message.contains("Expired"),
+        "unexpected message: {message}"
+    );
+    let model = model(Defect::IgnoresExpiry).unwrap_err();
+    assert_eq!(model.check(), MODEL_CHECK);
+}
