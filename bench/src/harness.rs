@@ -64,8 +64,6 @@ pub enum Target {
     TimeRatioAtMost(f64),
     /// subject throughput / baseline throughput must be at least this.
     ThroughputRatioAtLeast(f64),
-    /// Reported only.
-    None,
 }
 
 impl Row {
@@ -85,7 +83,6 @@ impl Row {
                 let r = self.baseline.median_ns / self.subject.median_ns;
                 (r, Some(r >= limit))
             }
-            Target::None => (self.time_ratio(), None),
         }
     }
 }

@@ -6,6 +6,7 @@ mod act_bench;
 mod harness;
 mod memory_bench;
 mod policy_bench;
+mod redis_bench;
 mod report;
 
 use std::process::ExitCode;
@@ -53,6 +54,13 @@ fn run(quick: bool) -> Result<(), String> {
     if wanted("memory") {
         push(memory_bench::consume(budget, 1)?);
         push(memory_bench::consume(budget, 2)?);
+    }
+    if wanted("redis") {
+        let (redis_rows, section) = redis_bench::consume(quick)?;
+        for row in redis_rows {
+            push(row);
+        }
+        extra.push(section);
     }
     if wanted("act") {
         extra.push(act_bench::end_to_end(budget.scaled(4))?);

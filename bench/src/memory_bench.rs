@@ -187,7 +187,7 @@ pub fn consume(budget: Budget, threads: usize) -> Result<Row, String> {
             let grants = f.grants(n);
             let ids: Vec<ApprovalId> = grants.iter().map(|g| g.id.clone()).collect();
             let map = bare_map(&f, &grants);
-            let start_to_end = parallel(threads, &ids, |part| {
+            parallel(threads, &ids, |part| {
                 for id in part {
                     black_box(bare_consume(
                         &map,
@@ -197,8 +197,7 @@ pub fn consume(budget: Budget, threads: usize) -> Result<Row, String> {
                         &attempt,
                     ));
                 }
-            });
-            start_to_end
+            })
         },
         |n| {
             let grants = f.grants(n);

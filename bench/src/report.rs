@@ -23,7 +23,6 @@ fn target_text(t: Target) -> String {
     match t {
         Target::TimeRatioAtMost(x) => format!("time ratio ≤ {x}"),
         Target::ThroughputRatioAtLeast(x) => format!("throughput ratio ≥ {x}"),
-        Target::None => "reported".into(),
     }
 }
 

@@ -1,0 +1,379 @@
+//! Benchmark 4: `RedisApprovalStore::consume_once` against `redis-benchmark`
+//! running EVALSHA of an equivalent script on the same server, in the same run.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use countersign_approval_core::{ApprovalId, ApprovalStore};
+use countersign_store_redis::{RedisApprovalStore, RedisStoreOptions};
+
+use crate::harness::{Row, Side, Target, median};
+use crate::memory_bench::Fixture;
+
+const PRELUDE: &str = include_str!("../../crates/store-redis/src/lua/prelude.lua");
+const CONSUME: &str = include_str!("../../crates/store-redis/src/lua/consume.lua");
+
+/// The baseline script: the store's own consume script, changed only so that
+/// every call does the work of a first, successful consume (read and check
+/// the record, compare the binding, HSET, PEXPIREAT) whatever the key's
+/// state, and takes the id from the key, since `redis-benchmark` cannot put
+/// the same random number in two arguments.
+fn baseline_script() -> Result<String, String> {
+    let body = CONSUME
+        .replacen(
+            "load(key, ARGV[1])",
+            "load(key, string.match(key, '{([^}]*)}$'))",
+            1,
+        )
+        .replacen(
+            "if f.state == 'consumed' then",
+            "if f.state == 'consumed' and false then",
+            1,
+        );
+    if body == CONSUME {
+        return Err("the consume script changed; update the benchmark's baseline".into());
+    }
+    Ok(format!("{PRELUDE}\n{body}"))
+}
+
+/// A throw-away redis-server on a free loopback port.
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(fsync_always: bool) -> Result<Server, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let dir = std::env::temp_dir().join(format!("countersign-bench-redis-{port}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let (aof, fsync) = if fsync_always {
+            ("yes", "always")
+        } else {
+            ("no", "everysec")
+        };
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", aof, "--appendfsync", fsync])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("could not start redis-server: {e}"))?;
+        let server = Server { child, port, dir };
+        for _ in 0..200 {
+            if server.cli(&["PING"]).is_ok_and(|o| o == "PONG") {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Err("redis-server did not answer PING".into())
+    }
+
+    fn cli(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .map_err(|e| format!("could not run redis-cli: {e}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `redis-benchmark` and returns (requests per second, p50 latency in ms).
+fn redis_benchmark(
+    server: &Server,
+    clients: usize,
+    requests: u64,
+    keyspace: usize,
+    args: &[String],
+) -> Result<(f64, f64), String> {
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-c", &clients.to_string(), "-n", &requests.to_string()])
+        .args(["-r", &keyspace.to_string(), "--csv"])
+        .args(args)
+        .output()
+        .map_err(|e| format!("could not run redis-benchmark: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+    let line = text
+        .lines()
+        .find(|l| !l.starts_with("\"test\""))
+        .ok_or_else(|| format!("redis-benchmark printed nothing: {text}"))?;
+    let cols: Vec<f64> = line
+        .split(',')
+        .skip(1)
+        .filter_map(|c| c.trim_matches('"').parse().ok())
+        .collect();
+    match cols.as_slice() {
+        [rps, _avg, _min, p50, ..] => Ok((*rps, *p50)),
+        _ => Err(format!("unexpected redis-benchmark output: {line}")),
+    }
+}
+
+struct Run {
+    store: Arc<RedisApprovalStore>,
+    ids: Vec<ApprovalId>,
+}
+
+async fn issued(
+    f: &Fixture,
+    port: u16,
+    prefix: &str,
+    n: u64,
+    concurrency: usize,
+) -> Result<Run, String> {
+    let store = RedisApprovalStore::connect(
+        RedisStoreOptions::single(format!("redis://127.0.0.1:{port}/")).key_prefix(prefix),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let store = Arc::new(store);
+    let grants = Arc::new(f.grants(n));
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (store, grants, next) = (store.clone(), grants.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(g) = grants.get(i) else { break };
+                store.issue(g.clone()).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(Run {
+        store,
+        ids: grants.iter().map(|g| g.id.clone()).collect(),
+    })
+}
+
+/// Consumes every grant with `concurrency` tasks; returns (ops/s, p50 latency ms).
+async fn consume_all(f: &Fixture, run: Run, concurrency: usize) -> Result<(f64, f64), String> {
+    let ids = Arc::new(run.ids);
+    let next = Arc::new(AtomicUsize::new(0));
+    let binding = Arc::new(f.binding.clone());
+    let attempt = Arc::new(f.attempt.clone());
+    let now = f.now;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (store, ids, next, binding, attempt) = (
+            run.store.clone(),
+            ids.clone(),
+            next.clone(),
+            binding.clone(),
+            attempt.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut ok = 0usize;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(id) = ids.get(i) else { break };
+                let t = Instant::now();
+                let outcome = store.consume_once(id, &binding, now, &attempt).await;
+                latencies.push(t.elapsed().as_secs_f64() * 1e3);
+                if matches!(
+                    outcome,
+                    Ok(countersign_approval_core::ConsumeOutcome::Consumed { replay: false })
+                ) {
+                    ok += 1;
+                }
+            }
+            (latencies, ok)
+        }));
+    }
+    let mut latencies = Vec::new();
+    let mut ok = 0;
+    for t in tasks {
+        let (l, o) = t.await.map_err(|e| e.to_string())?;
+        latencies.extend(l);
+        ok += o;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    if ok != ids.len() {
+        return Err(format!(
+            "redis consume: {ok} of {} grants consumed",
+            ids.len()
+        ));
+    }
+    Ok((ids.len() as f64 / elapsed, median(&mut latencies)))
+}
+
+/// The Redis rows and a section describing the setup.
+pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let f = Fixture::new()?;
+    let (requests, rounds) = if quick { (200u64, 1usize) } else { (20_000, 5) };
+    let script = baseline_script()?;
+    let keyspace: usize = if quick { 1_000 } else { 100_000 };
+    let mut rows = Vec::new();
+    let mut section = String::new();
+    let _ = writeln!(
+        section,
+        "## Redis store\n\nEach configuration gets its own `redis-server` on a free loopback \
+         port. The subject consumes {requests} freshly issued grants per round through \
+         `RedisApprovalStore` (one multiplexed connection, tokio, 2 worker threads); the \
+         baseline is `redis-benchmark -c N -n {requests} -r 100000 --csv EVALSHA` of the \
+         store's own consume script, changed only to take the id from the key and to do \
+         the full work of a successful consume on every call (read and check the record, \
+         compare the binding, `HSET`, `PEXPIREAT`), on 100000 grants issued by the store. \
+         Median of {rounds} alternating rounds. The baseline's client ignores the reply; \
+         ours checks it (status, and the record as the script found it, which the store \
+         re-checks against the same rules before answering)."
+    );
+    for fsync in [false, true] {
+        let server = Server::start(fsync)?;
+        let persistence = if fsync {
+            "appendonly yes, appendfsync always"
+        } else {
+            "persistence off"
+        };
+        // Grants for the baseline: ids `apr_bench` + 12 digits, as `__rand_int__` makes them.
+        rt.block_on(async {
+            let store = RedisApprovalStore::connect(
+                RedisStoreOptions::single(format!("redis://127.0.0.1:{}/", server.port))
+                    .key_prefix("base"),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let store = Arc::new(store);
+            let total = keyspace;
+            let next = Arc::new(AtomicUsize::new(0));
+            let mut tasks = Vec::new();
+            for _ in 0..32 {
+                let (store, next, template) = (store.clone(), next.clone(), f.template.clone());
+                tasks.push(tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= total {
+                            break;
+                        }
+                        let mut g = template.clone();
+                        let Some(id) = ApprovalId::parse(&format!("apr_bench{i:012}")) else {
+                            return Err("bad id".to_owned());
+                        };
+                        g.id = id;
+                        store.issue(g).await.map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                }));
+            }
+            for t in tasks {
+                t.await.map_err(|e| e.to_string())??;
+            }
+            Ok::<_, String>(())
+        })?;
+        let sha = server.cli(&["SCRIPT", "LOAD", &script])?;
+        if sha.len() != 40 {
+            return Err(format!("SCRIPT LOAD failed: {sha}"));
+        }
+        let bench_args: Vec<String> = [
+            "EVALSHA",
+            &sha,
+            "1",
+            "base:grant:{apr_bench__rand_int__}",
+            "-",
+            &f.now.as_millis().to_string(),
+            f.attempt.as_str(),
+            f.binding.actor_id.as_str(),
+            f.binding.run_id.as_str(),
+            &f.binding.url,
+            &f.binding.action_digest.to_hex(),
+            "86400000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+
+        for clients in [1usize, 50] {
+            let mut ours = Vec::new();
+            let mut theirs = Vec::new();
+            for round in 0..rounds {
+                let prefix = format!("s{clients}r{round}");
+                let run = rt.block_on(issued(&f, server.port, &prefix, requests, 32))?;
+                let baseline = redis_benchmark(&server, clients, requests, keyspace, &bench_args)?;
+                let subject = rt.block_on(consume_all(&f, run, clients))?;
+                ours.push(subject);
+                theirs.push(baseline);
+            }
+            let mut our_rps: Vec<f64> = ours.iter().map(|o| o.0).collect();
+            let mut our_p50: Vec<f64> = ours.iter().map(|o| o.1).collect();
+            let mut their_rps: Vec<f64> = theirs.iter().map(|o| o.0).collect();
+            let mut their_p50: Vec<f64> = theirs.iter().map(|o| o.1).collect();
+            let (our_rps, our_p50) = (median(&mut our_rps), median(&mut our_p50));
+            let (their_rps, their_p50) = (median(&mut their_rps), median(&mut their_p50));
+            let (subject, baseline, target, what) = if clients == 1 {
+                (
+                    Side {
+                        median_ns: our_p50 * 1e6,
+                    },
+                    Side {
+                        median_ns: their_p50 * 1e6,
+                    },
+                    Target::TimeRatioAtMost(1.3),
+                    "p50 latency",
+                )
+            } else {
+                (
+                    Side {
+                        median_ns: 1e9 / our_rps,
+                    },
+                    Side {
+                        median_ns: 1e9 / their_rps,
+                    },
+                    Target::ThroughputRatioAtLeast(0.9),
+                    "throughput",
+                )
+            };
+            rows.push(Row {
+                name: format!(
+                    "redis store: consume_once, {clients} concurrent, {persistence} ({what})"
+                ),
+                baseline_name: format!("redis-benchmark -c {clients} EVALSHA, same server"),
+                subject,
+                baseline,
+                target,
+                note: format!(
+                    "{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms"
+                ),
+            });
+        }
+    }
+    Ok((rows, section))
+}
