@@ -51,12 +51,19 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`{program} {}` failed with {status}", args.join(" ")))
+        Err(format!(
+            "`{program} {}` failed with {status}",
+            args.join(" ")
+        ))
     }
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
-    run(&env::var("CARGO").unwrap_or_else(|_| "cargo".into()), args, &[])
+    run(
+        &env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
+        args,
+        &[],
+    )
 }
 
 fn ci() -> Result<(), String> {
@@ -74,10 +81,19 @@ fn ci() -> Result<(), String> {
     run(
         &env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
         &["doc", "--workspace", "--all-features", "--no-deps"],
-        &[("RUSTDOCFLAGS", "-D warnings -D rustdoc::broken_intra_doc_links")],
+        &[(
+            "RUSTDOCFLAGS",
+            "-D warnings -D rustdoc::broken_intra_doc_links",
+        )],
     )?;
     cargo(&["deny", "check", "licenses", "bans", "sources"])?;
-    cargo(&["package", "--workspace", "--allow-dirty", "--exclude", "xtask"])?;
+    cargo(&[
+        "package",
+        "--workspace",
+        "--allow-dirty",
+        "--exclude",
+        "xtask",
+    ])?;
     bench(&["--quick".to_owned()])?;
     eprintln!("\nxtask ci: all checks passed");
     Ok(())
@@ -109,7 +125,16 @@ fn redis() -> Result<(), String> {
     eprintln!("redis-server on 127.0.0.1:{port} (ctrl-c stops it; nothing is saved)");
     run(
         "redis-server",
-        &["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        &[
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
         &[],
     )
 }

@@ -5,7 +5,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn read(path: impl AsRef<Path>) -> String {
@@ -62,7 +65,10 @@ fn every_crate_is_publishable_on_its_own() {
             manifest.contains("[lints]\nworkspace = true"),
             "{name}/Cargo.toml does not use the workspace lints"
         );
-        assert!(!manifest.contains("publish = false"), "{name} must be publishable");
+        assert!(
+            !manifest.contains("publish = false"),
+            "{name} must be publishable"
+        );
         assert!(dir.join("README.md").exists(), "{name} has no README.md");
         let lib = fs::read_to_string(dir.join("src/lib.rs")).unwrap();
         assert!(
@@ -79,7 +85,11 @@ fn internal_dependencies_carry_a_version() {
         .lines()
         .filter(|l| l.starts_with("countersign"))
         .collect();
-    assert_eq!(internal.len(), CRATES.len(), "one workspace dependency per crate");
+    assert_eq!(
+        internal.len(),
+        CRATES.len(),
+        "one workspace dependency per crate"
+    );
     for line in internal {
         assert!(
             line.contains("path = \"crates/") && line.contains("version = \""),
