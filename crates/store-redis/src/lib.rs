@@ -1,1 +1,79 @@
-//! placeholder
+//! The Redis approval store for countersign: grants shared by many worker
+//! processes or hosts, consumed exactly once.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use countersign_approval_core::{
+//!     ActorId, Approval, ApprovalStore, AttemptId, ConsumeOutcome, RunId, SystemClock, Clock,
+//! };
+//! use countersign_approval_core::policy::{Policy, StaticResolver};
+//! use countersign_store_redis::{RedisApprovalStore, RedisStoreOptions};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // A single server; use `RedisStoreOptions::cluster([...])` for Redis Cluster.
+//! let options = RedisStoreOptions::single("redis://127.0.0.1:6380/")
+//!     .key_prefix("myapp:countersign")
+//!     .command_timeout(Duration::from_millis(500));
+//! // Connecting probes the server: it must run the store's Lua scripts.
+//! let store = RedisApprovalStore::connect(options).await?;
+//! for warning in store.startup_warnings() {
+//!     eprintln!("redis: {warning}");
+//! }
+//!
+//! let policy = Policy::builder()
+//!     .allow_host("docs.example.com")
+//!     .resolver(StaticResolver::answering_all(["93.184.216.34".parse().unwrap()]))
+//!     .build()?;
+//! let url = policy.authorize_destination("https://docs.example.com/").await?;
+//! let action = policy.authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))?;
+//! let (actor, run) = (ActorId::new("demo-actor")?, RunId::new("demo-run")?);
+//! let now = SystemClock.now();
+//!
+//! let approval = Approval::for_action(actor, run, &url, &action, Duration::from_secs(60), now)?;
+//! let (id, binding) = (approval.id.clone(), approval.binding());
+//! store.issue(approval).await?;
+//!
+//! let attempt = AttemptId::generate()?;
+//! let outcome = store.consume_once(&id, &binding, now, &attempt).await?;
+//! assert_eq!(outcome, ConsumeOutcome::Consumed { replay: false });
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Layout
+//!
+//! Each grant is one hash at `{prefix}:grant:{<id>}`; the braces around the
+//! id are literal, a cluster hash tag, so every key of a grant lives in one
+//! slot. Issue, get, revoke and consume are each one Lua script on that one
+//! key, sent with `EVALSHA` and resent with `EVAL` when the server answers
+//! `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The hash holds
+//! every field of the [`Approval`](countersign_approval_core::Approval), its
+//! state, and a format version `v=1`; a record that is not exactly such a
+//! record is [`StoreError::Corrupt`](countersign_approval_core::StoreError),
+//! never an outcome. Records expire at `max(expires_at, now) + retention`
+//! (default 24 h), never earlier than `retention` after the server's own
+//! clock, and a later write only ever moves the expiry forward.
+//!
+//! # Connections
+//!
+//! [`RedisStoreOptions::single`] uses one multiplexed connection that
+//! reconnects by itself; [`RedisStoreOptions::cluster`] uses an async
+//! cluster connection that follows slot moves. Both send every grant command
+//! to the primary that holds the key; grants are never read from replicas.
+//!
+//! `docs/redis.md` in the repository covers persistence settings, failover
+//! and what each error means for a host.
+
+mod conn;
+mod options;
+mod record;
+mod scripts;
+mod store;
+
+pub use options::{
+    ConnectError, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
+    DEFAULT_RETENTION, Durability, InvalidOptions, MAX_KEY_PREFIX_BYTES, MAX_RETENTION,
+    RedisStoreOptions,
+};
+pub use scripts::GrantScript;
+pub use store::RedisApprovalStore;

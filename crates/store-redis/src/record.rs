@@ -1,0 +1,254 @@
+//! How a grant is laid out in its hash (format `v=1`), and the strict reader
+//! of that layout.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use countersign_approval_core::policy::{Action, ActionDigest};
+use countersign_approval_core::{
+    ActorId, Approval, ApprovalId, AttemptId, GrantState, RunId, StoreError, StoredGrant, Timestamp,
+};
+use redis::Value;
+
+/// The record format written by this version of the store.
+pub(crate) const FORMAT_VERSION: &str = "1";
+
+/// Field names, as stored.
+pub(crate) mod field {
+    pub(crate) const VERSION: &str = "v";
+    pub(crate) const ID: &str = "id";
+    pub(crate) const ACTOR: &str = "actor";
+    pub(crate) const RUN: &str = "run";
+    pub(crate) const URL: &str = "url";
+    pub(crate) const ACTION: &str = "action";
+    pub(crate) const DIGEST: &str = "digest";
+    pub(crate) const ISSUED_AT: &str = "issued_at";
+    pub(crate) const EXPIRES_AT: &str = "expires_at";
+    pub(crate) const NOTE: &str = "note";
+    pub(crate) const PAGE_REVISION: &str = "page_revision";
+    pub(crate) const OPERATION_ID: &str = "operation_id";
+    pub(crate) const SESSION_ID: &str = "session_id";
+    pub(crate) const STATE: &str = "state";
+    pub(crate) const CONSUMED_AT: &str = "consumed_at";
+    pub(crate) const CONSUMED_BY: &str = "consumed_by";
+    pub(crate) const ISSUE_TOKEN: &str = "issue_token";
+
+    /// Every field a v=1 record may hold.
+    pub(crate) const ALL: [&str; 17] = [
+        VERSION,
+        ID,
+        ACTOR,
+        RUN,
+        URL,
+        ACTION,
+        DIGEST,
+        ISSUED_AT,
+        EXPIRES_AT,
+        NOTE,
+        PAGE_REVISION,
+        OPERATION_ID,
+        SESSION_ID,
+        STATE,
+        CONSUMED_AT,
+        CONSUMED_BY,
+        ISSUE_TOKEN,
+    ];
+}
+
+/// State names, as stored.
+pub(crate) mod state {
+    pub(crate) const ACTIVE: &str = "active";
+    pub(crate) const REVOKED: &str = "revoked";
+    pub(crate) const CONSUMED: &str = "consumed";
+}
+
+/// The field/value pairs of a new, active grant.
+pub(crate) fn encode_new(approval: &Approval, issue_token: &str) -> Vec<(&'static str, String)> {
+    let mut fields = vec![
+        (field::VERSION, FORMAT_VERSION.to_owned()),
+        (field::ID, approval.id.as_str().to_owned()),
+        (field::ACTOR, approval.actor_id.as_str().to_owned()),
+        (field::RUN, approval.run_id.as_str().to_owned()),
+        (field::URL, approval.url.clone()),
+        (field::ACTION, approval.action.canonical_json()),
+        (field::DIGEST, approval.action_digest.to_hex()),
+        (field::ISSUED_AT, approval.issued_at.as_millis().to_string()),
+        (
+            field::EXPIRES_AT,
+            approval.expires_at.as_millis().to_string(),
+        ),
+        (field::STATE, state::ACTIVE.to_owned()),
+        (field::ISSUE_TOKEN, issue_token.to_owned()),
+    ];
+    let optional = [
+        (field::NOTE, &approval.approver_note),
+        (field::PAGE_REVISION, &approval.page_revision),
+        (field::OPERATION_ID, &approval.operation_id),
+        (field::SESSION_ID, &approval.session_id),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            fields.push((name, value.clone()));
+        }
+    }
+    fields
+}
+
+/// Parses a decimal timestamp exactly as the store writes it: digits only,
+/// no sign, no leading zeros.
+fn parse_millis(text: &str) -> Option<Timestamp> {
+    let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let canonical = text == "0" || !text.starts_with('0');
+    if !(digits_only && canonical) {
+        return None;
+    }
+    text.parse::<u64>().ok().map(Timestamp::from_millis)
+}
+
+/// A bulk string reply as UTF-8 text.
+pub(crate) fn text(value: &Value) -> Option<&str> {
+    match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::SimpleString(text) => Some(text.as_str()),
+        _ => None,
+    }
+}
+
+/// Reads an HGETALL reply (a flat array of names and values) as a grant of
+/// id `id`, accepting only a complete, well-formed v=1 record.
+pub(crate) fn decode(
+    id: &ApprovalId,
+    key: &str,
+    flat: &[Value],
+) -> Result<StoredGrant, StoreError> {
+    let corrupt = |message: &str| StoreError::corrupt(key, message);
+    if !flat.len().is_multiple_of(2) {
+        return Err(corrupt("hash reply has an odd number of items"));
+    }
+    let mut fields: HashMap<&str, &str> = HashMap::with_capacity(flat.len() / 2);
+    for pair in flat.chunks_exact(2) {
+        let (Some(name), Some(value)) = (text(&pair[0]), text(&pair[1])) else {
+            return Err(corrupt("field is not utf-8 text"));
+        };
+        if !field::ALL.contains(&name) {
+            return Err(corrupt("record has an unknown field"));
+        }
+        if fields.insert(name, value).is_some() {
+            return Err(corrupt("record repeats a field"));
+        }
+    }
+    let required = |name: &'static str| {
+        fields
+            .get(name)
+            .copied()
+            .ok_or_else(|| corrupt(&format!("missing field {name}")))
+    };
+    let optional = |name: &'static str| fields.get(name).map(|v| (*v).to_owned());
+
+    if required(field::VERSION)? != FORMAT_VERSION {
+        return Err(corrupt("unsupported format version"));
+    }
+    if required(field::ID)? != id.as_str() {
+        return Err(corrupt("id field does not match the key"));
+    }
+    if required(field::ISSUE_TOKEN)?.is_empty() {
+        return Err(corrupt("empty issue token"));
+    }
+    let actor_id = ActorId::new(required(field::ACTOR)?)
+        .map_err(|_| corrupt("actor is not a valid actor id"))?;
+    let run_id =
+        RunId::new(required(field::RUN)?).map_err(|_| corrupt("run is not a valid run id"))?;
+    let url = required(field::URL)?.to_owned();
+    let action = Action::from_canonical_json(required(field::ACTION)?)
+        .map_err(|_| corrupt("action is not canonical action json"))?;
+    let action_digest = ActionDigest::from_str(required(field::DIGEST)?)
+        .map_err(|_| corrupt("digest is not 64 lower-case hex characters"))?;
+    if action_digest != action.digest() {
+        return Err(corrupt("digest does not match the action"));
+    }
+    let issued_at = parse_millis(required(field::ISSUED_AT)?)
+        .ok_or_else(|| corrupt("issued_at is not a timestamp"))?;
+    let expires_at = parse_millis(required(field::EXPIRES_AT)?)
+        .ok_or_else(|| corrupt("expires_at is not a timestamp"))?;
+
+    let consumed_at = fields.get(field::CONSUMED_AT).copied();
+    let consumed_by = fields.get(field::CONSUMED_BY).copied();
+    let state = match (required(field::STATE)?, consumed_at, consumed_by) {
+        (state::ACTIVE, None, None) => GrantState::Active,
+        (state::REVOKED, None, None) => GrantState::Revoked,
+        (state::CONSUMED, Some(at), Some(by)) => GrantState::Consumed {
+            at: parse_millis(at).ok_or_else(|| corrupt("consumed_at is not a timestamp"))?,
+            by: AttemptId::parse(by).ok_or_else(|| corrupt("consumed_by is not an attempt id"))?,
+        },
+        (state::ACTIVE | state::REVOKED, _, _) => {
+            return Err(corrupt("unconsumed record has consumed fields"));
+        }
+        (state::CONSUMED, _, _) => {
+            return Err(corrupt("consumed record lacks consumed_at or consumed_by"));
+        }
+        _ => return Err(corrupt("unknown state")),
+    };
+
+    Ok(StoredGrant {
+        approval: Approval {
+            id: id.clone(),
+            actor_id,
+            run_id,
+            url,
+            action,
+            action_digest,
+            issued_at,
+            expires_at,
+            approver_note: optional(field::NOTE),
+            page_revision: optional(field::PAGE_REVISION),
+            operation_id: optional(field::OPERATION_ID),
+            session_id: optional(field::SESSION_ID),
+        },
+        state,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn millis_are_parsed_exactly_as_written() {
+        assert_eq!(parse_millis("0"), Some(Timestamp::from_millis(0)));
+        assert_eq!(
+            parse_millis("1700000000000"),
+            Some(Timestamp::from_millis(1_700_000_000_000))
+        );
+        assert_eq!(
+            parse_millis("18446744073709551615"),
+            Some(Timestamp::from_millis(u64::MAX))
+        );
+        for bad in [
+            "",
+            "01",
+            "+1",
+            "-1",
+            " 1",
+            "1 ",
+            "1.0",
+            "18446744073709551616",
+            "1e3",
+        ] {
+            assert_eq!(parse_millis(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_lua_field_list_matches_the_rust_one() {
+        let prelude = include_str!("lua/prelude.lua");
+        for name in field::ALL {
+            assert!(
+                prelude.contains(&format!(" {name} = true")),
+                "{name} missing from KNOWN"
+            );
+        }
+        assert_eq!(prelude.matches(" = true").count(), field::ALL.len());
+    }
+}

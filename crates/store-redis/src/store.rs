@@ -1,0 +1,764 @@
+//! The store: connecting, the start-up probe, and the four operations.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use countersign_approval_core::{
+    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, IssueError,
+    RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp, decide_consume, decide_revoke,
+};
+use redis::aio::ConnectionManagerConfig;
+use redis::cluster::ClusterClientBuilder;
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+
+use crate::conn::Connection;
+use crate::options::{ConnectError, Durability, InvalidOptions, RedisStoreOptions, Topology};
+use crate::record::{self, text};
+use crate::scripts::{GrantScript, Scripts};
+
+/// The oldest server major version whose scripts replicate by effect, which
+/// the scripts need (they read `TIME` before writing).
+const MIN_SERVER_MAJOR: u32 = 5;
+
+/// Grants in Redis: one hash per grant, every operation one Lua script on
+/// that one key. See the [crate docs](crate) for the layout and guarantees.
+///
+/// Cheap to share behind an `Arc`; all clones of the inner connection
+/// multiplex over the same sockets.
+pub struct RedisApprovalStore {
+    conn: Connection,
+    prefix: String,
+    retention_ms: String,
+    command_timeout: Duration,
+    durability: Option<Durability>,
+    scripts: Scripts,
+    startup_warnings: Vec<String>,
+}
+
+impl fmt::Debug for RedisApprovalStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisApprovalStore")
+            .field(
+                "topology",
+                &match self.conn {
+                    Connection::Single(_) => "single",
+                    Connection::Cluster(_) => "cluster",
+                },
+            )
+            .field("prefix", &self.prefix)
+            .field("retention_ms", &self.retention_ms)
+            .field("command_timeout", &self.command_timeout)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failed call as the trait reports it.
+fn redis_error(what: &str, err: &RedisError) -> StoreError {
+    if err.is_timeout() {
+        return StoreError::Timeout {
+            message: format!("{what}: {err}"),
+        };
+    }
+    let unknown_command = err.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
+        && err
+            .detail()
+            .is_some_and(|d| d.to_ascii_lowercase().contains("unknown command"));
+    if unknown_command || err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
+        return StoreError::Unsupported {
+            message: format!("{what}: server refused the command: {err}"),
+        };
+    }
+    StoreError::unavailable(format!("{what}: {err}"))
+}
+
+fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// Awaits `fut` for at most `limit`.
+async fn timed<T>(
+    what: &str,
+    limit: Duration,
+    fut: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<redis::RedisResult<T>, StoreError> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .map_err(|_| StoreError::Timeout {
+            message: format!("{what}: no reply within {} ms", limit.as_millis()),
+        })
+}
+
+/// 128 bits from the OS random source, as hex.
+fn issue_token() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::unavailable(format!("os random source failed: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A script's reply: `[status]` or `[status, payload]`, parsed strictly.
+struct Reply {
+    status: String,
+    payload: Option<Value>,
+}
+
+fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, StoreError> {
+    let unexpected = || {
+        StoreError::corrupt(
+            key,
+            format!("unexpected reply from the {} script", script.name()),
+        )
+    };
+    let Value::Array(mut items) = value else {
+        return Err(unexpected());
+    };
+    if items.is_empty() || items.len() > 2 {
+        return Err(unexpected());
+    }
+    let payload = if items.len() == 2 { items.pop() } else { None };
+    let status = text(&items[0]).ok_or_else(unexpected)?.to_owned();
+    Ok(Reply { status, payload })
+}
+
+/// The record carried by a reply, read strictly.
+fn reply_record(
+    script: GrantScript,
+    id: &ApprovalId,
+    key: &str,
+    payload: Option<Value>,
+) -> Result<StoredGrant, StoreError> {
+    match payload {
+        Some(Value::Array(flat)) => record::decode(id, key, &flat),
+        _ => Err(StoreError::corrupt(
+            key,
+            format!("the {} script replied without the record", script.name()),
+        )),
+    }
+}
+
+/// The reason a `corrupt` reply carries.
+fn corrupt_reply(key: &str, payload: Option<Value>) -> StoreError {
+    let reason = payload
+        .as_ref()
+        .and_then(text)
+        .unwrap_or("record is not one of this store's")
+        .to_owned();
+    StoreError::corrupt(key, reason)
+}
+
+fn disagreement(key: &str, script: GrantScript) -> StoreError {
+    StoreError::corrupt(
+        key,
+        format!(
+            "the {} script's outcome disagrees with the record it read",
+            script.name()
+        ),
+    )
+}
+
+/// Reads a `CONFIG GET <name>` reply (RESP2 array or RESP3 map).
+fn config_value(value: &Value) -> Option<String> {
+    match value {
+        Value::Array(items) if items.len() == 2 => text(&items[1]).map(str::to_owned),
+        Value::Map(entries) if entries.len() == 1 => text(&entries[0].1).map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// What a node's persistence settings lose on a crash, or `None` when they
+/// lose nothing the store relies on.
+fn persistence_warning(appendonly: &str, appendfsync: &str, save: &str) -> Option<String> {
+    if appendonly != "yes" {
+        if save.trim().is_empty() {
+            return Some(
+                "persistence is off (appendonly no, no save points): a restart loses every \
+                 grant, so issued grants become unknown"
+                    .to_owned(),
+            );
+        }
+        return Some(format!(
+            "only rdb snapshots are on (appendonly no, save \"{save}\"): a crash rolls back to \
+             the last snapshot, and a grant consumed after it becomes usable again"
+        ));
+    }
+    match appendfsync {
+        "always" => None,
+        "everysec" => Some(
+            "appendfsync everysec: a crash of the host may lose about the last second of \
+             writes, and a grant consumed in it becomes usable again"
+                .to_owned(),
+        ),
+        other => Some(format!(
+            "appendfsync {other}: a crash of the host may lose the writes the operating system \
+             had not flushed, and a grant consumed in them becomes usable again"
+        )),
+    }
+}
+
+/// The major version in an `INFO server` reply.
+fn server_major_version(info: &str) -> Option<u32> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .and_then(|version| version.trim().split('.').next())
+        .and_then(|major| major.parse().ok())
+}
+
+impl RedisApprovalStore {
+    /// Connects, then probes the server before answering: it loads the four
+    /// scripts and runs the read script once (a server that cannot run them
+    /// is refused with [`StoreError::Unsupported`]), refuses a single server
+    /// that is a replica or a cluster node, and warns through `tracing` (and
+    /// [`startup_warnings`](Self::startup_warnings)) when persistence is weak
+    /// or could not be checked.
+    pub async fn connect(options: RedisStoreOptions) -> Result<Self, ConnectError> {
+        options.validate()?;
+        let conn = timed(
+            "connecting to redis",
+            options.connect_timeout,
+            open(&options),
+        )
+        .await?
+        .map_err(|e| match e.kind() {
+            ErrorKind::InvalidClientConfig => {
+                ConnectError::InvalidOptions(InvalidOptions::from_redis(&e))
+            }
+            _ => ConnectError::Store(redis_error("connecting to redis", &e)),
+        })?;
+        let mut store = RedisApprovalStore {
+            conn,
+            prefix: options.key_prefix.clone(),
+            retention_ms: options.retention.as_millis().to_string(),
+            command_timeout: options.command_timeout,
+            durability: options.durability,
+            scripts: Scripts::new(),
+            startup_warnings: Vec::new(),
+        };
+        let probe_limit = options.connect_timeout;
+        tokio::time::timeout(probe_limit, store.probe())
+            .await
+            .map_err(|_| StoreError::Timeout {
+                message: format!(
+                    "start-up probe: no answer within {} ms",
+                    probe_limit.as_millis()
+                ),
+            })??;
+        Ok(store)
+    }
+
+    /// The key of grant `id`: `{prefix}:grant:{<id>}`, the id being the
+    /// cluster hash tag.
+    pub fn grant_key(&self, id: &ApprovalId) -> String {
+        format!("{}:grant:{{{}}}", self.prefix, id.as_str())
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The SHA-1 that `EVALSHA` uses for `script`.
+    pub fn script_sha(&self, script: GrantScript) -> &str {
+        self.scripts.get(script).sha()
+    }
+
+    /// What the start-up probe warned about (also logged through `tracing`
+    /// at warn level): weak persistence, settings it could not read, fewer
+    /// replicas than the durability option asks for.
+    pub fn startup_warnings(&self) -> &[String] {
+        &self.startup_warnings
+    }
+
+    fn warn(&mut self, message: String) {
+        tracing::warn!(target: "countersign_store_redis", "{message}");
+        self.startup_warnings.push(message);
+    }
+
+    async fn probe(&mut self) -> Result<(), StoreError> {
+        let limit = self.command_timeout;
+        // 1. A single server must be a primary: grants are never read from replicas.
+        if let Connection::Single(_) = self.conn {
+            let replies = timed("role", limit, self.conn.on_each_primary(redis::cmd("ROLE")))
+                .await?
+                .map_err(|e| redis_error("role", &e))?;
+            match replies.first().map(|(_, v)| v) {
+                Some(Value::Array(items)) => match items.first().and_then(text) {
+                    Some("master") => {}
+                    Some(role) => {
+                        return Err(StoreError::Unsupported {
+                            message: format!(
+                                "server is a {role}, not a primary: grants are never read from \
+                                 replicas"
+                            ),
+                        });
+                    }
+                    None => self.warn("could not read the server's role".to_owned()),
+                },
+                _ => self.warn("could not check the server's role: role was refused".to_owned()),
+            }
+            // ... and not a cluster node: keys of other slots would answer MOVED.
+            let mut cmd = redis::cmd("INFO");
+            cmd.arg("cluster");
+            let replies = timed("info", limit, self.conn.on_each_primary(cmd))
+                .await?
+                .map_err(|e| redis_error("info", &e))?;
+            let clustered = replies.iter().any(|(_, reply)| match reply {
+                Value::BulkString(bytes) => {
+                    String::from_utf8_lossy(bytes).contains("cluster_enabled:1")
+                }
+                Value::VerbatimString { text, .. } => text.contains("cluster_enabled:1"),
+                _ => false,
+            });
+            if clustered {
+                return Err(StoreError::Unsupported {
+                    message: "server is a redis cluster node: connect with \
+                              RedisStoreOptions::cluster"
+                        .to_owned(),
+                });
+            }
+        }
+
+        // 2. Server version: the scripts need effect replication (5.0 and later).
+        let mut info_cmd = redis::cmd("INFO");
+        info_cmd.arg("server");
+        let replies = timed("info", limit, self.conn.on_each_primary(info_cmd))
+            .await?
+            .map_err(|e| redis_error("info", &e))?;
+        for (node, reply) in replies {
+            let major = match &reply {
+                Value::BulkString(bytes) => server_major_version(&String::from_utf8_lossy(bytes)),
+                Value::VerbatimString { text, .. } => server_major_version(text),
+                _ => None,
+            };
+            match major {
+                Some(major) if major < MIN_SERVER_MAJOR => {
+                    return Err(StoreError::Unsupported {
+                        message: format!(
+                            "{node} runs redis {major}: the store's scripts need 5.0 or later"
+                        ),
+                    });
+                }
+                Some(_) => {}
+                None => self.warn(format!("could not check the server version on {node}")),
+            }
+        }
+
+        // 3. Load every script everywhere; a server that cannot is refused now, not at first use.
+        for script in GrantScript::ALL {
+            let loaded = self.scripts.get(script);
+            let what = format!("loading the {} script", script.name());
+            let sha = timed(&what, limit, self.conn.on_all_nodes(loaded.load_cmd()))
+                .await?
+                .map_err(|e| refuse_scripts(&what, &e))?;
+            if text(&sha) != Some(loaded.sha()) {
+                return Err(StoreError::Unsupported {
+                    message: format!("{what}: the server answered a different sha1"),
+                });
+            }
+        }
+
+        // 4. Run the read-only script for real, through EVALSHA as every call
+        //    does and through EVAL as the reload after NOSCRIPT does.
+        let probe_key = format!("{}:probe:{{probe}}", self.prefix);
+        let get = self.scripts.get(GrantScript::Get);
+        for (reload, what) in [(false, "evalsha"), (true, "eval")] {
+            let what = format!("running the get script with {what}");
+            let cmd = get.invocation(reload, &probe_key, &["probe"]);
+            let reply = match timed(&what, limit, self.conn.on_key(&probe_key, cmd)).await? {
+                Ok(reply) => reply,
+                // The server knows EVALSHA; its cache was flushed since the load
+                // (calls recover from that with EVAL, checked next).
+                Err(e) if is_noscript(&e) && !reload => continue,
+                Err(e) => return Err(refuse_scripts(&what, &e)),
+            };
+            match parse_reply(GrantScript::Get, &probe_key, reply) {
+                Ok(reply) if ["missing", "found", "corrupt"].contains(&reply.status.as_str()) => {}
+                _ => {
+                    return Err(StoreError::Unsupported {
+                        message: format!("{what}: unexpected reply"),
+                    });
+                }
+            }
+        }
+
+        // 5. Persistence and eviction, per primary. CONFIG may be disabled: then say so.
+        const NAMES: [&str; 4] = ["appendonly", "appendfsync", "save", "maxmemory-policy"];
+        let mut settings: Vec<(String, [Option<String>; 4])> = Vec::new();
+        for (index, name) in NAMES.into_iter().enumerate() {
+            let mut cmd = redis::cmd("CONFIG");
+            cmd.arg("GET").arg(name);
+            let replies = match timed("config get", limit, self.conn.on_each_primary(cmd)).await? {
+                Ok(replies) => replies,
+                Err(e) => {
+                    self.warn(format!("could not check persistence settings: {e}"));
+                    return self.check_replicas().await;
+                }
+            };
+            for (node, reply) in replies {
+                let value = config_value(&reply);
+                match settings.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, values)) => values[index] = value,
+                    None => {
+                        let mut values: [Option<String>; 4] = Default::default();
+                        values[index] = value;
+                        settings.push((node, values));
+                    }
+                }
+            }
+        }
+        for (node, [appendonly, appendfsync, save, eviction]) in settings {
+            match (appendonly, appendfsync, save) {
+                (Some(appendonly), Some(appendfsync), Some(save)) => {
+                    if let Some(warning) = persistence_warning(&appendonly, &appendfsync, &save) {
+                        self.warn(format!("{node}: {warning}"));
+                    }
+                }
+                _ => self.warn(format!(
+                    "could not check persistence settings on {node}: config get was refused"
+                )),
+            }
+            if let Some(policy) = eviction.filter(|p| p != "noeviction") {
+                self.warn(format!(
+                    "{node}: maxmemory-policy {policy}: under memory pressure grants may be \
+                     evicted, and an evicted grant answers unknown"
+                ));
+            }
+        }
+        self.check_replicas().await
+    }
+
+    /// Warns when a primary has fewer replicas than the durability option needs.
+    async fn check_replicas(&mut self) -> Result<(), StoreError> {
+        let Some(durability) = self.durability else {
+            return Ok(());
+        };
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("replication");
+        let replies = timed("info", self.command_timeout, self.conn.on_each_primary(cmd))
+            .await?
+            .map_err(|e| redis_error("info", &e))?;
+        for (node, reply) in replies {
+            let connected = match &reply {
+                Value::BulkString(bytes) => String::from_utf8_lossy(bytes)
+                    .lines()
+                    .find_map(|l| l.strip_prefix("connected_slaves:").map(str::to_owned))
+                    .and_then(|n| n.trim().parse::<u32>().ok()),
+                _ => None,
+            };
+            match connected {
+                Some(n) if n >= durability.replicas => {}
+                Some(n) => self.warn(format!(
+                    "{node} has {n} connected replicas but durability needs {}: writes will fail \
+                     with durability unconfirmed until enough replicas connect",
+                    durability.replicas
+                )),
+                None => self.warn(format!("could not count the replicas of {node}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `script` on `key` with EVALSHA, reloading it with EVAL when the
+    /// server answers NOSCRIPT (after a restart, failover or SCRIPT FLUSH).
+    /// With `durable` and a durability option, `WAIT` follows in the same
+    /// pipeline on the same connection; its reply is returned too.
+    async fn run(
+        &self,
+        script: GrantScript,
+        key: &str,
+        args: &[&str],
+        durable: bool,
+    ) -> Result<(Value, Option<Value>), StoreError> {
+        let loaded = self.scripts.get(script);
+        let what = format!("{} script", script.name());
+        let wait = self.durability.filter(|_| durable);
+        for reload in [false, true] {
+            let cmd = loaded.invocation(reload, key, args);
+            let result = match wait {
+                None => timed(&what, self.command_timeout, self.conn.on_key(key, cmd))
+                    .await?
+                    .map(|v| (v, None)),
+                Some(durability) => {
+                    let mut wait_cmd = redis::cmd("WAIT");
+                    wait_cmd
+                        .arg(durability.replicas)
+                        .arg(u64::try_from(durability.timeout.as_millis()).unwrap_or(u64::MAX));
+                    let limit = self.command_timeout.saturating_add(durability.timeout);
+                    timed(
+                        &what,
+                        limit,
+                        self.conn.pipeline_on_key(key, vec![cmd, wait_cmd]),
+                    )
+                    .await?
+                    .and_then(|mut replies| {
+                        if replies.len() != 2 {
+                            return Err(RedisError::from(std::io::Error::other(
+                                "pipeline reply has the wrong length",
+                            )));
+                        }
+                        let wait_reply = replies.pop();
+                        let script_reply = replies.pop().unwrap_or(Value::Nil).extract_error()?;
+                        Ok((script_reply, wait_reply))
+                    })
+                }
+            };
+            match result {
+                Err(e) if is_noscript(&e) && !reload => {
+                    tracing::debug!(
+                        target: "countersign_store_redis",
+                        script = script.name(),
+                        "script not in the server's cache; reloading it with eval"
+                    );
+                }
+                Err(e) => return Err(redis_error(&what, &e)),
+                Ok(replies) => return Ok(replies),
+            }
+        }
+        Err(StoreError::unavailable(format!(
+            "{what}: the server kept answering noscript"
+        )))
+    }
+
+    /// After a write that must be replicated: enough replicas confirmed, or
+    /// [`StoreError::DurabilityUnconfirmed`].
+    fn confirm(&self, wait: Option<Value>) -> Result<(), StoreError> {
+        let Some(durability) = self.durability else {
+            return Ok(());
+        };
+        let confirmed = match wait {
+            Some(Value::Int(n)) => u32::try_from(n.max(0)).unwrap_or(u32::MAX),
+            _ => 0,
+        };
+        if confirmed >= durability.replicas {
+            Ok(())
+        } else {
+            Err(StoreError::DurabilityUnconfirmed {
+                wanted: durability.replicas,
+                confirmed,
+            })
+        }
+    }
+}
+
+/// A failure to load or run scripts at start-up: a server answer means the
+/// server cannot run them; anything else is the usual error.
+fn refuse_scripts(what: &str, err: &RedisError) -> StoreError {
+    match err.kind() {
+        ErrorKind::Server(_) | ErrorKind::Extension => StoreError::Unsupported {
+            message: format!("{what}: the server cannot run the store's scripts: {err}"),
+        },
+        _ => redis_error(what, err),
+    }
+}
+
+impl InvalidOptions {
+    fn from_redis(err: &RedisError) -> Self {
+        InvalidOptions::new(format!("redis refused the connection settings: {err}"))
+    }
+}
+
+/// Opens the connection the options describe.
+async fn open(options: &RedisStoreOptions) -> redis::RedisResult<Connection> {
+    match &options.topology {
+        Topology::Single(url) => {
+            let client = redis::Client::open(url.as_str())?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(options.connect_timeout))
+                .set_response_timeout(None)
+                .set_number_of_retries(2)
+                .set_max_delay(Duration::from_millis(500));
+            let manager = client.get_connection_manager_with_config(config).await?;
+            Ok(Connection::Single(manager))
+        }
+        Topology::Cluster(nodes) => {
+            let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                .connection_timeout(options.connect_timeout)
+                .response_timeout(options.command_timeout)
+                .build()?;
+            let conn = client.get_async_connection().await?;
+            Ok(Connection::Cluster(conn))
+        }
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for RedisApprovalStore {
+    async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+        if approval.action_digest != approval.action.digest() {
+            return Err(StoreError::Rejected {
+                message: "action digest does not match the action".to_owned(),
+            }
+            .into());
+        }
+        let key = self.grant_key(&approval.id);
+        let token = issue_token()?;
+        let fields = record::encode_new(&approval, &token);
+        // The caller's "now" of an issue is the grant's issued_at.
+        let keep_from = approval
+            .expires_at
+            .max(approval.issued_at)
+            .as_millis()
+            .to_string();
+        let mut args: Vec<&str> = vec![&token, &self.retention_ms, &keep_from];
+        for (name, value) in &fields {
+            args.push(name);
+            args.push(value);
+        }
+        let (reply, wait) = self.run(GrantScript::Issue, &key, &args, true).await?;
+        let reply = parse_reply(GrantScript::Issue, &key, reply)?;
+        match (reply.status.as_str(), reply.payload) {
+            ("issued", None) => Ok(self.confirm(wait)?),
+            ("exists", None) => Err(IssueError::AlreadyExists(approval.id)),
+            _ => Err(StoreError::corrupt(key, "unexpected reply from the issue script").into()),
+        }
+    }
+
+    async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
+        let key = self.grant_key(id);
+        let args = [id.as_str(), self.retention_ms.as_str()];
+        let (reply, wait) = self.run(GrantScript::Revoke, &key, &args, true).await?;
+        let reply = parse_reply(GrantScript::Revoke, &key, reply)?;
+        let outcome = match reply.status.as_str() {
+            "unknown" if reply.payload.is_none() => return Ok(RevokeOutcome::Unknown),
+            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+            "revoked" => RevokeOutcome::Revoked,
+            "already_revoked" => RevokeOutcome::AlreadyRevoked,
+            "already_consumed" => RevokeOutcome::AlreadyConsumed,
+            _ => {
+                return Err(StoreError::corrupt(
+                    key,
+                    "unexpected reply from the revoke script",
+                ));
+            }
+        };
+        let before = reply_record(GrantScript::Revoke, id, &key, reply.payload)?;
+        if decide_revoke(&before.state).0 != outcome {
+            return Err(disagreement(&key, GrantScript::Revoke));
+        }
+        if matches!(
+            outcome,
+            RevokeOutcome::Revoked | RevokeOutcome::AlreadyRevoked
+        ) {
+            self.confirm(wait)?;
+        }
+        Ok(outcome)
+    }
+
+    async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
+        let key = self.grant_key(id);
+        let (reply, _) = self
+            .run(GrantScript::Get, &key, &[id.as_str()], false)
+            .await?;
+        let reply = parse_reply(GrantScript::Get, &key, reply)?;
+        match reply.status.as_str() {
+            "missing" if reply.payload.is_none() => Ok(None),
+            "corrupt" => Err(corrupt_reply(&key, reply.payload)),
+            "found" => reply_record(GrantScript::Get, id, &key, reply.payload).map(Some),
+            _ => Err(StoreError::corrupt(
+                key,
+                "unexpected reply from the get script",
+            )),
+        }
+    }
+
+    async fn consume_once(
+        &self,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<ConsumeOutcome, StoreError> {
+        let key = self.grant_key(id);
+        let now_text = now.as_millis().to_string();
+        let digest = binding.action_digest.to_hex();
+        let args = [
+            id.as_str(),
+            now_text.as_str(),
+            attempt.as_str(),
+            binding.actor_id.as_str(),
+            binding.run_id.as_str(),
+            binding.url.as_str(),
+            digest.as_str(),
+            self.retention_ms.as_str(),
+        ];
+        let (reply, wait) = self.run(GrantScript::Consume, &key, &args, true).await?;
+        let reply = parse_reply(GrantScript::Consume, &key, reply)?;
+        let outcome = match reply.status.as_str() {
+            "unknown" if reply.payload.is_none() => return Ok(ConsumeOutcome::Unknown),
+            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+            "consumed" => ConsumeOutcome::Consumed { replay: false },
+            "replay" => ConsumeOutcome::Consumed { replay: true },
+            "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
+            "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
+            "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
+            "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
+            _ => {
+                return Err(StoreError::corrupt(
+                    key,
+                    "unexpected reply from the consume script",
+                ));
+            }
+        };
+        // The script replies with the record as it found it; the library's
+        // own rules must reach the same outcome from it, or nothing is trusted.
+        let before = reply_record(GrantScript::Consume, id, &key, reply.payload)?;
+        if decide_consume(&before, binding, now, attempt).0 != outcome {
+            return Err(disagreement(&key, GrantScript::Consume));
+        }
+        if let ConsumeOutcome::Consumed { .. } = outcome {
+            self.confirm(wait)?;
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn persistence_warnings() {
+        assert_eq!(persistence_warning("yes", "always", ""), None);
+        assert!(persistence_warning("yes", "everysec", "").is_some());
+        assert!(persistence_warning("yes", "no", "3600 1").is_some());
+        assert!(persistence_warning("no", "always", "3600 1").is_some());
+        let off = persistence_warning("no", "everysec", "").unwrap();
+        assert!(off.contains("persistence is off"), "{off}");
+    }
+
+    #[test]
+    fn server_versions() {
+        assert_eq!(
+            server_major_version("# Server\r\nredis_version:7.0.15\r\n"),
+            Some(7)
+        );
+        assert_eq!(server_major_version("redis_version:4.0.9\n"), Some(4));
+        assert_eq!(server_major_version("nothing"), None);
+    }
+
+    #[test]
+    fn replies_are_parsed_strictly() {
+        let key = "k";
+        let ok = Value::Array(vec![Value::BulkString(b"missing".to_vec())]);
+        assert_eq!(
+            parse_reply(GrantScript::Get, key, ok).unwrap().status,
+            "missing"
+        );
+        for bad in [
+            Value::Nil,
+            Value::Int(1),
+            Value::Array(vec![]),
+            Value::Array(vec![Value::Int(1)]),
+            Value::Array(vec![Value::Nil, Value::Nil, Value::Nil]),
+        ] {
+            assert!(matches!(
+                parse_reply(GrantScript::Get, key, bad),
+                Err(StoreError::Corrupt { .. })
+            ));
+        }
+    }
+}

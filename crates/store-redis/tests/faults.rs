@@ -1,0 +1,383 @@
+//! Faults: the server killed with SIGKILL under load, a restart from an
+//! append-only file, the script cache flushed under load, and a consume
+//! whose reply is lost.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use countersign_act_tool::RetryPolicy;
+use countersign_approval_core::{
+    ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode, StaleReason, StoreError,
+};
+use countersign_backend_fake::FakeBackend;
+use countersign_store_memory::InMemoryOperationStore;
+use countersign_store_redis::{GrantScript, RedisApprovalStore, RedisStoreOptions};
+use support::{RedisServer, ReplyDropper, act_over, call, grant, now};
+
+const TTL: Duration = Duration::from_secs(600);
+const AOF_ALWAYS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
+async fn fast_store(url: String, tag: &str, prefix: Option<String>) -> RedisApprovalStore {
+    RedisApprovalStore::connect(
+        RedisStoreOptions::single(url)
+            .key_prefix(prefix.unwrap_or_else(|| support::fresh_prefix(tag)))
+            .command_timeout(Duration::from_millis(300))
+            .connect_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
+    let mut server = RedisServer::start_with(&AOF_ALWAYS);
+    let store = Arc::new(fast_store(server.url(), "sigkill", None).await);
+    let t0 = now();
+    let mut ids = Vec::new();
+    for i in 0..240 {
+        let approval = grant(&format!("a#k{i}"), TTL, t0).await;
+        ids.push(approval.id.as_str().to_owned());
+        store.issue(approval).await.unwrap();
+    }
+    let backend = FakeBackend::new();
+    let operations = Arc::new(InMemoryOperationStore::new());
+    let act = Arc::new(act_over(
+        store.clone(),
+        &backend,
+        &operations,
+        RetryPolicy::default(),
+    ));
+
+    // 8 tasks walk their share of the grants, one Act call each, a little apart.
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (act, done) = (act.clone(), done.clone());
+        let mine: Vec<(usize, String)> = ids
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 8 == task)
+            .map(|(i, id)| (i, id.clone()))
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            for (i, id) in mine {
+                let result = act.execute_tool_call(&call(&id, &format!("a#k{i}"))).await;
+                results.push((id, result.code()));
+                done.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(8)).await;
+            }
+            results
+        }));
+    }
+    // Alongside, direct store calls: each ends in an outcome or a retryable
+    // store error, never anything else.
+    let reader = {
+        let (store, done) = (store.clone(), done.clone());
+        let ids: Vec<String> = ids.clone();
+        tokio::spawn(async move {
+            let mut errors = 0;
+            let mut i = 0;
+            while done.load(Ordering::SeqCst) < 240 {
+                let id = countersign_approval_core::ApprovalId::parse(&ids[i % ids.len()]).unwrap();
+                match store.get(&id).await {
+                    Ok(grant) => assert!(grant.is_some()),
+                    Err(e @ (StoreError::Unavailable { .. } | StoreError::Timeout { .. })) => {
+                        assert!(e.is_retryable());
+                        errors += 1;
+                    }
+                    Err(other) => panic!("unexpected store error: {other}"),
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            errors
+        })
+    };
+    // Kill the server a third of the way in; restart it from its AOF later.
+    while done.load(Ordering::SeqCst) < 80 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    server.kill();
+    let killed_at = done.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+
+    let mut ok = HashSet::new();
+    let mut unavailable = 0;
+    for task in tasks {
+        // A panic in a task would surface here as a join error.
+        for (id, code) in task.await.expect("no task panicked") {
+            match code {
+                OutcomeCode::Ok => assert!(ok.insert(id)),
+                OutcomeCode::StoreUnavailable => unavailable += 1,
+                other => panic!("{id}: unexpected {other}"),
+            }
+        }
+    }
+    let read_errors = reader.await.expect("the reader did not panic");
+    eprintln!(
+        "sigkill: killed after {killed_at} calls; {} ok, {unavailable} store unavailable; \
+         {read_errors} direct reads failed",
+        ok.len()
+    );
+    assert!(read_errors > 0, "the kill hit some direct reads");
+    assert!(ok.len() >= 80, "calls before the kill succeeded");
+    assert!(unavailable > 0, "the kill hit some calls");
+    assert_eq!(ok.len() + unavailable, ids.len());
+
+    // No ok without a record, and no record without an ok.
+    let performed: HashSet<String> = backend
+        .records()
+        .iter()
+        .map(|r| r.approval_id.as_str().to_owned())
+        .collect();
+    assert_eq!(backend.len(), ok.len());
+    assert_eq!(performed, ok);
+
+    // Every grant consumed by an ok call before the kill is still consumed after the restart.
+    let fresh = fast_store(server.url(), "sigkill", Some(store.prefix().to_owned())).await;
+    for id in &ok {
+        let id = countersign_approval_core::ApprovalId::parse(id).unwrap();
+        let grant = fresh.get(&id).await.unwrap().unwrap();
+        assert!(matches!(grant.state, GrantState::Consumed { .. }), "{id}");
+    }
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumes_survive_sigkill_and_restart_with_appendfsync_always() {
+    let mut server = RedisServer::start_with(&AOF_ALWAYS);
+    let store = fast_store(server.url(), "aof", None).await;
+    let t0 = now();
+    let mut grants = Vec::new();
+    for i in 0..60 {
+        let approval = grant(&format!("a#aof{i}"), TTL, t0).await;
+        store.issue(approval.clone()).await.unwrap();
+        grants.push(approval);
+    }
+    let mut attempts = Vec::new();
+    for approval in grants.iter().take(40) {
+        let attempt = AttemptId::generate().unwrap();
+        assert_eq!(
+            store
+                .consume_once(&approval.id, &approval.binding(), t0, &attempt)
+                .await
+                .unwrap(),
+            ConsumeOutcome::Consumed { replay: false }
+        );
+        attempts.push(attempt);
+    }
+    store.revoke(&grants[59].id).await.unwrap();
+    // No shutdown, no flush: SIGKILL right after the last reply.
+    let server = tokio::task::spawn_blocking(move || {
+        server.kill();
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+
+    let after = fast_store(server.url(), "aof", Some(store.prefix().to_owned())).await;
+    for (approval, attempt) in grants.iter().zip(&attempts) {
+        let stored = after.get(&approval.id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.state,
+            GrantState::Consumed {
+                at: t0,
+                by: attempt.clone()
+            }
+        );
+        assert_eq!(
+            after
+                .consume_once(
+                    &approval.id,
+                    &approval.binding(),
+                    t0,
+                    &AttemptId::generate().unwrap()
+                )
+                .await
+                .unwrap(),
+            ConsumeOutcome::Stale(StaleReason::Consumed)
+        );
+        assert_eq!(
+            after
+                .consume_once(&approval.id, &approval.binding(), t0, attempt)
+                .await
+                .unwrap(),
+            ConsumeOutcome::Consumed { replay: true }
+        );
+    }
+    for approval in &grants[40..59] {
+        assert_eq!(
+            after.get(&approval.id).await.unwrap().unwrap().state,
+            GrantState::Active
+        );
+    }
+    assert_eq!(
+        after.get(&grants[59].id).await.unwrap().unwrap().state,
+        GrantState::Revoked
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_under_load_is_recovered_without_errors() {
+    let server = support::shared_server();
+    let store = Arc::new(fast_store(server.url(), "flush", None).await);
+    let t0 = now();
+    let mut ids = Vec::new();
+    for _ in 0..400 {
+        let approval = grant("a#flush", TTL, t0).await;
+        ids.push(approval.id.as_str().to_owned());
+        store.issue(approval).await.unwrap();
+    }
+    let backend = FakeBackend::new();
+    let operations = Arc::new(InMemoryOperationStore::new());
+    // No retries: an error from the store would surface as STORE_UNAVAILABLE.
+    let act = Arc::new(act_over(
+        store.clone(),
+        &backend,
+        &operations,
+        RetryPolicy::no_retry(),
+    ));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flushes = Arc::new(AtomicUsize::new(0));
+    let flusher = {
+        let (stop, flushes) = (stop.clone(), flushes.clone());
+        let mut conn = server.conn();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+                flushes.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+    let ids = Arc::new(ids);
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (act, ids, store) = (act.clone(), ids.clone(), store.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut codes = Vec::new();
+            // Two contenders per grant, plus reads.
+            for (i, id) in ids.iter().enumerate() {
+                if i % 4 != task % 4 {
+                    continue;
+                }
+                let result = act.execute_json(&call(id, "a#flush")).await;
+                codes.push(result["error"]["code"].as_str().unwrap_or("ok").to_owned());
+                let id = countersign_approval_core::ApprovalId::parse(id).unwrap();
+                store.get(&id).await.expect("reads never fail either");
+            }
+            codes
+        }));
+    }
+    let mut ok = 0;
+    let mut stale = 0;
+    for task in tasks {
+        for code in task.await.unwrap() {
+            match code.as_str() {
+                "ok" => ok += 1,
+                "APPROVAL_STALE" => stale += 1,
+                other => panic!("an error surfaced: {other}"),
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    flusher.join().unwrap();
+    eprintln!(
+        "script flush: {} flushes, {ok} ok, {stale} stale",
+        flushes.load(Ordering::SeqCst)
+    );
+    assert!(flushes.load(Ordering::SeqCst) > 10);
+    assert_eq!(ok, 400);
+    assert_eq!(stale, 400);
+    assert_eq!(backend.len(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_consume_reply_is_a_replay_when_retried() {
+    let server = support::shared_server();
+    let proxy = ReplyDropper::start(server.port());
+    let prefix = support::fresh_prefix("lost");
+    let through_proxy = Arc::new(
+        RedisApprovalStore::connect(
+            RedisStoreOptions::single(proxy.url())
+                .key_prefix(prefix.clone())
+                .command_timeout(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap(),
+    );
+    let direct = fast_store(server.url(), "lost", Some(prefix)).await;
+    let consume_sha = through_proxy.script_sha(GrantScript::Consume).to_owned();
+    let t0 = now();
+
+    // Store level: the consume is applied, its reply never arrives.
+    let approval = grant("a#lost", TTL, t0).await;
+    let (id, binding) = (approval.id.clone(), approval.binding());
+    through_proxy.issue(approval).await.unwrap();
+    let attempt = AttemptId::generate().unwrap();
+    proxy.arm(&consume_sha);
+    let lost = through_proxy
+        .consume_once(&id, &binding, t0, &attempt)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            lost,
+            StoreError::Unavailable { .. } | StoreError::Timeout { .. }
+        ),
+        "{lost}"
+    );
+    assert!(lost.is_retryable());
+    assert_eq!(proxy.dropped(), 1);
+    assert_eq!(
+        direct.get(&id).await.unwrap().unwrap().state,
+        GrantState::Consumed {
+            at: t0,
+            by: attempt.clone()
+        }
+    );
+    assert_eq!(
+        through_proxy
+            .consume_once(&id, &binding, t0, &attempt)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: true }
+    );
+
+    // Through Act: the first try's reply is lost, its retry (same attempt
+    // id) is a replay, and the action is performed exactly once.
+    let backend = FakeBackend::new();
+    let operations = Arc::new(InMemoryOperationStore::new());
+    let act = act_over(
+        through_proxy.clone(),
+        &backend,
+        &operations,
+        RetryPolicy::default(),
+    );
+    let approval = grant("a#lost-act", TTL, now()).await;
+    let id = approval.id.clone();
+    through_proxy.issue(approval).await.unwrap();
+    proxy.arm(&consume_sha);
+    let result = act.execute_json(&call(id.as_str(), "a#lost-act")).await;
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(proxy.dropped(), 2, "the first try's reply was dropped");
+    assert_eq!(backend.len(), 1);
+    assert_eq!(backend.records()[0].approval_id, id);
+    let again = act.execute_json(&call(id.as_str(), "a#lost-act")).await;
+    assert_eq!(again["error"]["code"], "APPROVAL_STALE");
+    assert_eq!(backend.len(), 1);
+}

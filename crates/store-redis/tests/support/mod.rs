@@ -1,0 +1,539 @@
+//! Test support: redis-server processes the tests start themselves on free
+//! loopback ports (never the shared instance on 6379), a 3-master cluster,
+//! a reply-dropping proxy, and grant helpers.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use countersign_act_tool::{Act, Context, RetryPolicy};
+use countersign_approval_core::policy::{Action, AuthorizedUrl, Policy, StaticResolver};
+use countersign_approval_core::{ActorId, Approval, Clock, RunId, SystemClock, Timestamp};
+use countersign_backend_fake::FakeBackend;
+use countersign_store_memory::InMemoryOperationStore;
+use countersign_store_redis::{RedisApprovalStore, RedisStoreOptions};
+
+static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
+
+/// A port nobody listens on right now (bind to port 0, read it, drop it).
+pub fn free_port() -> u16 {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+fn fresh_dir(tag: &str) -> PathBuf {
+    let n = NEXT_DIR.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!(
+        "countersign-redis-test-{}-{tag}-{n}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One redis-server process, killed (and its data dir removed) on drop. A
+/// watchdog shell kills it too if the test process dies without dropping it
+/// (statics are never dropped).
+pub struct RedisServer {
+    child: Option<Child>,
+    watchdog: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    keep_dir: bool,
+}
+
+impl RedisServer {
+    /// A fresh server with no persistence.
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// A fresh server with extra `--name value` arguments (they override the defaults).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let dir = fresh_dir("server");
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                child: None,
+                watchdog: None,
+                port: free_port(),
+                dir: dir.clone(),
+                extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+                keep_dir: false,
+            };
+            if server.spawn().is_ok() {
+                return server;
+            }
+            server.keep_dir = true; // the next try reuses it
+        }
+        panic!("could not start redis-server after 5 tries");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let port = self.port.to_string();
+        let mut args: Vec<String> = vec![
+            "--port".into(),
+            port,
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--save".into(),
+            String::new(),
+            "--appendonly".into(),
+            "no".into(),
+            "--dir".into(),
+            self.dir.display().to_string(),
+            "--daemonize".into(),
+            "no".into(),
+            "--logfile".into(),
+            self.dir.join("redis.log").display().to_string(),
+        ];
+        args.extend(self.extra.iter().cloned());
+        let child = Command::new("redis-server")
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("could not run redis-server: {e}"))?;
+        let pid = child.id();
+        self.child = Some(child);
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {parent} 2>/dev/null && kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+                 if ! kill -0 {parent} 2>/dev/null; then kill -9 {pid} 2>/dev/null; sleep 0.2; rm -rf '{dir}'; fi",
+                parent = std::process::id(),
+                dir = self.dir.display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("could not run the watchdog: {e}"))?;
+        self.watchdog = Some(watchdog);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.stop_watchdog();
+                self.child = None;
+                return Err(format!("redis-server exited with {status}"));
+            }
+            if self.ping() {
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        Err("redis-server did not answer ping".into())
+    }
+
+    fn stop_watchdog(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+    }
+
+    /// Whether the server answers PING (it may still be loading its data).
+    pub fn ping(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+            return false;
+        };
+        let _ = conn.set_read_timeout(Some(Duration::from_millis(500)));
+        redis::cmd("PING")
+            .query::<String>(&mut conn)
+            .is_ok_and(|r| r == "PONG")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A plain synchronous connection, for looking at and tampering with data.
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).unwrap();
+        let conn = client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        conn
+    }
+
+    /// SIGKILL, no shutdown: nothing is flushed that was not already.
+    pub fn kill(&mut self) {
+        self.stop_watchdog();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data dir.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn() {
+                Ok(()) => break,
+                Err(e) if Instant::now() > deadline => panic!("restart failed: {e}"),
+                Err(_) => thread::sleep(Duration::from_millis(100)),
+            }
+        }
+        // Wait until the data is loaded (PING answers during loading too).
+        let mut conn = self.conn();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query(&mut conn)
+                .unwrap();
+            if info.contains("loading:0") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "server kept loading");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// One server shared by every test of this test binary (fresh key prefix per store).
+pub fn shared_server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+/// Three masters, no replicas, all 16384 slots assigned.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            let bus = free_port().to_string();
+            // Relative to the node's own --dir.
+            let node = RedisServer::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &bus,
+                "--cluster-node-timeout",
+                "5000",
+            ]);
+            nodes.push(node);
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let output = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            let mut conn = node.conn();
+            loop {
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+                if info.contains("cluster_state:ok")
+                    && info.contains("cluster_slots_ok:16384")
+                    && info.contains("cluster_known_nodes:3")
+                {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster did not become ok: {info}"
+                );
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+/// One cluster shared by every test of this test binary.
+pub fn shared_cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(RedisCluster::start)
+}
+
+/// A key prefix no other store uses.
+pub fn fresh_prefix(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).unwrap();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "cs-test:{tag}:{}-{}-{hex}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+pub fn options_for(server: &RedisServer, tag: &str) -> RedisStoreOptions {
+    RedisStoreOptions::single(server.url()).key_prefix(fresh_prefix(tag))
+}
+
+pub async fn store_on(server: &RedisServer, tag: &str) -> RedisApprovalStore {
+    RedisApprovalStore::connect(options_for(server, tag))
+        .await
+        .expect("store connects")
+}
+
+pub async fn cluster_store(cluster: &RedisCluster, tag: &str) -> RedisApprovalStore {
+    RedisApprovalStore::connect(
+        RedisStoreOptions::cluster(cluster.urls()).key_prefix(fresh_prefix(tag)),
+    )
+    .await
+    .expect("cluster store connects")
+}
+
+pub fn now() -> Timestamp {
+    SystemClock.now()
+}
+
+pub const ACTOR: &str = "actor-1";
+pub const RUN: &str = "run-1";
+pub const HOST: &str = "docs.example.com";
+pub const URL: &str = "https://docs.example.com/";
+
+/// The policy every test uses: one allowed host that resolves to a public address.
+pub fn policy() -> Policy {
+    Policy::builder()
+        .allow_host(HOST)
+        .resolver(StaticResolver::answering_all(["93.184.216.34"
+            .parse()
+            .unwrap()]))
+        .build()
+        .unwrap()
+}
+
+/// The canonical URL and a click action.
+pub async fn url_and_action(selector: &str) -> (AuthorizedUrl, Action) {
+    let policy = policy();
+    let url = policy.authorize_destination(URL).await.unwrap();
+    let action = policy
+        .authorize_action(&serde_json::json!({"method": "click", "selector": selector}))
+        .unwrap();
+    (url, action)
+}
+
+/// A fresh grant for `ACTOR`/`RUN` on `URL` clicking `selector`, valid for `ttl` from `now`.
+pub async fn grant(selector: &str, ttl: Duration, now: Timestamp) -> Approval {
+    let (url, action) = url_and_action(selector).await;
+    Approval::for_action(
+        ActorId::new(ACTOR).unwrap(),
+        RunId::new(RUN).unwrap(),
+        &url,
+        &action,
+        ttl,
+        now,
+    )
+    .unwrap()
+}
+
+/// The Act tool for `ACTOR`/`RUN` over `store`, performing on `backend`.
+pub fn act_over(
+    store: Arc<RedisApprovalStore>,
+    backend: &FakeBackend,
+    operations: &Arc<InMemoryOperationStore>,
+    retry: RetryPolicy,
+) -> Act {
+    let context = Context::builder()
+        .actor_id(ActorId::new(ACTOR).unwrap())
+        .run_id(RunId::new(RUN).unwrap())
+        .backend(backend.clone())
+        .source_policy(policy())
+        .operation_store(operations.clone())
+        .approval_store(store)
+        .consume_retry(retry)
+        .build()
+        .unwrap();
+    Act::new(context)
+}
+
+/// The model's tool call for the grant `approval_id` clicking `selector` on `URL`.
+pub fn call(approval_id: &str, selector: &str) -> serde_json::Value {
+    serde_json::json!({
+        "url": URL,
+        "approval_id": approval_id,
+        "method": "click",
+        "selector": selector,
+    })
+}
+
+/// A loopback TCP proxy in front of a server. When armed with a needle (say
+/// the consume script's SHA-1), the first server reply after a client
+/// request containing the needle is swallowed and the client connection is
+/// closed: the server applied the command, the client never hears of it.
+pub struct ReplyDropper {
+    port: u16,
+    needle: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    dropped: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl ReplyDropper {
+    pub fn start(upstream: u16) -> ReplyDropper {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let needle: Arc<std::sync::Mutex<Option<Vec<u8>>>> = Arc::default();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (n, d, s) = (needle.clone(), dropped.clone(), stop.clone());
+        thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                            continue;
+                        };
+                        Self::pipe(client, server, n.clone(), d.clone());
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        ReplyDropper {
+            port,
+            needle,
+            dropped,
+            stop,
+        }
+    }
+
+    fn pipe(
+        client: TcpStream,
+        server: TcpStream,
+        needle: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+        dropped: Arc<AtomicUsize>,
+    ) {
+        let armed = Arc::new(AtomicBool::new(false));
+        let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let armed_up = armed.clone();
+        // client -> server
+        thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            loop {
+                let n = match c_in.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let chunk = &buf[..n];
+                {
+                    let mut needle = needle.lock().unwrap();
+                    if let Some(pattern) = needle.as_ref()
+                        && chunk
+                            .windows(pattern.len())
+                            .any(|w| w == pattern.as_slice())
+                    {
+                        *needle = None; // only once
+                        armed_up.store(true, Ordering::SeqCst);
+                    }
+                }
+                if s_out.write_all(chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = s_out.shutdown(Shutdown::Both);
+        });
+        // server -> client
+        let (mut s_in, mut c_out) = (server, client);
+        thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            loop {
+                let n = match s_in.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if armed.load(Ordering::SeqCst) {
+                    // Swallow the reply and cut the client off.
+                    dropped.fetch_add(1, Ordering::SeqCst);
+                    let _ = c_out.shutdown(Shutdown::Both);
+                    let _ = s_in.shutdown(Shutdown::Both);
+                    break;
+                }
+                if c_out.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            let _ = c_out.shutdown(Shutdown::Both);
+        });
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Drop the reply to the next request that contains `needle`.
+    pub fn arm(&self, needle: &str) {
+        *self.needle.lock().unwrap() = Some(needle.as_bytes().to_vec());
+    }
+
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for ReplyDropper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
