@@ -103,25 +103,17 @@ impl fmt::Display for Action {
 
 /// Serialises the four fields in canonical form.
 fn canonical_json_of(action: &Action) -> String {
-    // Sized up front: the escaping overhead is small, and growing the buffer
-    // repeatedly was a third of the serialisation time.
-    let estimate = 64
-        + action.description.len()
-        + action.method.len()
-        + action.selector.len()
-        + action
-            .arguments
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 6)
-            .sum::<usize>();
-    let mut out = Vec::with_capacity(estimate + estimate / 8);
-    // Serialising strings and a `BTreeMap<String, String>` cannot fail, and
-    // serde_json writes only UTF-8; the empty fallback would never match a
-    // stored digest, so it fails closed.
-    if serde_json::to_writer(&mut out, action).is_err() {
-        return String::new();
-    }
-    String::from_utf8(out).unwrap_or_default()
+    // Serialising strings and a `BTreeMap<String, String>` cannot fail; the
+    // empty fallback would never match a stored digest, so it fails closed.
+    // (Pre-sizing the buffer was measured slower than serde_json's own growth.)
+    serde_json::to_string(action).unwrap_or_default()
+}
+
+/// SHA-256 of the canonical JSON.
+fn digest_of(action: &Action) -> ActionDigest {
+    // Streaming the serialiser straight into the hasher through a stack
+    // buffer was measured slower than hashing the finished string.
+    ActionDigest(Sha256::digest(canonical_json_of(action).as_bytes()).into())
 }
 
 /// The SHA-256 digest of an action's canonical JSON; shown as 64 lower-case hex characters.
@@ -206,11 +198,8 @@ pub(crate) fn quoted(s: &str) -> String {
     }
 }
 
-fn optional_string<'a>(
-    object: &'a serde_json::Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'a str>, Denial> {
-    match object.get(key) {
+fn optional_string<'a>(value: Option<&'a Value>, key: &str) -> Result<Option<&'a str>, Denial> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(Denial::invalid_action(format!("`{key}` must be a string"))),
@@ -226,19 +215,26 @@ pub(crate) fn canonicalise(
     let object = proposed
         .as_object()
         .ok_or_else(|| Denial::invalid_action("action must be a json object"))?;
-    if let Some(unknown) = object.keys().find(|k| {
-        !matches!(
-            k.as_str(),
-            "arguments" | "description" | "method" | "selector"
-        )
-    }) {
-        return Err(Denial::invalid_action(format!(
-            "unknown field `{}`",
-            quoted(unknown)
-        )));
+    // One pass over the object finds the four fields and refuses any other
+    // key before a field is judged.
+    let (mut arguments, mut description, mut method, mut selector) = (None, None, None, None);
+    for (key, value) in object {
+        let slot = match key.as_str() {
+            "arguments" => &mut arguments,
+            "description" => &mut description,
+            "method" => &mut method,
+            "selector" => &mut selector,
+            unknown => {
+                return Err(Denial::invalid_action(format!(
+                    "unknown field `{}`",
+                    quoted(unknown)
+                )));
+            }
+        };
+        *slot = Some(value);
     }
 
-    let method = optional_string(object, "method")?
+    let method = optional_string(method, "method")?
         .ok_or_else(|| Denial::invalid_action("`method` is required"))?
         .trim()
         .to_ascii_lowercase();
@@ -254,7 +250,7 @@ pub(crate) fn canonicalise(
         _ => {}
     }
 
-    let selector = optional_string(object, "selector")?
+    let selector = optional_string(selector, "selector")?
         .ok_or_else(|| Denial::invalid_action("`selector` is required"))?
         .trim();
     if selector.is_empty() {
@@ -271,7 +267,7 @@ pub(crate) fn canonicalise(
         ));
     }
 
-    let description = match optional_string(object, "description")?.map(str::trim) {
+    let description = match optional_string(description, "description")?.map(str::trim) {
         None | Some("") => format!("{method} {selector}"),
         Some(text) => {
             if text.len() > MAX_DESCRIPTION_BYTES {
@@ -288,7 +284,7 @@ pub(crate) fn canonicalise(
         }
     };
 
-    let arguments = match object.get("arguments") {
+    let arguments = match arguments {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(Value::Object(map)) => canonical_arguments(map)?,
         Some(_) => return Err(Denial::invalid_action("`arguments` must be an object")),
@@ -301,7 +297,7 @@ pub(crate) fn canonicalise(
         selector: selector.to_owned(),
         digest: ActionDigest::default(),
     };
-    action.digest = ActionDigest(Sha256::digest(canonical_json_of(&action).as_bytes()).into());
+    action.digest = digest_of(&action);
     Ok(action)
 }
 
