@@ -231,10 +231,50 @@ async fn consume_all(f: &Fixture, run: Run, concurrency: usize) -> Result<(f64, 
     Ok((ids.len() as f64 / elapsed, median(&mut latencies)))
 }
 
+/// p50 latency (ms) of the baseline script sent one at a time through a bare
+/// redis-rs `ConnectionManager`: the client library's share of the latency,
+/// without any of the store's work.
+async fn bare_client_p50(
+    port: u16,
+    sha: &str,
+    args: &[String],
+    keyspace: usize,
+    n: u64,
+) -> Result<f64, String> {
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(|e| e.to_string())?;
+    let mut conn = redis::aio::ConnectionManager::new(client)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut latencies = Vec::new();
+    for i in 0..n {
+        let key = format!(
+            "base:grant:{{apr_bench{:012}}}",
+            (i as usize * 7919) % keyspace
+        );
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(sha).arg(1).arg(key);
+        for a in &args[4..] {
+            cmd.arg(a.as_str());
+        }
+        let t = Instant::now();
+        let _: redis::Value = cmd
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(&mut latencies))
+}
+
 /// The Redis rows and a section describing the setup.
 pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let single = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
@@ -324,13 +364,27 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
         for clients in [1usize, 50] {
             let mut ours = Vec::new();
             let mut theirs = Vec::new();
+            let mut bare = Vec::new();
             for round in 0..rounds {
                 let prefix = format!("s{clients}r{round}");
+                // One task needs no second worker: a current-thread runtime
+                // keeps the request, the connection's driver and the reply on
+                // one thread, as a single-task host would.
+                let rt = if clients == 1 { &single } else { &rt };
                 let run = rt.block_on(issued(&f, server.port, &prefix, requests, 32))?;
                 let baseline = redis_benchmark(&server, clients, requests, keyspace, &bench_args)?;
                 let subject = rt.block_on(consume_all(&f, run, clients))?;
                 ours.push(subject);
                 theirs.push(baseline);
+                if clients == 1 {
+                    bare.push(rt.block_on(bare_client_p50(
+                        server.port,
+                        &sha,
+                        &bench_args,
+                        keyspace,
+                        requests,
+                    ))?);
+                }
             }
             let mut our_rps: Vec<f64> = ours.iter().map(|o| o.0).collect();
             let mut our_p50: Vec<f64> = ours.iter().map(|o| o.1).collect();
@@ -369,9 +423,15 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
                 subject,
                 baseline,
                 target,
-                note: format!(
-                    "{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms"
-                ),
+                note: if bare.is_empty() {
+                    format!("{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms")
+                } else {
+                    format!(
+                        "{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms; \
+                         bare redis-rs, same script: p50 {:.3} ms",
+                        median(&mut bare)
+                    )
+                },
             });
         }
     }
