@@ -32,7 +32,7 @@ fn run(quick: bool) -> Result<(), String> {
         }
     } else {
         Budget {
-            samples: 21,
+            samples: 31,
             iters: 20_000,
         }
     };
