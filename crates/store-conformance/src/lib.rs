@@ -134,3 +134,9 @@ pub mod __private {
         Ok(())
     }
 }
+
+/// The code blocks of `docs/writing-a-store.md`, compiled as doc tests so
+/// the guide keeps matching the kit.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/writing-a-store.md")]
+pub struct WritingAStoreGuide;

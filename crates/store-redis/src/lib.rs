@@ -77,3 +77,9 @@ pub use options::{
 };
 pub use scripts::GrantScript;
 pub use store::RedisApprovalStore;
+
+/// The code blocks of `docs/redis.md`, compiled as doc tests so the
+/// operators' guide keeps matching the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/redis.md")]
+pub struct OperatorsGuide;
