@@ -180,3 +180,33 @@ fn the_benchmark_report_names_its_command() {
     let report = read("docs/benchmarks.md");
     assert!(report.contains("`cargo xtask bench`"));
 }
+
+#[test]
+fn every_doc_with_rust_code_is_compiled_as_a_doc_test() {
+    let sources: String = crate_dirs()
+        .iter()
+        .map(|dir| fs::read_to_string(dir.join("src/lib.rs")).unwrap())
+        .collect();
+    let mut docs: Vec<PathBuf> = fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(root().join("README.md"));
+    for doc in docs {
+        let text = fs::read_to_string(&doc).unwrap();
+        if !text.contains("```rust") {
+            continue;
+        }
+        let name = doc.file_name().unwrap().to_string_lossy().into_owned();
+        let included = if name == "README.md" {
+            sources.contains("include_str!(\"../../../README.md\")")
+        } else {
+            sources.contains(&format!("include_str!(\"../../../docs/{name}\")"))
+        };
+        assert!(
+            included,
+            "{name} has rust code that no crate compiles as a doc test"
+        );
+    }
+}
