@@ -66,13 +66,15 @@ macro_rules! store_conformance_tests {
     };
 }
 
-/// Expands the check list for [`store_conformance_tests!`]; not public API.
+/// The one list of the kit's checks: `__for_each_check!([callback] ARGS)`
+/// calls `callback! { ARGS scenarios [..] races [..] }`, so the macro, the name constants and the kit's own tests
+/// all enumerate the same checks. Not public API.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __store_conformance_tests {
-    (@checks $name:ident, $factory:expr) => {
-        $crate::__store_conformance_tests! {
-            @expand $name, $factory,
+macro_rules! __for_each_check {
+    ([$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+! {
+            $($args)*
             scenarios [
                 unknown_id_is_unknown,
                 revoked_grant_is_stale_revoked,
@@ -99,6 +101,17 @@ macro_rules! __store_conformance_tests {
                 concurrent_retries_of_one_attempt_have_one_winner,
                 revoke_racing_consume_has_one_winner,
             ]
+        }
+    };
+}
+
+/// Expands the check list for [`store_conformance_tests!`]; not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_conformance_tests {
+    (@checks $name:ident, $factory:expr) => {
+        $crate::__for_each_check! {
+            [$crate::__store_conformance_tests] @expand $name, $factory,
         }
     };
     (@expand $name:ident, $factory:expr,

@@ -38,12 +38,13 @@ impl Default for RaceConfig {
     }
 }
 
-/// The name of every race check, in the order the macro lists them.
-pub const RACE_CHECKS: &[&str] = &[
-    "concurrent_consumes_have_one_winner",
-    "concurrent_retries_of_one_attempt_have_one_winner",
-    "revoke_racing_consume_has_one_winner",
-];
+macro_rules! race_names {
+    (scenarios [$($scenario:ident),* $(,)?] races [$($race:ident),* $(,)?]) => {
+        /// The name of every race check, in the order the macro lists them.
+        pub const RACE_CHECKS: &[&str] = &[$(stringify!($race)),*];
+    };
+}
+crate::__for_each_check!([race_names]);
 
 struct Race {
     check: &'static str,

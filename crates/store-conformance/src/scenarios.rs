@@ -20,28 +20,13 @@ const CONSUMED: ConsumeOutcome = ConsumeOutcome::Stale(StaleReason::Consumed);
 const EXPIRED: ConsumeOutcome = ConsumeOutcome::Stale(StaleReason::Expired);
 const MISMATCH: ConsumeOutcome = ConsumeOutcome::Stale(StaleReason::Mismatch);
 
-/// The name of every scenario check, in the order the macro lists them.
-pub const SCENARIO_CHECKS: &[&str] = &[
-    "unknown_id_is_unknown",
-    "revoked_grant_is_stale_revoked",
-    "consumed_grant_is_stale_for_other_attempts",
-    "expired_grant_is_stale_expired",
-    "actor_mismatch_is_stale_and_does_not_burn",
-    "run_mismatch_is_stale_and_does_not_burn",
-    "url_mismatch_is_stale_and_does_not_burn",
-    "action_mismatch_is_stale_and_does_not_burn",
-    "replay_by_same_attempt_is_consumed_replay",
-    "replay_with_other_binding_is_stale_consumed",
-    "revoke_outcomes",
-    "duplicate_issue_is_refused",
-    "reads_never_consume",
-    "get_round_trips_grant_and_state",
-    "expiry_boundary",
-    "revoked_is_checked_before_expiry",
-    "consumed_is_checked_before_expiry",
-    "expiry_is_checked_before_mismatch",
-    "grants_are_independent",
-];
+macro_rules! scenario_names {
+    (scenarios [$($scenario:ident),* $(,)?] races [$($race:ident),* $(,)?]) => {
+        /// The name of every scenario check, in the order the macro lists them.
+        pub const SCENARIO_CHECKS: &[&str] = &[$(stringify!($scenario)),*];
+    };
+}
+crate::__for_each_check!([scenario_names]);
 
 /// An id that was never issued: `consume_once` and `revoke` answer `Unknown`,
 /// `get` answers `None`, and none of them creates a record or touches

@@ -162,32 +162,14 @@ fn run_all(defect: Defect, config: &RaceConfig) -> HashMap<&'static str, CheckFa
             )*]
         };
     }
-    let mut results = scenario![
-        unknown_id_is_unknown,
-        revoked_grant_is_stale_revoked,
-        consumed_grant_is_stale_for_other_attempts,
-        expired_grant_is_stale_expired,
-        actor_mismatch_is_stale_and_does_not_burn,
-        run_mismatch_is_stale_and_does_not_burn,
-        url_mismatch_is_stale_and_does_not_burn,
-        action_mismatch_is_stale_and_does_not_burn,
-        replay_by_same_attempt_is_consumed_replay,
-        replay_with_other_binding_is_stale_consumed,
-        revoke_outcomes,
-        duplicate_issue_is_refused,
-        reads_never_consume,
-        get_round_trips_grant_and_state,
-        expiry_boundary,
-        revoked_is_checked_before_expiry,
-        consumed_is_checked_before_expiry,
-        expiry_is_checked_before_mismatch,
-        grants_are_independent,
-    ];
-    results.extend(race![
-        concurrent_consumes_have_one_winner,
-        concurrent_retries_of_one_attempt_have_one_winner,
-        revoke_racing_consume_has_one_winner,
-    ]);
+    macro_rules! every_check {
+        (scenarios [$($s:ident),* $(,)?] races [$($r:ident),* $(,)?]) => {{
+            let mut results = scenario![$($s),*];
+            results.extend(race![$($r),*]);
+            results
+        }};
+    }
+    let results = countersign_store_conformance::__for_each_check!([every_check]);
     assert_eq!(
         results.len(),
         SCENARIO_CHECKS.len() + RACE_CHECKS.len(),
