@@ -2,14 +2,15 @@
 //! The in-memory store under heavy contention from many OS threads and many
 //! tasks at once: every grant has exactly one winner.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use countersign_approval_core::policy::{Policy, StaticResolver};
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
-    RevokeOutcome, RunId, StaleReason, Timestamp,
+    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
+    RevokeOutcome, StaleReason, Timestamp,
 };
 use countersign_store_memory::InMemoryApprovalStore;
 
@@ -30,21 +31,7 @@ fn current_thread() -> tokio::runtime::Runtime {
 /// Issues `count` grants with the same binding.
 fn grants(store: &InMemoryApprovalStore, count: usize) -> Vec<(ApprovalId, Binding)> {
     current_thread().block_on(async {
-        let policy = Policy::builder()
-            .allow_host("shop.example.com")
-            .resolver(StaticResolver::answering_all(["93.184.216.34"
-                .parse()
-                .unwrap()]))
-            .build()
-            .unwrap();
-        let url = policy
-            .authorize_destination("https://shop.example.com/")
-            .await
-            .unwrap();
-        let action = policy
-            .authorize_action(&serde_json::json!({"method": "click", "selector": "#buy"}))
-            .unwrap();
-        let (actor, run) = (ActorId::new("actor").unwrap(), RunId::new("run").unwrap());
+        let (actor, run, url, action) = common::fixtures().await;
         let mut out = Vec::with_capacity(count);
         for _ in 0..count {
             let approval = Approval::for_action(

@@ -2,14 +2,14 @@
 //! Retention purges of the in-memory stores drop exactly the records past
 //! their window and nothing else.
 
+mod common;
+
 use std::time::Duration;
 
-use countersign_approval_core::policy::{AuthorizedUrl, Policy, StaticResolver};
 use countersign_approval_core::{
     ActorId, Approval, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OperationId,
     OperationLog, OperationRecord, OutcomeCode, RevokeOutcome, RunId, Timestamp,
 };
-use countersign_canonical_policy::Action;
 use countersign_store_memory::{DEFAULT_RETENTION, InMemoryApprovalStore, InMemoryOperationStore};
 
 const HOUR: Duration = Duration::from_secs(3_600);
@@ -17,29 +17,6 @@ const T0: u64 = 1_700_000_000_000;
 
 fn at(millis: u64) -> Timestamp {
     Timestamp::from_millis(T0 + millis)
-}
-
-async fn fixtures() -> (ActorId, RunId, AuthorizedUrl, Action) {
-    let policy = Policy::builder()
-        .allow_host("shop.example.com")
-        .resolver(StaticResolver::answering_all(["93.184.216.34"
-            .parse()
-            .unwrap()]))
-        .build()
-        .unwrap();
-    let url = policy
-        .authorize_destination("https://shop.example.com/cart")
-        .await
-        .unwrap();
-    let action = policy
-        .authorize_action(&serde_json::json!({"method": "click", "selector": "#buy"}))
-        .unwrap();
-    (
-        ActorId::new("actor").unwrap(),
-        RunId::new("run").unwrap(),
-        url,
-        action,
-    )
 }
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -51,7 +28,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 /// Issues a grant valid from `issued` for `ttl_ms`.
 async fn issue(store: &InMemoryApprovalStore, issued: u64, ttl_ms: u64) -> Approval {
-    let (actor, run, url, action) = fixtures().await;
+    let (actor, run, url, action) = common::fixtures().await;
     let approval = Approval::for_action(
         actor,
         run,
