@@ -12,23 +12,13 @@ use countersign_approval_core::{
     OperationLog, OperationRecord, OutcomeCode, RunId,
 };
 use countersign_backend_fake::FakeBackend;
-use countersign_canonical_policy::{Policy, StaticResolver};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 
 use crate::harness::{Budget, median};
 use crate::memory_bench::Fixture;
+use crate::policy_bench::policy;
 
 const URL: &str = "https://docs.example.com/";
-
-fn policy() -> Result<Policy, String> {
-    Policy::builder()
-        .allow_host("docs.example.com")
-        .resolver(StaticResolver::answering_all([std::net::IpAddr::from([
-            93, 184, 216, 34,
-        ])]))
-        .build()
-        .map_err(|e| e.to_string())
-}
 
 struct Setup {
     act: Act,

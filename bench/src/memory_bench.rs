@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use countersign_approval_core::{
     ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, RunId, Timestamp,
 };
-use countersign_canonical_policy::{Policy, StaticResolver};
 use countersign_store_memory::InMemoryApprovalStore;
 
 use crate::harness::{Budget, Row, Target, compare};
@@ -24,13 +23,7 @@ pub struct Fixture {
 impl Fixture {
     /// One authorised URL and action, used for every grant.
     pub fn new() -> Result<Fixture, String> {
-        let policy = Policy::builder()
-            .allow_host("docs.example.com")
-            .resolver(StaticResolver::answering_all([std::net::IpAddr::from([
-                93, 184, 216, 34,
-            ])]))
-            .build()
-            .map_err(|e| e.to_string())?;
+        let policy = crate::policy_bench::policy()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|e| e.to_string())?;

@@ -10,7 +10,9 @@ use crate::harness::{Budget, Row, Target, compare, time};
 
 const URL: &str = "https://docs.example.com/guide/getting-started?lang=en#install";
 
-fn policy() -> Result<Policy, String> {
+/// The policy every benchmark uses: two allow-list entries and an offline
+/// resolver answering one public address.
+pub(crate) fn policy() -> Result<Policy, String> {
     Policy::builder()
         .allow_host("docs.example.com")
         .allow_host("*.example.org")
