@@ -182,20 +182,26 @@ fn has_control(s: &str) -> bool {
     s.bytes().any(|b| b < 0x20 || b == 0x7f)
 }
 
-/// Shortens user text quoted in a denial so a message stays readable.
+/// The most characters of untrusted text a denial message quotes.
+pub(crate) const QUOTED_CHARS: usize = 64;
+
+/// Escapes untrusted text quoted in a denial, then cuts the escaped text to
+/// [`QUOTED_CHARS`] characters (never inside one escape), marking a cut
+/// with `…`: a message stays short and readable whatever the input holds.
 pub(crate) fn quoted(s: &str) -> String {
-    const LIMIT: usize = 64;
-    let shown: String = s
-        .chars()
-        .take(LIMIT)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if s.chars().count() > LIMIT {
-        format!("{shown}…")
-    } else {
-        shown
+    let mut shown = String::new();
+    let mut count = 0;
+    for c in s.chars() {
+        let escaped = c.escape_debug();
+        let len = escaped.len();
+        if count + len > QUOTED_CHARS {
+            shown.push('…');
+            return shown;
+        }
+        shown.extend(escaped);
+        count += len;
     }
+    shown
 }
 
 fn optional_string<'a>(value: Option<&'a Value>, key: &str) -> Result<Option<&'a str>, Denial> {
@@ -270,7 +276,13 @@ pub(crate) fn canonicalise(
     let description = match optional_string(description, "description")?.map(str::trim) {
         None | Some("") => format!("{method} {selector}"),
         Some(text) => {
-            if text.len() > MAX_DESCRIPTION_BYTES {
+            // A description over the limit is accepted only when it is the
+            // default one: the default of a long selector is itself long,
+            // and the canonical JSON of every accepted action must read
+            // back as that action.
+            if text.len() > MAX_DESCRIPTION_BYTES
+                && !is_default_description(text, &method, selector)
+            {
                 return Err(Denial::invalid_action(format!(
                     "`description` is longer than {MAX_DESCRIPTION_BYTES} bytes"
                 )));
@@ -301,6 +313,36 @@ pub(crate) fn canonicalise(
     Ok(action)
 }
 
+/// Whether `text` is `"{method} {selector}"`, compared without building it.
+fn is_default_description(text: &str, method: &str, selector: &str) -> bool {
+    text.strip_prefix(method)
+        .and_then(|rest| rest.strip_prefix(' '))
+        .is_some_and(|rest| rest == selector)
+}
+
+/// The largest magnitude a number argument may have: 2^53 − 1, ECMAScript's
+/// `Number.MAX_SAFE_INTEGER`. Beyond it not every integer is a distinct
+/// double, so the text typed could differ from the number the model sent.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// The canonical text of a number argument: ECMAScript's Number-to-String
+/// of its IEEE 754 double (the rule RFC 8785 §3.2.2.3 uses), written by
+/// `ryu-js`; `None` for a number whose magnitude exceeds
+/// [`MAX_SAFE_INTEGER`] or that is no finite double.
+///
+/// The value is read through `Number::as_f64`, which gives the same double
+/// whether or not serde_json's `arbitrary_precision` feature is on (with it,
+/// the kept text is parsed with `str::parse`), so neither that feature nor
+/// serde_json's own float formatting can change the text.
+fn number_text(n: &serde_json::Number) -> Option<String> {
+    // Every integer up to 2^53 − 1 is exact in a double.
+    #[allow(clippy::cast_precision_loss)]
+    let limit = MAX_SAFE_INTEGER as f64;
+    let value = n.as_f64().filter(|v| v.is_finite() && v.abs() <= limit)?;
+    // `ryu-js` writes both zeros as `0`, as ECMAScript does.
+    Some(ryu_js::Buffer::new().format_finite(value).to_owned())
+}
+
 fn valid_argument_key(key: &str) -> bool {
     (1..=MAX_ARGUMENT_KEY_BYTES).contains(&key.len())
         && key
@@ -326,7 +368,11 @@ fn canonical_arguments(
         }
         let text = match value {
             Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
+            Value::Number(n) => number_text(n).ok_or_else(|| {
+                Denial::invalid_action(format!(
+                    "argument `{key}` is a number outside ±{MAX_SAFE_INTEGER}"
+                ))
+            })?,
             Value::Bool(b) => b.to_string(),
             Value::Null | Value::Array(_) | Value::Object(_) => {
                 return Err(Denial::invalid_action(format!(

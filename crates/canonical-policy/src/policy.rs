@@ -363,7 +363,7 @@ impl Policy {
     }
 
     fn literal(&self, ip: IpAddr, url: &Url) -> Result<Vec<IpAddr>, Denial> {
-        let shown = url.host_str().unwrap_or_default().to_owned();
+        let shown = quoted(url.host_str().unwrap_or_default());
         if !self.inner.hosts.contains(&HostPattern::Ip(ip)) {
             return Err(Denial::HostNotAllowed { host: shown });
         }
@@ -394,17 +394,15 @@ impl Policy {
                 .resolve(host)
                 .await
                 .map_err(|e| Denial::ResolutionFailed {
-                    host: host.to_owned(),
-                    reason: e.to_string(),
+                    host: quoted(host),
+                    reason: quoted(&e.to_string()),
                 })?;
         if answer.is_empty() {
-            return Err(Denial::NoAddresses {
-                host: host.to_owned(),
-            });
+            return Err(Denial::NoAddresses { host: quoted(host) });
         }
         if let Some(bad) = answer.iter().find(|ip| !is_public(**ip)) {
             return Err(Denial::NonPublicAddress {
-                host: host.to_owned(),
+                host: quoted(host),
                 address: *bad,
             });
         }
