@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
-    ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, OperationId,
-    OperationRecord, OutcomeCode, StaleReason,
+    ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GivenApprovalId,
+    OperationId, OperationRecord, OutcomeCode, StaleReason,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -150,11 +150,14 @@ impl Act {
         act_definition(Some(methods))
     }
 
-    /// Runs a typed call. The malformed-call check cannot fail for a typed
-    /// call; every later check applies.
+    /// Runs a typed call. Of the malformed-call checks only the nesting
+    /// limit can fail for a typed call; every later check applies.
     pub async fn execute(&self, call: ActCall) -> ActResult {
-        let given = Some(call.approval_id.clone());
-        self.run(given, Ok(call.into_request())).await
+        let given = GivenApprovalId::from_text(&call.approval_id);
+        let request = call
+            .into_request()
+            .map_err(|m| Refusal::new(m.code, m.message));
+        self.run(given, request).await
     }
 
     /// Runs a model's tool call: `args` is the JSON object of the call's
@@ -171,7 +174,7 @@ impl Act {
         self.execute_tool_call(args).await.to_json()
     }
 
-    async fn run(&self, given: Option<String>, request: Result<Request, Refusal>) -> ActResult {
+    async fn run(&self, given: GivenApprovalId, request: Result<Request, Refusal>) -> ActResult {
         let context = &*self.context;
         let started_at = context.now();
         let operation_id = new_operation_id();
@@ -186,7 +189,7 @@ impl Act {
             Ok(_) => (OutcomeCode::Ok, String::new()),
             Err(refusal) => (refusal.code, refusal.reason.clone()),
         };
-        log_call(context, &operation_id, given.as_deref(), code, &reason);
+        log_call(context, &operation_id, &given, code, &reason);
 
         let record = OperationRecord {
             operation_id: operation_id.clone(),
@@ -364,14 +367,14 @@ impl Act {
 fn log_call(
     context: &Context,
     operation_id: &OperationId,
-    given: Option<&str>,
+    given: &GivenApprovalId,
     code: OutcomeCode,
     reason: &str,
 ) {
     let approval_id = match given {
-        None => "<none>",
-        Some(id) if ApprovalId::parse(id).is_some() => id,
-        Some(_) => "<malformed>",
+        GivenApprovalId::Absent => "<none>",
+        GivenApprovalId::WellFormed(id) => id.as_str(),
+        _ => "<malformed>",
     };
     let actor = context.actor_id().as_str();
     let run = context.run_id().as_str();

@@ -93,7 +93,7 @@ mod result;
 mod toolset;
 
 pub use act::Act;
-pub use call::{ARGUMENT_NAMES, ActCall};
+pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING};
 pub use context::{Context, ContextBuilder, ContextError, RetryPolicy};
 pub use definition::{TOOL_NAME, ToolDefinition};
 pub use grant::{GrantError, issue_grant};

@@ -182,13 +182,23 @@ fn has_control(s: &str) -> bool {
     s.bytes().any(|b| b < 0x20 || b == 0x7f)
 }
 
-/// The most characters of untrusted text a denial message quotes.
-pub(crate) const QUOTED_CHARS: usize = 64;
+/// The most characters of untrusted text a message or record quotes
+/// (a cut adds one `…`).
+pub const QUOTED_CHARS: usize = 64;
 
-/// Escapes untrusted text quoted in a denial, then cuts the escaped text to
-/// [`QUOTED_CHARS`] characters (never inside one escape), marking a cut
-/// with `…`: a message stays short and readable whatever the input holds.
-pub(crate) fn quoted(s: &str) -> String {
+/// Escapes untrusted text for a message or a record (as Rust's
+/// `char::escape_debug`: control, bidirectional and other invisible
+/// characters become `\u{…}`), then cuts the escaped text to
+/// [`QUOTED_CHARS`] characters, never inside one escape, marking a cut
+/// with `…`. Every denial quotes untrusted input through it.
+///
+/// ```
+/// use countersign_canonical_policy::quote_untrusted;
+///
+/// assert_eq!(quote_untrusted("a\nb\u{202e}"), "a\\nb\\u{202e}");
+/// assert_eq!(quote_untrusted(&"x".repeat(100)), format!("{}…", "x".repeat(64)));
+/// ```
+pub fn quote_untrusted(s: &str) -> String {
     let mut shown = String::new();
     let mut count = 0;
     for c in s.chars() {
@@ -233,7 +243,7 @@ pub(crate) fn canonicalise(
             unknown => {
                 return Err(Denial::invalid_action(format!(
                     "unknown field `{}`",
-                    quoted(unknown)
+                    quote_untrusted(unknown)
                 )));
             }
         };
@@ -247,7 +257,7 @@ pub(crate) fn canonicalise(
     match methods {
         Some(allowed) if !allowed.contains(&method) => {
             return Err(Denial::MethodNotAllowed {
-                method: quoted(&method),
+                method: quote_untrusted(&method),
             });
         }
         None if method.is_empty() || has_control(&method) || method.contains(' ') => {
@@ -363,7 +373,7 @@ fn canonical_arguments(
         if !valid_argument_key(key) {
             return Err(Denial::invalid_action(format!(
                 "argument key `{}` must match [A-Za-z0-9_.-]{{1,64}}",
-                quoted(key)
+                quote_untrusted(key)
             )));
         }
         let text = match value {

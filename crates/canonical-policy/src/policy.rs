@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use url::{Host, Url};
 
-use crate::action::{DEFAULT_METHODS, canonicalise, quoted};
+use crate::action::{DEFAULT_METHODS, canonicalise, quote_untrusted};
 use crate::{Action, Denial, Resolver, is_public};
 
 /// A mistake in building a [`Policy`].
@@ -318,7 +318,7 @@ impl Policy {
         })?;
         if !self.inner.schemes.contains(url.scheme()) {
             return Err(Denial::SchemeNotAllowed {
-                scheme: quoted(url.scheme()),
+                scheme: quote_untrusted(url.scheme()),
             });
         }
         if !url.username().is_empty() || url.password().is_some() {
@@ -357,13 +357,13 @@ impl Policy {
             Ok(())
         } else {
             Err(Denial::HostNotAllowed {
-                host: quoted(domain),
+                host: quote_untrusted(domain),
             })
         }
     }
 
     fn literal(&self, ip: IpAddr, url: &Url) -> Result<Vec<IpAddr>, Denial> {
-        let shown = quoted(url.host_str().unwrap_or_default());
+        let shown = quote_untrusted(url.host_str().unwrap_or_default());
         if !self.inner.hosts.contains(&HostPattern::Ip(ip)) {
             return Err(Denial::HostNotAllowed { host: shown });
         }
@@ -394,15 +394,17 @@ impl Policy {
                 .resolve(host)
                 .await
                 .map_err(|e| Denial::ResolutionFailed {
-                    host: quoted(host),
-                    reason: quoted(&e.to_string()),
+                    host: quote_untrusted(host),
+                    reason: quote_untrusted(&e.to_string()),
                 })?;
         if answer.is_empty() {
-            return Err(Denial::NoAddresses { host: quoted(host) });
+            return Err(Denial::NoAddresses {
+                host: quote_untrusted(host),
+            });
         }
         if let Some(bad) = answer.iter().find(|ip| !is_public(**ip)) {
             return Err(Denial::NonPublicAddress {
-                host: quoted(host),
+                host: quote_untrusted(host),
                 address: *bad,
             });
         }
