@@ -69,8 +69,8 @@ async fn a_deeply_nested_json_call_is_refused_before_any_recursive_work() {
 async fn a_deeply_nested_typed_call_is_refused_and_dropped_safely() {
     let h = Harness::new();
     let grant = h.grant_click().await;
-    let call = ActCall::new(URL, grant.id.as_str(), "click", "a#docs")
-        .with_argument("k", nested(DEEP));
+    let call =
+        ActCall::new(URL, grant.id.as_str(), "click", "a#docs").with_argument("k", nested(DEEP));
     let result = h.act.execute(call).await;
     assert_eq!(result.code().as_str(), "NOT_AUTHORIZED");
     assert_eq!(result.error().unwrap().message, MESSAGE);
@@ -87,7 +87,10 @@ async fn the_limit_is_exact() {
     // arrays reach level 8, which the nesting check lets through to the
     // policy (which refuses an array value); 7 more is refused as nested.
     for (levels, message) in [
-        (6, "action is invalid: argument `k` must be a string, number or boolean"),
+        (
+            6,
+            "action is invalid: argument `k` must be a string, number or boolean",
+        ),
         (7, MESSAGE),
     ] {
         let mut call = call_for(URL, grant.id.as_str(), &click());

@@ -95,6 +95,7 @@ macro_rules! __for_each_check {
                 consumed_is_checked_before_expiry,
                 expiry_is_checked_before_mismatch,
                 grants_are_independent,
+                every_field_at_its_maximum,
             ]
             races [
                 concurrent_consumes_have_one_winner,
