@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::Context;
 use crate::call::{self, ActCall, Request};
-use crate::definition::{ToolDefinition, act_definition};
+use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::result::{ActError, ActResult, Performed};
 
 /// The Act tool for one host [`Context`].
@@ -133,21 +133,34 @@ impl Act {
     /// The tool's definition, without knowledge of any policy: name
     /// `browser_act`, a description for the model, and the JSON Schema of
     /// the arguments `url`, `approval_id`, `method`, `selector`,
-    /// `description`, `arguments` with `additionalProperties: false`.
+    /// `description`, `arguments` with `additionalProperties: false`
+    /// ([`ToolFormat::JsonSchema`]).
     pub fn definition() -> ToolDefinition {
-        act_definition(None)
+        act_definition(ToolFormat::JsonSchema, None)
     }
 
-    /// The same definition, with the context policy's allowed methods as an
-    /// `enum` on `method`.
+    /// The definition shaped for one LLM API (see [`ToolFormat`]), without
+    /// knowledge of any policy.
+    pub fn definition_for(format: ToolFormat) -> ToolDefinition {
+        act_definition(format, None)
+    }
+
+    /// The same definition, whose `method` accepts only the context
+    /// policy's allowed methods (in any ASCII case, as the policy does)
+    /// and lists them for the model.
     pub fn tool_definition(&self) -> ToolDefinition {
+        self.tool_definition_for(ToolFormat::JsonSchema)
+    }
+
+    /// [`tool_definition`](Self::tool_definition) shaped for one LLM API.
+    pub fn tool_definition_for(&self, format: ToolFormat) -> ToolDefinition {
         let methods = self
             .context
             .source_policy()
             .allowed_methods()
             .map(str::to_owned)
             .collect();
-        act_definition(Some(methods))
+        act_definition(format, Some(methods))
     }
 
     /// Runs a typed call. Of the malformed-call checks only the nesting

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use countersign_approval_core::{GivenApprovalId, OutcomeCode};
+use countersign_canonical_policy::quote_untrusted;
 use serde_json::{Map, Value};
 
 /// The argument names a `browser_act` call may carry; any other is refused.
@@ -244,6 +245,37 @@ fn take_apart(value: Value) {
     }
 }
 
+/// `arguments` in the strict shapes' list form, `[{"name": …, "value": …}]`,
+/// as the object form the policy judges. Each item must be an object with
+/// exactly `name` (a string) and `value`; a name may appear once. The values
+/// are passed on as given, for the policy to judge like the object form's.
+fn arguments_from_pairs(pairs: &[Value]) -> Result<Map<String, Value>, Malformed> {
+    let mut arguments = Map::new();
+    for pair in pairs {
+        let (name, value) = match pair.as_object() {
+            Some(item) if item.len() == 2 => match (item.get("name"), item.get("value")) {
+                (Some(Value::String(name)), Some(value)) => (name, value),
+                _ => return Err(malformed_pair()),
+            },
+            _ => return Err(malformed_pair()),
+        };
+        if arguments.insert(name.clone(), value.clone()).is_some() {
+            return Err(Malformed::new(
+                OutcomeCode::NotAuthorized,
+                format!("argument `{}` is given twice", quote_untrusted(name)),
+            ));
+        }
+    }
+    Ok(arguments)
+}
+
+fn malformed_pair() -> Malformed {
+    Malformed::new(
+        OutcomeCode::NotAuthorized,
+        "each item of an `arguments` list must be an object with exactly a string `name` and a `value`",
+    )
+}
+
 fn too_deep() -> Malformed {
     Malformed::new(
         OutcomeCode::NotAuthorized,
@@ -254,7 +286,9 @@ fn too_deep() -> Malformed {
 /// Check 1, malformed call, in this order: not an object or missing or
 /// mistyped `url` ⇒ `NOT_AUTHORIZED`; missing or mistyped `approval_id` ⇒
 /// `APPROVAL_REQUIRED`; any unknown argument ⇒ `NOT_AUTHORIZED`; nesting
-/// deeper than [`MAX_CALL_NESTING`] ⇒ `NOT_AUTHORIZED`.
+/// deeper than [`MAX_CALL_NESTING`] ⇒ `NOT_AUTHORIZED`; `arguments` as a
+/// list whose items are not `{"name", "value"}` pairs, or that repeats a
+/// name ⇒ `NOT_AUTHORIZED`.
 pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
     let Some(object) = args.as_object() else {
         return Err(Malformed::new(
@@ -304,11 +338,17 @@ pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
     if nested_deeper_than(args, MAX_CALL_NESTING) {
         return Err(too_deep());
     }
-    let action: Map<String, Value> = object
-        .iter()
-        .filter(|(k, _)| ACTION_FIELDS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut action = Map::new();
+    for (key, value) in object {
+        if !ACTION_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        let value = match (key.as_str(), value) {
+            ("arguments", Value::Array(pairs)) => Value::Object(arguments_from_pairs(pairs)?),
+            _ => value.clone(),
+        };
+        action.insert(key.clone(), value);
+    }
     Ok(Request {
         url,
         approval_id,

@@ -95,7 +95,7 @@ mod toolset;
 pub use act::Act;
 pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING};
 pub use context::{Context, ContextBuilder, ContextError, RetryPolicy};
-pub use definition::{TOOL_NAME, ToolDefinition};
+pub use definition::{TOOL_NAME, ToolDefinition, ToolFormat};
 pub use grant::{GrantError, issue_grant};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};

@@ -309,7 +309,7 @@ async fn policy_denied_actions_are_not_authorized() {
         json!({"method": "click", "selector": "a\u{0}b"}),
         json!({"method": "click", "selector": long_selector}),
         json!({"method": "click", "selector": "a#docs", "description": 5}),
-        json!({"method": "click", "selector": "a#docs", "arguments": []}),
+        json!({"method": "click", "selector": "a#docs", "arguments": "x"}),
         json!({"method": "click", "selector": "a#docs", "arguments": {"k": {"nested": true}}}),
         json!({"method": "click", "selector": "a#docs", "arguments": {"bad key": "x"}}),
     ];
