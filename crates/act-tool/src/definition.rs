@@ -185,13 +185,29 @@ fn method_schema(methods: Option<&[String]>) -> Value {
 const URL_DESCRIPTION: &str = "The page the action happens on, as the host approved it.";
 const ID_DESCRIPTION: &str = "The id of the host's approval for this exact action (apr_...).";
 const SELECTOR_DESCRIPTION: &str = "The CSS selector of the element, as the host approved it.";
-const ARGUMENT_NAME_DESCRIPTION: &str = "The argument's name, e.g. value or text.";
 
 fn approval_id_schema() -> Value {
     json!({
         "type": "string",
         "description": ID_DESCRIPTION,
         "pattern": "^[A-Za-z0-9_-]{1,128}$",
+    })
+}
+
+/// One item of `arguments` in its list form: `{"name": …, "value": …}`.
+fn pair_schema(value: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "description": "The argument's name, e.g. value or text.",
+                "pattern": key_pattern(),
+            },
+            "value": value,
+        },
+        "required": ["name", "value"],
+        "additionalProperties": false,
     })
 }
 
@@ -230,19 +246,7 @@ fn json_schema_parameters(methods: Option<&[String]>) -> Value {
                 "propertyNames": { "pattern": key_pattern() },
                 "additionalProperties": value,
                 "maxItems": MAX_ARGUMENTS,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {
-                            "type": "string",
-                            "description": ARGUMENT_NAME_DESCRIPTION,
-                            "pattern": key_pattern(),
-                        },
-                        "value": value,
-                    },
-                    "required": ["name", "value"],
-                    "additionalProperties": false,
-                },
+                "items": pair_schema(value),
             },
         },
         "required": ["url", "approval_id", "method", "selector"],
@@ -273,22 +277,10 @@ fn strict_parameters(methods: Option<&[String]>) -> Value {
             "arguments": {
                 "type": ["array", "null"],
                 "description": format!("The action's arguments (for example the text to fill), as the host approved them, as name/value pairs with distinct names (at most {MAX_ARGUMENTS}; values at most {MAX_ARGUMENT_VALUE_BYTES} bytes); null if there are none."),
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {
-                            "type": "string",
-                            "description": ARGUMENT_NAME_DESCRIPTION,
-                            "pattern": key_pattern(),
-                        },
-                        "value": {
-                            "type": "string",
-                            "description": "The argument's value, as text (numbers and booleans as their text, e.g. 5 or true).",
-                        },
-                    },
-                    "required": ["name", "value"],
-                    "additionalProperties": false,
-                },
+                "items": pair_schema(json!({
+                    "type": "string",
+                    "description": "The argument's value, as text (numbers and booleans as their text, e.g. 5 or true).",
+                })),
             },
         },
         "required": ["url", "approval_id", "method", "selector", "description", "arguments"],
