@@ -220,15 +220,15 @@ pub(crate) fn given_approval_id(args: &Value) -> GivenApprovalId {
 fn nested_deeper_than(value: &Value, limit: usize) -> bool {
     let mut stack = vec![(value, 1usize)];
     while let Some((value, level)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match value {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
-        if level > limit {
+        let is_container = matches!(value, Value::Array(_) | Value::Object(_));
+        if is_container && level > limit {
             return true;
         }
-        stack.extend(children.map(|child| (child, level + 1)));
+        match value {
+            Value::Array(items) => stack.extend(items.iter().map(|child| (child, level + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|child| (child, level + 1))),
+            _ => {}
+        }
     }
     false
 }
