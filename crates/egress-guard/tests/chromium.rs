@@ -40,8 +40,7 @@ async fn dump_dom(proxy: Option<SocketAddr>, direct: &str, url: &str) -> String 
     command.arg(format!("--user-data-dir={}", profile.path().display()));
     match proxy {
         Some(proxy) => {
-            command.arg(format!("--proxy-server=http://{proxy}"));
-            command.arg("--proxy-bypass-list=<-loopback>");
+            command.args(countersign_egress_guard::chromium_proxy_args(proxy));
         }
         None => {
             command.arg(format!("--host-resolver-rules={direct}"));
