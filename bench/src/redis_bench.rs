@@ -150,7 +150,10 @@ async fn issued(
     concurrency: usize,
 ) -> Result<Run, String> {
     let store = RedisApprovalStore::connect(
-        RedisStoreOptions::single(format!("redis://127.0.0.1:{port}/")).key_prefix(prefix),
+        // One of the measured configurations runs without persistence on purpose.
+        RedisStoreOptions::single(format!("redis://127.0.0.1:{port}/"))
+            .key_prefix(prefix)
+            .allow_non_durable_persistence(),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -322,7 +325,8 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
         rt.block_on(async {
             let store = RedisApprovalStore::connect(
                 RedisStoreOptions::single(format!("redis://127.0.0.1:{}/", server.port))
-                    .key_prefix("base"),
+                    .key_prefix("base")
+                    .allow_non_durable_persistence(),
             )
             .await
             .map_err(|e| e.to_string())?;

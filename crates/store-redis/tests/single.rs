@@ -473,35 +473,76 @@ async fn an_unreachable_server_is_unavailable() {
     );
 }
 
-#[tokio::test]
-async fn the_probe_warns_about_missing_persistence() {
-    let store = store_on(shared_server(), "warn").await;
+/// `connect` with the default options (no opt-in) on `server`.
+async fn connect_by_default(server: &RedisServer) -> Result<RedisApprovalStore, ConnectError> {
+    RedisApprovalStore::connect(
+        RedisStoreOptions::single(server.url()).key_prefix(support::fresh_prefix("default")),
+    )
+    .await
+}
+
+fn assert_not_durable(result: Result<RedisApprovalStore, ConnectError>, says: &[&str]) {
+    match result {
+        Err(err @ ConnectError::NotDurable { .. }) => {
+            assert!(!err.is_retryable());
+            let text = err.to_string();
+            for part in says {
+                assert!(text.contains(part), "{text} lacks {part}");
+            }
+            assert!(!text.ends_with('.'), "{text}");
+        }
+        other => panic!("expected a not-durable refusal, got {other:?}"),
+    }
+}
+
+/// Connects with `options` (which opt in to a risk) and checks that a
+/// start-up warning still names it.
+async fn assert_opted_in_warns(options: RedisStoreOptions, says: &[&str]) {
+    let store = RedisApprovalStore::connect(options).await.unwrap();
     let warnings = store.startup_warnings();
     assert!(
-        warnings.iter().any(|w| w.contains("persistence is off")),
+        warnings
+            .iter()
+            .any(|w| says.iter().all(|part| w.contains(part))),
         "{warnings:?}"
     );
 }
 
 #[tokio::test]
+async fn the_default_refuses_a_server_without_an_append_only_file() {
+    // No persistence at all (the shared test server), and rdb snapshots only.
+    let rdb_only = RedisServer::start_with(&["--save", "3600 1"]);
+    for (server, save) in [
+        (shared_server(), "no save points"),
+        (&rdb_only, "save \"3600 1\""),
+    ] {
+        assert_not_durable(
+            connect_by_default(server).await,
+            &[
+                "appendonly no",
+                save,
+                "set `appendonly yes`",
+                "`allow_non_durable_persistence`",
+            ],
+        );
+        // Opted in: connects, and still warns.
+        assert_opted_in_warns(
+            RedisStoreOptions::single(server.url()).allow_non_durable_persistence(),
+            &["appendonly no", "becomes usable again"],
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
 async fn the_probe_is_quiet_with_appendfsync_always() {
     let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let store = store_on(&server, "quiet").await;
+    let store = connect_by_default(&server).await.unwrap();
     assert_eq!(store.startup_warnings(), &[] as &[String]);
 }
 
 #[tokio::test]
-async fn the_probe_warns_about_rdb_only_and_everysec() {
-    let server = RedisServer::start_with(&["--save", "3600 1"]);
-    let store = store_on(&server, "rdb").await;
-    assert!(
-        store
-            .startup_warnings()
-            .iter()
-            .any(|w| w.contains("rdb snapshots")),
-        "{:?}",
-        store.startup_warnings()
-    );
+async fn everysec_is_accepted_with_a_warning_that_says_what_can_be_lost() {
     let server = RedisServer::start_with(&[
         "--appendonly",
         "yes",
@@ -510,37 +551,48 @@ async fn the_probe_warns_about_rdb_only_and_everysec() {
         "--maxmemory-policy",
         "volatile-lru",
     ]);
-    let store = store_on(&server, "everysec").await;
+    let store = connect_by_default(&server).await.unwrap();
+    let warnings = store.startup_warnings();
     assert!(
-        store
-            .startup_warnings()
-            .iter()
-            .any(|w| w.contains("everysec")),
-        "{:?}",
-        store.startup_warnings()
+        warnings.iter().any(|w| w.contains("appendfsync everysec")
+            && w.contains("about the last second of writes")
+            && w.contains("becomes usable again")),
+        "{warnings:?}"
     );
     assert!(
-        store
-            .startup_warnings()
+        warnings
             .iter()
             .any(|w| w.contains("maxmemory-policy volatile-lru")),
-        "{:?}",
-        store.startup_warnings()
+        "{warnings:?}"
     );
 }
 
 #[tokio::test]
-async fn the_probe_says_when_config_is_disabled() {
-    let server = RedisServer::start_with(&["--rename-command", "CONFIG", ""]);
-    let store = store_on(&server, "noconfig").await;
-    assert!(
-        store
-            .startup_warnings()
-            .iter()
-            .any(|w| w.contains("could not check persistence")),
-        "{:?}",
-        store.startup_warnings()
+async fn unreadable_persistence_settings_are_refused_unless_accepted() {
+    let server = RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    assert_not_durable(
+        connect_by_default(&server).await,
+        &[
+            "could not check persistence settings",
+            "`allow_unverified_persistence`",
+        ],
     );
+    assert_opted_in_warns(
+        RedisStoreOptions::single(server.url()).allow_unverified_persistence(),
+        &[
+            "could not check persistence",
+            "allow_unverified_persistence",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -623,7 +675,8 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     let one = RedisApprovalStore::connect(
         RedisStoreOptions::single(primary.url())
             .key_prefix(prefix.clone())
-            .durability(Durability::new(1, Duration::from_secs(2))),
+            .durability(Durability::new(1, Duration::from_secs(2)))
+            .allow_non_durable_persistence(),
     )
     .await
     .unwrap();
@@ -652,7 +705,8 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     let two = RedisApprovalStore::connect(
         RedisStoreOptions::single(primary.url())
             .key_prefix(prefix)
-            .durability(Durability::new(2, Duration::from_millis(100))),
+            .durability(Durability::new(2, Duration::from_millis(100)))
+            .allow_non_durable_persistence(),
     )
     .await
     .unwrap();
