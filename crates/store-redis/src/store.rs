@@ -103,10 +103,12 @@ fn issue_token() -> Result<String, StoreError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A script's reply: `[status]` or `[status, payload]`, parsed strictly.
+/// A script's reply: `[status]`, `[status, payload]` or, for a found
+/// record, `[status, record, fingerprint]`, parsed strictly.
 struct Reply {
     status: String,
     payload: Option<Value>,
+    fingerprint: Option<String>,
 }
 
 fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, StoreError> {
@@ -116,16 +118,34 @@ fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, St
             format!("unexpected reply from the {} script", script.name()),
         )
     };
-    let Value::Array(mut items) = value else {
+    let Value::Array(items) = value else {
         return Err(unexpected());
     };
-    if items.is_empty() || items.len() > 2 {
+    let mut items = items.into_iter();
+    let status = items
+        .next()
+        .as_ref()
+        .and_then(text)
+        .ok_or_else(unexpected)?
+        .to_owned();
+    let payload = items.next();
+    let fingerprint = match items.next() {
+        None => None,
+        Some(value) => Some(text(&value).ok_or_else(unexpected)?.to_owned()),
+    };
+    if items.next().is_some() {
         return Err(unexpected());
     }
-    let payload = if items.len() == 2 { items.pop() } else { None };
-    let status = text(&items[0]).ok_or_else(unexpected)?.to_owned();
-    Ok(Reply { status, payload })
+    Ok(Reply {
+        status,
+        payload,
+        fingerprint,
+    })
 }
+
+/// How many times consume and revoke read a record again when it changed
+/// between their read and their write.
+const MAX_READS: usize = 4;
 
 /// The record carried by a reply, read strictly.
 fn reply_record(
@@ -151,6 +171,13 @@ fn corrupt_reply(key: &str, payload: Option<Value>) -> StoreError {
         .unwrap_or("record is not one of this store's")
         .to_owned();
     StoreError::corrupt(key, reason)
+}
+
+/// A record that changed between every read and write of one call.
+fn kept_changing(key: &str) -> StoreError {
+    StoreError::unavailable(format!(
+        "{key}: the record changed between each read and write; try again"
+    ))
 }
 
 fn disagreement(key: &str, script: GrantScript) -> StoreError {
@@ -586,6 +613,34 @@ impl RedisApprovalStore {
         )))
     }
 
+    /// Reads the record of `id` with the get script and validates all of it
+    /// (`None` when there is none): a record the store cannot read back is
+    /// [`StoreError::Corrupt`] here, before any script may write to it.
+    /// Returns the record and its fingerprint, which consume and revoke
+    /// hand to their script so that it writes only to this very record.
+    async fn read_validated(
+        &self,
+        id: &ApprovalId,
+        key: &str,
+    ) -> Result<Option<(StoredGrant, String)>, StoreError> {
+        let (reply, _) = self
+            .run(GrantScript::Get, key, &[id.as_str()], false)
+            .await?;
+        let reply = parse_reply(GrantScript::Get, key, reply)?;
+        match (reply.status.as_str(), reply.fingerprint) {
+            ("missing", None) if reply.payload.is_none() => Ok(None),
+            ("corrupt", None) => Err(corrupt_reply(key, reply.payload)),
+            ("found", Some(fingerprint)) => {
+                let grant = reply_record(GrantScript::Get, id, key, reply.payload)?;
+                Ok(Some((grant, fingerprint)))
+            }
+            _ => Err(StoreError::corrupt(
+                key,
+                "unexpected reply from the get script",
+            )),
+        }
+    }
+
     /// After a write that must be replicated: enough replicas confirmed, or
     /// [`StoreError::DurabilityUnconfirmed`].
     fn confirm(&self, wait: Option<Value>) -> Result<(), StoreError> {
@@ -735,50 +790,50 @@ impl ApprovalStore for RedisApprovalStore {
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         let key = self.grant_key(id);
-        let args = [id.as_str(), self.retention_ms.as_str()];
-        let (reply, wait) = self.run(GrantScript::Revoke, &key, &args, true).await?;
-        let reply = parse_reply(GrantScript::Revoke, &key, reply)?;
-        let outcome = match reply.status.as_str() {
-            "unknown" if reply.payload.is_none() => return Ok(RevokeOutcome::Unknown),
-            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
-            "revoked" => RevokeOutcome::Revoked,
-            "already_revoked" => RevokeOutcome::AlreadyRevoked,
-            "already_consumed" => RevokeOutcome::AlreadyConsumed,
-            _ => {
-                return Err(StoreError::corrupt(
-                    key,
-                    "unexpected reply from the revoke script",
-                ));
+        for _ in 0..MAX_READS {
+            // Every check that can refuse the record runs here, before the
+            // script may mark it; the script writes only if it is unchanged.
+            let Some((before, fingerprint)) = self.read_validated(id, &key).await? else {
+                return Ok(RevokeOutcome::Unknown);
+            };
+            let args = [
+                id.as_str(),
+                self.retention_ms.as_str(),
+                fingerprint.as_str(),
+            ];
+            let (reply, wait) = self.run(GrantScript::Revoke, &key, &args, true).await?;
+            let reply = parse_reply(GrantScript::Revoke, &key, reply)?;
+            let outcome = match reply.status.as_str() {
+                "changed" => continue,
+                "unknown" if reply.payload.is_none() => return Ok(RevokeOutcome::Unknown),
+                "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+                "revoked" => RevokeOutcome::Revoked,
+                "already_revoked" => RevokeOutcome::AlreadyRevoked,
+                "already_consumed" => RevokeOutcome::AlreadyConsumed,
+                _ => {
+                    return Err(StoreError::corrupt(
+                        key,
+                        "unexpected reply from the revoke script",
+                    ));
+                }
+            };
+            if decide_revoke(&before.state).0 != outcome {
+                return Err(disagreement(&key, GrantScript::Revoke));
             }
-        };
-        let before = reply_record(GrantScript::Revoke, id, &key, reply.payload)?;
-        if decide_revoke(&before.state).0 != outcome {
-            return Err(disagreement(&key, GrantScript::Revoke));
+            if matches!(
+                outcome,
+                RevokeOutcome::Revoked | RevokeOutcome::AlreadyRevoked
+            ) {
+                self.confirm(wait)?;
+            }
+            return Ok(outcome);
         }
-        if matches!(
-            outcome,
-            RevokeOutcome::Revoked | RevokeOutcome::AlreadyRevoked
-        ) {
-            self.confirm(wait)?;
-        }
-        Ok(outcome)
+        Err(kept_changing(&key))
     }
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
         let key = self.grant_key(id);
-        let (reply, _) = self
-            .run(GrantScript::Get, &key, &[id.as_str()], false)
-            .await?;
-        let reply = parse_reply(GrantScript::Get, &key, reply)?;
-        match reply.status.as_str() {
-            "missing" if reply.payload.is_none() => Ok(None),
-            "corrupt" => Err(corrupt_reply(&key, reply.payload)),
-            "found" => reply_record(GrantScript::Get, id, &key, reply.payload).map(Some),
-            _ => Err(StoreError::corrupt(
-                key,
-                "unexpected reply from the get script",
-            )),
-        }
+        Ok(self.read_validated(id, &key).await?.map(|(grant, _)| grant))
     }
 
     async fn consume_once(
@@ -791,44 +846,53 @@ impl ApprovalStore for RedisApprovalStore {
         let key = self.grant_key(id);
         let now_text = now.as_millis().to_string();
         let digest = binding.action_digest.to_hex();
-        let args = [
-            id.as_str(),
-            now_text.as_str(),
-            attempt.as_str(),
-            binding.actor_id.as_str(),
-            binding.run_id.as_str(),
-            binding.url.as_str(),
-            digest.as_str(),
-            self.retention_ms.as_str(),
-        ];
-        let (reply, wait) = self.run(GrantScript::Consume, &key, &args, true).await?;
-        let reply = parse_reply(GrantScript::Consume, &key, reply)?;
-        let outcome = match reply.status.as_str() {
-            "unknown" if reply.payload.is_none() => return Ok(ConsumeOutcome::Unknown),
-            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
-            "consumed" => ConsumeOutcome::Consumed { replay: false },
-            "replay" => ConsumeOutcome::Consumed { replay: true },
-            "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
-            "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
-            "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
-            "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
-            _ => {
-                return Err(StoreError::corrupt(
-                    key,
-                    "unexpected reply from the consume script",
-                ));
+        for _ in 0..MAX_READS {
+            // Every check that can refuse the record runs here, before the
+            // script may mark it; the script writes only if it is unchanged.
+            let Some((before, fingerprint)) = self.read_validated(id, &key).await? else {
+                return Ok(ConsumeOutcome::Unknown);
+            };
+            let args = [
+                id.as_str(),
+                now_text.as_str(),
+                attempt.as_str(),
+                binding.actor_id.as_str(),
+                binding.run_id.as_str(),
+                binding.url.as_str(),
+                digest.as_str(),
+                self.retention_ms.as_str(),
+                fingerprint.as_str(),
+            ];
+            let (reply, wait) = self.run(GrantScript::Consume, &key, &args, true).await?;
+            let reply = parse_reply(GrantScript::Consume, &key, reply)?;
+            let outcome = match reply.status.as_str() {
+                "changed" => continue,
+                "unknown" if reply.payload.is_none() => return Ok(ConsumeOutcome::Unknown),
+                "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+                "consumed" => ConsumeOutcome::Consumed { replay: false },
+                "replay" => ConsumeOutcome::Consumed { replay: true },
+                "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
+                "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
+                "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
+                "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
+                _ => {
+                    return Err(StoreError::corrupt(
+                        key,
+                        "unexpected reply from the consume script",
+                    ));
+                }
+            };
+            // The script saw the very record validated above (same
+            // fingerprint); the library's own rules must reach its outcome.
+            if decide_consume(&before, binding, now, attempt).0 != outcome {
+                return Err(disagreement(&key, GrantScript::Consume));
             }
-        };
-        // The script replies with the record as it found it; the library's
-        // own rules must reach the same outcome from it, or nothing is trusted.
-        let before = reply_record(GrantScript::Consume, id, &key, reply.payload)?;
-        if decide_consume(&before, binding, now, attempt).0 != outcome {
-            return Err(disagreement(&key, GrantScript::Consume));
+            if let ConsumeOutcome::Consumed { .. } = outcome {
+                self.confirm(wait)?;
+            }
+            return Ok(outcome);
         }
-        if let ConsumeOutcome::Consumed { .. } = outcome {
-            self.confirm(wait)?;
-        }
-        Ok(outcome)
+        Err(kept_changing(&key))
     }
 }
 
@@ -881,6 +945,12 @@ mod tests {
             Value::Array(vec![]),
             Value::Array(vec![Value::Int(1)]),
             Value::Array(vec![Value::Nil, Value::Nil, Value::Nil]),
+            Value::Array(vec![
+                Value::BulkString(b"found".to_vec()),
+                Value::Nil,
+                Value::Int(1),
+            ]),
+            Value::Array(vec![Value::BulkString(b"found".to_vec()); 4]),
         ] {
             assert!(matches!(
                 parse_reply(GrantScript::Get, key, bad),

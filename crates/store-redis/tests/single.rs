@@ -355,6 +355,16 @@ fn damages() -> Vec<(&'static str, Damage)> {
     ]
 }
 
+/// The serialized value of `key` (type, encoding and content; not its TTL).
+fn dump(conn: &mut redis::Connection, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query(conn).unwrap()
+}
+
+/// Every damaged record is an error for get, consume and revoke, never an
+/// outcome; and, as every check that can refuse a record runs before any
+/// write, a refused consume (with the grant's own binding, which would
+/// consume a sound record) and a refused revoke leave it byte for byte as
+/// it was.
 #[tokio::test]
 async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
     let server = shared_server();
@@ -365,7 +375,9 @@ async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
         let approval = grant("a#c", MINUTE, t0).await;
         let (id, binding) = (approval.id.clone(), approval.binding());
         store.issue(approval).await.unwrap();
-        damage(&mut conn, &store.grant_key(&id));
+        let key = store.grant_key(&id);
+        damage(&mut conn, &key);
+        let before = dump(&mut conn, &key);
 
         let get = store.get(&id).await;
         assert!(
@@ -377,34 +389,72 @@ async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
             matches!(consume, Err(StoreError::Corrupt { .. })),
             "{name}: consume gave {consume:?}"
         );
+        assert!(
+            dump(&mut conn, &key) == before,
+            "{name}: changed by consume"
+        );
         let revoke = store.revoke(&id).await;
         assert!(
             matches!(revoke, Err(StoreError::Corrupt { .. })),
             "{name}: revoke gave {revoke:?}"
         );
+        assert!(dump(&mut conn, &key) == before, "{name}: changed by revoke");
         let error = get.unwrap_err().to_string();
         assert!(error.contains(&store.grant_key(&id)), "{error}");
     }
 }
 
 #[tokio::test]
-async fn a_damaged_record_is_never_marked_by_the_scripts() {
-    // The Lua checks run before any write: a structurally damaged record is
-    // left exactly as it was.
+async fn a_record_changed_after_it_was_read_is_not_written() {
+    // The consume and revoke scripts write only to the record the library
+    // validated: one whose fingerprint differs answers `changed`, and the
+    // store reads it again.
     let server = shared_server();
-    let store = store_on(server, "untouched").await;
+    let store = store_on(server, "changed").await;
     let mut conn = server.conn();
     let t0 = now();
-    let approval = grant("a#u", MINUTE, t0).await;
+    let approval = grant("a#changed", MINUTE, t0).await;
     let (id, binding) = (approval.id.clone(), approval.binding());
     store.issue(approval).await.unwrap();
     let key = store.grant_key(&id);
-    let _: () = conn.hset(&key, "v", "2").unwrap();
-    let before: HashMap<String, String> = conn.hgetall(&key).unwrap();
-    let _ = store.consume_once(&id, &binding, t0, &attempt()).await;
-    let _ = store.revoke(&id).await;
-    let after: HashMap<String, String> = conn.hgetall(&key).unwrap();
-    assert_eq!(before, after);
+    for (script, args) in [
+        (
+            GrantScript::Consume,
+            vec![
+                id.as_str().to_owned(),
+                t0.as_millis().to_string(),
+                attempt().as_str().to_owned(),
+                binding.actor_id.as_str().to_owned(),
+                binding.run_id.as_str().to_owned(),
+                binding.url.clone(),
+                binding.action_digest.to_hex(),
+                "60000".to_owned(),
+                "0".repeat(40),
+            ],
+        ),
+        (
+            GrantScript::Revoke,
+            vec![id.as_str().to_owned(), "60000".to_owned(), "0".repeat(40)],
+        ),
+    ] {
+        let before = dump(&mut conn, &key);
+        let reply: Vec<String> = redis::cmd("EVALSHA")
+            .arg(store.script_sha(script))
+            .arg(1)
+            .arg(&key)
+            .arg(&args)
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(reply, vec!["changed".to_owned()], "{script:?}");
+        assert!(dump(&mut conn, &key) == before, "{script:?} wrote");
+    }
+    assert_eq!(
+        store
+            .consume_once(&id, &binding, t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
 }
 
 #[tokio::test]
