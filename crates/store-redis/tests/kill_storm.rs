@@ -238,6 +238,7 @@ async fn every_store_recovers_after_a_kill_storm_on_a_cluster() {
 /// carry nothing, for good) and measures how long `store` takes to answer
 /// again: its calls time out, then it replaces its client.
 async fn recovers_from_silent_connections(
+    topology: &str,
     store: RedisApprovalStore,
     freeze: impl Fn(),
 ) -> Duration {
@@ -272,7 +273,8 @@ async fn recovers_from_silent_connections(
     }
     let took = frozen.elapsed();
     eprintln!(
-        "silent connections: {failed} calls failed, answering again {} ms after the freeze",
+        "silent connections ({topology}): {failed} calls failed, answering again {} ms after \
+         the freeze",
         took.as_millis()
     );
     took
@@ -285,7 +287,7 @@ async fn a_connection_gone_silent_is_replaced_on_one_server() {
     let store = RedisApprovalStore::connect(storm_options(RedisStoreOptions::single(proxy.url())))
         .await
         .unwrap();
-    recovers_from_silent_connections(store, || proxy.freeze_open_connections()).await;
+    recovers_from_silent_connections("single", store, || proxy.freeze_open_connections()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,7 +299,7 @@ async fn a_connection_gone_silent_is_replaced_on_a_cluster() {
         RedisApprovalStore::connect(storm_options(RedisStoreOptions::cluster(proxied.urls())))
             .await
             .unwrap();
-    recovers_from_silent_connections(store, || {
+    recovers_from_silent_connections("cluster", store, || {
         for proxy in &proxied.proxies {
             proxy.freeze_open_connections();
         }
