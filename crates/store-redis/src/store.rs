@@ -251,9 +251,20 @@ impl RedisApprovalStore {
     /// Connects, then probes the server before answering: it loads the four
     /// scripts and runs the read script once (a server that cannot run them
     /// is refused with [`StoreError::Unsupported`]), refuses a single server
-    /// that is a replica or a cluster node, and warns through `tracing` (and
-    /// [`startup_warnings`](Self::startup_warnings)) when persistence is weak
-    /// or could not be checked.
+    /// that is a replica, and refuses a wrong topology
+    /// ([`ConnectError::WrongTopology`]: a plain server among the cluster
+    /// seeds, a cluster node given as a single server).
+    ///
+    /// Secure by default, it refuses ([`ConnectError::NotDurable`]) a node
+    /// whose settings let a restart undo an acknowledged consume
+    /// (`appendonly no`) or whose settings it cannot read, unless the options
+    /// accept that risk by name
+    /// ([`allow_non_durable_persistence`](RedisStoreOptions::allow_non_durable_persistence),
+    /// [`allow_unverified_persistence`](RedisStoreOptions::allow_unverified_persistence)).
+    /// It warns through `tracing` (and
+    /// [`startup_warnings`](Self::startup_warnings)) about settings that can
+    /// lose a bounded window (`appendfsync everysec`), about an evicting
+    /// memory policy, and about every accepted risk.
     pub async fn connect(options: RedisStoreOptions) -> Result<Self, ConnectError> {
         options.validate()?;
         if let Topology::Cluster(seeds) = &options.topology {
