@@ -372,12 +372,12 @@ impl Shared {
         };
         state.replacing = true;
         drop(state);
-        let shared = Arc::clone(shared);
+        let replacement = Replacement(Arc::clone(shared));
         runtime.spawn(async move {
+            let shared = &replacement.0;
             let limit = shared.options.connect_timeout;
             let opened = tokio::time::timeout(limit, Client::open(&shared.options)).await;
             let mut state = shared.lock();
-            state.replacing = false;
             state.last_replaced = Some(Instant::now());
             match opened {
                 Ok(Ok(client)) => {
@@ -401,6 +401,16 @@ impl Shared {
                 ),
             }
         });
+    }
+}
+
+/// A replacement under way; when it ends (done, failed, or dropped with
+/// its runtime) the next failure may start another.
+struct Replacement(Arc<Shared>);
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        self.0.lock().replacing = false;
     }
 }
 
