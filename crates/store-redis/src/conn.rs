@@ -291,8 +291,9 @@ pub(crate) const REPLACEMENT_GAP: Duration = Duration::from_millis(250);
 /// one when a call through it fails in a way that may leave its sockets
 /// unusable (a timeout, a dropped or refused connection, a call abandoned
 /// before its reply). The replacement connects in the background, at most
-/// once per [`REPLACEMENT_GAP`]; calls keep using the old client until the
-/// new one is ready, and the old one is closed when its last call ends.
+/// once per [`REPLACEMENT_GAP`]; calls that start meanwhile wait for it (at
+/// most the connect timeout), and the old client is closed when its last
+/// call ends.
 #[derive(Clone)]
 pub(crate) struct Connection {
     shared: Arc<Shared>,
@@ -301,6 +302,8 @@ pub(crate) struct Connection {
 struct Shared {
     options: RedisStoreOptions,
     state: Mutex<State>,
+    /// Wakes the calls waiting for a replacement to end.
+    replaced: tokio::sync::Notify,
 }
 
 struct State {
@@ -411,6 +414,7 @@ struct Replacement(Arc<Shared>);
 impl Drop for Replacement {
     fn drop(&mut self) {
         self.0.lock().replacing = false;
+        self.0.replaced.notify_waiters();
     }
 }
 
@@ -427,6 +431,7 @@ impl Connection {
                     replacing: false,
                     last_replaced: None,
                 }),
+                replaced: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -441,7 +446,16 @@ impl Connection {
         self.shared.lock().generation
     }
 
-    fn checkout(&self) -> (Client, Watch) {
+    /// The current client, and a watch on the call about to use it. While a
+    /// replacement is under way the call waits for it (at most the connect
+    /// timeout) rather than use a client that just failed.
+    async fn checkout(&self) -> (Client, Watch) {
+        // Created before the check, so that the end of the replacement
+        // cannot slip between the check and the wait.
+        let replaced = self.shared.replaced.notified();
+        if self.shared.lock().replacing {
+            let _ = tokio::time::timeout(self.shared.options.connect_timeout, replaced).await;
+        }
         let state = self.shared.lock();
         let watch = Watch {
             shared: Arc::clone(&self.shared),
@@ -453,7 +467,7 @@ impl Connection {
 
     /// Runs `cmd`, which touches only `key`, on the primary that holds `key`.
     pub(crate) async fn on_key(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
-        let (client, watch) = self.checkout();
+        let (client, watch) = self.checkout().await;
         watch.end(client.on_key(key, cmd).await)
     }
 
@@ -464,25 +478,25 @@ impl Connection {
         key: &str,
         cmds: Vec<Cmd>,
     ) -> RedisResult<Vec<Value>> {
-        let (client, watch) = self.checkout();
+        let (client, watch) = self.checkout().await;
         watch.end(client.pipeline_on_key(key, cmds).await)
     }
 
     /// Runs `cmd` on every primary; see [`Client::on_each_primary`].
     pub(crate) async fn on_each_primary(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        let (client, watch) = self.checkout();
+        let (client, watch) = self.checkout().await;
         watch.end(client.on_each_primary(cmd).await)
     }
 
     /// Runs `cmd` on every node; see [`Client::on_each_node`].
     pub(crate) async fn on_each_node(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        let (client, watch) = self.checkout();
+        let (client, watch) = self.checkout().await;
         watch.end(client.on_each_node(cmd).await)
     }
 
     /// Runs `cmd` on every node; see [`Client::on_all_nodes`].
     pub(crate) async fn on_all_nodes(&self, cmd: Cmd) -> RedisResult<Value> {
-        let (client, watch) = self.checkout();
+        let (client, watch) = self.checkout().await;
         watch.end(client.on_all_nodes(cmd).await)
     }
 }

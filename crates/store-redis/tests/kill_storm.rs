@@ -272,6 +272,8 @@ async fn recovers_from_silent_connections(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let took = frozen.elapsed();
+    // The call that timed out started the replacement; the next one waited for it.
+    assert_eq!(failed, 1, "{store:?}");
     eprintln!(
         "silent connections ({topology}): {failed} calls failed, answering again {} ms after \
          the freeze",
