@@ -2,7 +2,7 @@
 //! a `ConnectionManager`, or Redis Cluster through `cluster_async`.
 //!
 //! Neither client ever resends a command by itself: the cluster client is
-//! built with no retries (see `open` in `store.rs`), and this module follows
+//! built with no retries (see `Client::open`), and this module follows
 //! only the answers that prove a command did not run (`MOVED`, `ASK`,
 //! `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, `MASTERDOWN`, `READONLY`, no
 //! connection to the node). A command whose fate is unknown (a dropped
@@ -16,18 +16,16 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManagerConfig;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
-
-use crate::options::{RedisStoreOptions, Topology};
-
-use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, Slot,
     SlotAddr,
 };
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, Value};
+
+use crate::options::{RedisStoreOptions, Topology};
 
 /// How many times one call follows redirects and "try again" answers
 /// before it gives up (the command timeout bounds it too).
