@@ -1,17 +1,81 @@
 //! One interface over the two kinds of connection: a single server through
 //! a `ConnectionManager`, or Redis Cluster through `cluster_async`.
+//!
+//! Neither client ever resends a command by itself: the cluster client is
+//! built with no retries (see `Client::open`), and this module follows
+//! only the answers that prove a command did not run (`MOVED`, `ASK`,
+//! `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, `MASTERDOWN`, `READONLY`, no
+//! connection to the node). A command whose fate is unknown (a dropped
+//! connection, a timeout) fails back to the caller, whose retry carries the
+//! same attempt id.
+//!
+//! A client whose calls time out or whose connection dies is replaced by a
+//! fresh one (see [`Connection`]), so a store never stays stuck on sockets
+//! the server has closed.
 
-use redis::aio::ConnectionManager;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, Slot,
     SlotAddr,
 };
-use redis::{Cmd, Pipeline, RedisResult, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, Value};
 
-/// A cheap-to-clone handle on the store's connections.
+use crate::options::{RedisStoreOptions, Topology};
+
+/// How many times one call follows redirects and "try again" answers
+/// before it gives up (the command timeout bounds it too).
+const MAX_REDIRECTS: u32 = 16;
+
+/// Where to send a command again when the cluster proved it did not run it.
+enum NextTry {
+    /// Follow `MOVED`: the slot's primary is this node now.
+    Moved { host: String, port: u16 },
+    /// Follow `ASK`: send `ASKING` and the command to this node, once.
+    Ask { host: String, port: u16 },
+    /// The slot is busy or its node unreachable: wait, then route by slot again.
+    Wait,
+}
+
+/// What to do after `err`, or `None` when the command may have run (or
+/// the error is final): then the error goes back to the caller.
+fn not_run(err: &RedisError) -> Option<NextTry> {
+    let address = || {
+        let (addr, _slot) = err.redirect_node()?;
+        let (host, port) = addr.rsplit_once(':')?;
+        Some((host.to_owned(), port.parse().ok()?))
+    };
+    match err.kind() {
+        ErrorKind::Server(ServerErrorKind::Moved) => {
+            Some(address().map_or(NextTry::Wait, |(host, port)| NextTry::Moved { host, port }))
+        }
+        ErrorKind::Server(ServerErrorKind::Ask) => {
+            Some(address().map_or(NextTry::Wait, |(host, port)| NextTry::Ask { host, port }))
+        }
+        ErrorKind::Server(
+            ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::BusyLoading
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ReadOnly,
+        )
+        | ErrorKind::ClusterConnectionNotFound => Some(NextTry::Wait),
+        _ => None,
+    }
+}
+
+/// The pause before try `n` after a "wait" answer: 5 ms, 10 ms, … up to 100 ms.
+fn pause(tries: u32) -> Duration {
+    Duration::from_millis(u64::from(tries.min(20)) * 5)
+}
+
+/// One client: a cheap-to-clone handle on its sockets.
 #[derive(Clone)]
-pub(crate) enum Connection {
+enum Client {
     /// One server (its primary); reconnects by itself.
     Single(ConnectionManager),
     /// A cluster; commands go to the primary that owns the key's slot.
@@ -23,17 +87,46 @@ fn primary_for(key: &str) -> SingleNodeRoutingInfo {
     SingleNodeRoutingInfo::SpecificNode(Route::with_slot(Slot::for_key(key), SlotAddr::Master))
 }
 
-impl Connection {
+impl Client {
+    /// Opens the client the options describe.
+    async fn open(options: &RedisStoreOptions) -> RedisResult<Client> {
+        match &options.topology {
+            Topology::Single(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(options.connect_timeout))
+                    .set_response_timeout(None)
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                let manager = client.get_connection_manager_with_config(config).await?;
+                Ok(Client::Single(manager))
+            }
+            Topology::Cluster(nodes) => {
+                // No retries: the client would otherwise resend a script whose
+                // connection dropped after the server ran it, and the resend of an
+                // applied consume answers `replay` to a brand-new attempt. Redirects
+                // and "try again" answers, which prove the script did not run, are
+                // followed by `cluster_on_key` instead.
+                let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                    .connection_timeout(options.connect_timeout)
+                    .response_timeout(options.command_timeout)
+                    .retries(0)
+                    .build()?;
+                let conn = client.get_async_connection().await?;
+                Ok(Client::Cluster(conn))
+            }
+        }
+    }
+
     /// Runs `cmd`, which touches only `key`, on the primary that holds `key`.
     pub(crate) async fn on_key(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
-        let value = match self.clone() {
-            Connection::Single(mut conn) => conn.send_packed_command(&cmd).await?,
-            Connection::Cluster(mut conn) => {
-                conn.route_command(cmd, RoutingInfo::SingleNode(primary_for(key)))
-                    .await?
+        match self.clone() {
+            Client::Single(mut conn) => conn.send_packed_command(&cmd).await?.extract_error(),
+            Client::Cluster(conn) => {
+                let mut replies = cluster_on_key(conn, key, vec![cmd]).await?;
+                replies.pop().unwrap_or(Value::Nil).extract_error()
             }
-        };
-        value.extract_error()
+        }
     }
 
     /// Sends `cmds` in one pipeline on one connection to the primary that
@@ -45,17 +138,16 @@ impl Connection {
         key: &str,
         cmds: Vec<Cmd>,
     ) -> RedisResult<Vec<Value>> {
-        let count = cmds.len();
-        let mut pipeline = Pipeline::with_capacity(count);
-        for cmd in cmds {
-            pipeline.add_command(cmd);
-        }
         match self.clone() {
-            Connection::Single(mut conn) => conn.send_packed_commands(&pipeline, 0, count).await,
-            Connection::Cluster(mut conn) => {
-                conn.route_pipeline(pipeline, 0, count, primary_for(key))
-                    .await
+            Client::Single(mut conn) => {
+                let count = cmds.len();
+                let mut pipeline = Pipeline::with_capacity(count);
+                for cmd in cmds {
+                    pipeline.add_command(cmd);
+                }
+                conn.send_packed_commands(&pipeline, 0, count).await
             }
+            Client::Cluster(conn) => cluster_on_key(conn, key, cmds).await,
         }
     }
 
@@ -63,8 +155,22 @@ impl Connection {
     /// primary's reply, labelled with its address (`"server"` on a single
     /// server). Server errors stay in the list as `Value::ServerError`.
     pub(crate) async fn on_each_primary(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
+        self.on_each(cmd, MultipleNodeRoutingInfo::AllMasters).await
+    }
+
+    /// Like [`on_each_primary`](Self::on_each_primary), on every node of a
+    /// cluster, replicas included.
+    pub(crate) async fn on_each_node(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
+        self.on_each(cmd, MultipleNodeRoutingInfo::AllNodes).await
+    }
+
+    async fn on_each(
+        &self,
+        cmd: Cmd,
+        nodes: MultipleNodeRoutingInfo,
+    ) -> RedisResult<Vec<(String, Value)>> {
         match self.clone() {
-            Connection::Single(mut conn) => {
+            Client::Single(mut conn) => {
                 let value = match conn.send_packed_command(&cmd).await {
                     Ok(value) => value,
                     Err(err) => {
@@ -80,8 +186,8 @@ impl Connection {
                 };
                 Ok(vec![("server".to_owned(), value)])
             }
-            Connection::Cluster(mut conn) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+            Client::Cluster(mut conn) => {
+                let routing = RoutingInfo::MultiNode((nodes, None));
                 match conn.route_command(cmd, routing).await? {
                     Value::Map(entries) => Ok(entries
                         .into_iter()
@@ -105,8 +211,8 @@ impl Connection {
     /// if every node did; used for `SCRIPT LOAD`.
     pub(crate) async fn on_all_nodes(&self, cmd: Cmd) -> RedisResult<Value> {
         let value = match self.clone() {
-            Connection::Single(mut conn) => conn.send_packed_command(&cmd).await?,
-            Connection::Cluster(mut conn) => {
+            Client::Single(mut conn) => conn.send_packed_command(&cmd).await?,
+            Client::Cluster(mut conn) => {
                 let routing = RoutingInfo::MultiNode((
                     MultipleNodeRoutingInfo::AllNodes,
                     Some(ResponsePolicy::AllSucceeded),
@@ -115,5 +221,280 @@ impl Connection {
             }
         };
         value.extract_error()
+    }
+}
+
+/// Sends `cmds` as one pipeline to the primary of `key`'s slot, following
+/// the answers that prove the first command did not run; returns one reply
+/// per command (with `ASKING` left out).
+async fn cluster_on_key(
+    mut conn: ClusterConnection,
+    key: &str,
+    cmds: Vec<Cmd>,
+) -> RedisResult<Vec<Value>> {
+    let count = cmds.len();
+    let mut route = primary_for(key);
+    let mut asking = false;
+    let mut tries = 0;
+    loop {
+        let mut pipeline = Pipeline::with_capacity(count + 1);
+        if asking {
+            pipeline.add_command(redis::cmd("ASKING"));
+        }
+        for cmd in &cmds {
+            pipeline.add_command(cmd.clone());
+        }
+        let offset = usize::from(asking);
+        let result = conn
+            .route_pipeline(pipeline, offset, count, route.clone())
+            .await
+            .and_then(|replies| match replies.first() {
+                // The first command's redirect or "try again" arrives as a reply value.
+                Some(Value::ServerError(_)) => match replies[0].clone().extract_error() {
+                    Err(err) if not_run(&err).is_some() => Err(err),
+                    _ => Ok(replies),
+                },
+                _ => Ok(replies),
+            });
+        let err = match result {
+            Ok(replies) => return Ok(replies),
+            Err(err) => err,
+        };
+        tries += 1;
+        let next = match not_run(&err) {
+            Some(next) if tries < MAX_REDIRECTS => next,
+            _ => return Err(err),
+        };
+        asking = false;
+        match next {
+            NextTry::Moved { host, port } => {
+                route = SingleNodeRoutingInfo::ByAddress { host, port };
+            }
+            NextTry::Ask { host, port } => {
+                route = SingleNodeRoutingInfo::ByAddress { host, port };
+                asking = true;
+            }
+            NextTry::Wait => {
+                route = primary_for(key);
+                tokio::time::sleep(pause(tries)).await;
+            }
+        }
+    }
+}
+
+/// The shortest time between two replacements of a store's client.
+pub(crate) const REPLACEMENT_GAP: Duration = Duration::from_millis(250);
+
+/// The store's handle on Redis: the current [`Client`], replaced by a fresh
+/// one when a call through it fails in a way that may leave its sockets
+/// unusable (a timeout, a dropped or refused connection, a call abandoned
+/// before its reply). The replacement connects in the background, at most
+/// once per [`REPLACEMENT_GAP`]; calls that start meanwhile wait for it (at
+/// most the connect timeout), and the old client is closed when its last
+/// call ends.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    options: RedisStoreOptions,
+    state: Mutex<State>,
+    /// Wakes the calls waiting for a replacement to end.
+    replaced: tokio::sync::Notify,
+}
+
+struct State {
+    client: Client,
+    generation: u64,
+    replacing: bool,
+    last_replaced: Option<Instant>,
+}
+
+/// Whether `err` may mean the client's sockets are unusable.
+fn is_connection_failure(err: &RedisError) -> bool {
+    err.is_timeout()
+        || err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.kind() == ErrorKind::ClusterConnectionNotFound
+}
+
+/// Watches one call: reports a failure when the call fails as a connection
+/// failure, or is dropped before it ends (a timeout around it fired).
+struct Watch {
+    shared: Arc<Shared>,
+    generation: u64,
+    ended: bool,
+}
+
+impl Watch {
+    fn end<T>(mut self, result: RedisResult<T>) -> RedisResult<T> {
+        self.ended = true;
+        if let Err(err) = &result
+            && is_connection_failure(err)
+        {
+            tracing::debug!(
+                target: "countersign_store_redis",
+                error = %err,
+                "a call failed on the connection; replacing the client"
+            );
+            Shared::failed(&self.shared, self.generation);
+        }
+        result
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.ended {
+            Shared::failed(&self.shared, self.generation);
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A call on client `generation` failed: start replacing it, unless it
+    /// already was, a replacement is under way, or the last one is recent.
+    fn failed(shared: &Arc<Shared>, generation: u64) {
+        let mut state = shared.lock();
+        let recent = state
+            .last_replaced
+            .is_some_and(|at| at.elapsed() < REPLACEMENT_GAP);
+        if state.generation != generation || state.replacing || recent {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        state.replacing = true;
+        drop(state);
+        let replacement = Replacement(Arc::clone(shared));
+        runtime.spawn(async move {
+            let shared = &replacement.0;
+            let limit = shared.options.connect_timeout;
+            let opened = tokio::time::timeout(limit, Client::open(&shared.options)).await;
+            let mut state = shared.lock();
+            state.last_replaced = Some(Instant::now());
+            match opened {
+                Ok(Ok(client)) => {
+                    state.client = client;
+                    state.generation += 1;
+                    tracing::info!(
+                        target: "countersign_store_redis",
+                        generation = state.generation,
+                        "replaced the redis client after a failed call"
+                    );
+                }
+                Ok(Err(err)) => tracing::warn!(
+                    target: "countersign_store_redis",
+                    error = %err,
+                    "could not replace the redis client; the next failed call tries again"
+                ),
+                Err(_) => tracing::warn!(
+                    target: "countersign_store_redis",
+                    "could not replace the redis client within the connect timeout; the next \
+                     failed call tries again"
+                ),
+            }
+        });
+    }
+}
+
+/// A replacement under way; when it ends (done, failed, or dropped with
+/// its runtime) the next failure may start another.
+struct Replacement(Arc<Shared>);
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        self.0.lock().replacing = false;
+        self.0.replaced.notify_waiters();
+    }
+}
+
+impl Connection {
+    /// Opens the client the options describe.
+    pub(crate) async fn open(options: &RedisStoreOptions) -> RedisResult<Connection> {
+        let client = Client::open(options).await?;
+        Ok(Connection {
+            shared: Arc::new(Shared {
+                options: options.clone(),
+                state: Mutex::new(State {
+                    client,
+                    generation: 0,
+                    replacing: false,
+                    last_replaced: None,
+                }),
+                replaced: tokio::sync::Notify::new(),
+            }),
+        })
+    }
+
+    /// Whether this is a cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.shared.lock().client, Client::Cluster(_))
+    }
+
+    /// How many times the client has been replaced.
+    pub(crate) fn replacements(&self) -> u64 {
+        self.shared.lock().generation
+    }
+
+    /// The current client, and a watch on the call about to use it. While a
+    /// replacement is under way the call waits for it (at most the connect
+    /// timeout) rather than use a client that just failed.
+    async fn checkout(&self) -> (Client, Watch) {
+        // Created before the check, so that the end of the replacement
+        // cannot slip between the check and the wait.
+        let replaced = self.shared.replaced.notified();
+        if self.shared.lock().replacing {
+            let _ = tokio::time::timeout(self.shared.options.connect_timeout, replaced).await;
+        }
+        let state = self.shared.lock();
+        let watch = Watch {
+            shared: Arc::clone(&self.shared),
+            generation: state.generation,
+            ended: false,
+        };
+        (state.client.clone(), watch)
+    }
+
+    /// Runs `cmd`, which touches only `key`, on the primary that holds `key`.
+    pub(crate) async fn on_key(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
+        let (client, watch) = self.checkout().await;
+        watch.end(client.on_key(key, cmd).await)
+    }
+
+    /// Sends `cmds` in one pipeline to the primary that holds `key`; see
+    /// [`Client::pipeline_on_key`].
+    pub(crate) async fn pipeline_on_key(
+        &self,
+        key: &str,
+        cmds: Vec<Cmd>,
+    ) -> RedisResult<Vec<Value>> {
+        let (client, watch) = self.checkout().await;
+        watch.end(client.pipeline_on_key(key, cmds).await)
+    }
+
+    /// Runs `cmd` on every primary; see [`Client::on_each_primary`].
+    pub(crate) async fn on_each_primary(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
+        let (client, watch) = self.checkout().await;
+        watch.end(client.on_each_primary(cmd).await)
+    }
+
+    /// Runs `cmd` on every node; see [`Client::on_each_node`].
+    pub(crate) async fn on_each_node(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
+        let (client, watch) = self.checkout().await;
+        watch.end(client.on_each_node(cmd).await)
+    }
+
+    /// Runs `cmd` on every node; see [`Client::on_all_nodes`].
+    pub(crate) async fn on_all_nodes(&self, cmd: Cmd) -> RedisResult<Value> {
+        let (client, watch) = self.checkout().await;
+        watch.end(client.on_all_nodes(cmd).await)
     }
 }

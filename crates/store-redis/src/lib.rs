@@ -14,7 +14,9 @@
 //! let options = RedisStoreOptions::single("redis://127.0.0.1:6380/")
 //!     .key_prefix("myapp:countersign")
 //!     .command_timeout(Duration::from_millis(500));
-//! // Connecting probes the server: it must run the store's Lua scripts.
+//! // Connecting probes the server: it must run the store's Lua scripts, and
+//! // by default it must have `appendonly yes` (a restart must never bring a
+//! // consumed grant back; see `allow_non_durable_persistence`).
 //! let store = RedisApprovalStore::connect(options).await?;
 //! for warning in store.startup_warnings() {
 //!     eprintln!("redis: {warning}");
@@ -50,7 +52,9 @@
 //! every field of the [`Approval`](countersign_approval_core::Approval), its
 //! state, and a format version `v=1`; a record that is not exactly such a
 //! record is [`StoreError::Corrupt`](countersign_approval_core::StoreError),
-//! never an outcome. Records expire at `max(expires_at, now) + retention`
+//! never an outcome. Consume and revoke first read and validate the whole
+//! record, and their script writes only if it is still that record, so a
+//! record the store cannot read back is refused and never written. Records expire at `max(expires_at, now) + retention`
 //! (default 24 h), never earlier than `retention` after the server's own
 //! clock, and a later write only ever moves the expiry forward.
 //!
@@ -58,8 +62,11 @@
 //!
 //! [`RedisStoreOptions::single`] uses one multiplexed connection that
 //! reconnects by itself; [`RedisStoreOptions::cluster`] uses an async
-//! cluster connection that follows slot moves. Both send every grant command
-//! to the primary that holds the key; grants are never read from replicas.
+//! cluster connection whose redirects the store follows itself. Both send
+//! every grant command to the primary that holds the key; grants are never
+//! read from replicas. Neither resends a command whose reply was lost: the
+//! caller retries with the same attempt id and gets a replay. A client whose
+//! calls time out or whose connection dies is replaced by a fresh one.
 //!
 //! `docs/redis.md` in the repository covers persistence settings, failover
 //! and what each error means for a host.

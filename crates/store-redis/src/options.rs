@@ -69,6 +69,8 @@ pub struct RedisStoreOptions {
     pub(crate) command_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) durability: Option<Durability>,
+    pub(crate) allow_non_durable_persistence: bool,
+    pub(crate) allow_unverified_persistence: bool,
 }
 
 impl RedisStoreOptions {
@@ -80,6 +82,8 @@ impl RedisStoreOptions {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             durability: None,
+            allow_non_durable_persistence: false,
+            allow_unverified_persistence: false,
         }
     }
 
@@ -130,8 +134,47 @@ impl RedisStoreOptions {
     }
 
     /// Require replicas to acknowledge every write (default: none).
+    ///
+    /// Without it, a failover can lose every write the old primary had
+    /// acknowledged but not yet shipped to the promoted replica (Redis
+    /// replicates asynchronously): a grant consumed in that window is active
+    /// again on the new primary and can be performed a second time; an
+    /// issue or a revoke in it is lost too. With it, a write is confirmed
+    /// only once `replicas` replicas hold it, which narrows that window to a
+    /// promoted replica that was not among them (see `docs/redis.md`).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = Some(durability);
+        self
+    }
+
+    /// **Risk: a restart can bring consumed grants back.** Accept a server
+    /// with `appendonly no` (RDB snapshots only, or no persistence), which
+    /// [`connect`](crate::RedisApprovalStore::connect) refuses by default.
+    ///
+    /// Redis loads an existing `dump.rdb` at start-up whatever `save` says
+    /// now (a manual `SAVE`, an earlier configuration, or a replica's full
+    /// sync writes one): after a crash or restart, every grant consumed or
+    /// revoked since that snapshot is active again and can be performed a
+    /// second time, while grants issued since are lost. Use this only for
+    /// throw-away servers (tests, local development) or where a second
+    /// performance of an approved action is acceptable. The store still
+    /// warns at start-up.
+    pub fn allow_non_durable_persistence(mut self) -> Self {
+        self.allow_non_durable_persistence = true;
+        self
+    }
+
+    /// **Risk: the store cannot tell whether a restart loses consumes.**
+    /// Accept a server whose persistence settings cannot be read (`CONFIG`
+    /// disabled or forbidden, as on many managed services), which
+    /// [`connect`](crate::RedisApprovalStore::connect) refuses by default.
+    /// Only opt in when the service guarantees what `appendonly yes`
+    /// guarantees (an acknowledged write survives a restart); otherwise a
+    /// restart may bring consumed grants back, as
+    /// [`allow_non_durable_persistence`](Self::allow_non_durable_persistence)
+    /// describes. The store still warns at start-up.
+    pub fn allow_unverified_persistence(mut self) -> Self {
+        self.allow_unverified_persistence = true;
         self
     }
 
@@ -204,7 +247,7 @@ impl RedisStoreOptions {
 }
 
 /// Hides any password in a Redis URL.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             format!("{}://***@{}", &url[..scheme_end], &url[at + 1..])
@@ -229,6 +272,14 @@ impl fmt::Debug for RedisStoreOptions {
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("durability", &self.durability)
+            .field(
+                "allow_non_durable_persistence",
+                &self.allow_non_durable_persistence,
+            )
+            .field(
+                "allow_unverified_persistence",
+                &self.allow_unverified_persistence,
+            )
             .finish()
     }
 }
@@ -260,6 +311,41 @@ pub enum ConnectError {
     /// ([`StoreError::Unsupported`]).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The servers are not the topology the options name: a plain server
+    /// given to [`RedisStoreOptions::cluster`], a cluster node given to
+    /// [`RedisStoreOptions::single`], or a cluster seed list that mixes
+    /// both. A configuration mistake: retrying cannot help.
+    #[error("wrong redis topology: {message}")]
+    WrongTopology {
+        /// What is wrong and what to change.
+        message: String,
+    },
+    /// A server's persistence settings let a crash or restart undo an
+    /// acknowledged consume (`appendonly no`), or cannot be read, and the
+    /// options do not accept that risk
+    /// ([`RedisStoreOptions::allow_non_durable_persistence`],
+    /// [`RedisStoreOptions::allow_unverified_persistence`]). A configuration
+    /// mistake: retrying cannot help.
+    #[error("redis server is not durable enough: {message}")]
+    NotDurable {
+        /// Which server, which setting, and what to change.
+        message: String,
+    },
+}
+
+impl ConnectError {
+    /// Whether connecting again later may succeed: only for a store error
+    /// that is itself retryable (unreachable, timed out). Invalid options,
+    /// a wrong topology and a non-durable server are configuration
+    /// mistakes.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ConnectError::Store(error) => error.is_retryable(),
+            ConnectError::InvalidOptions(_)
+            | ConnectError::WrongTopology { .. }
+            | ConnectError::NotDurable { .. } => false,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,12 +9,12 @@ use countersign_approval_core::{
     Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, IssueError,
     RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp, decide_consume, decide_revoke,
 };
-use redis::aio::ConnectionManagerConfig;
-use redis::cluster::ClusterClientBuilder;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::conn::Connection;
-use crate::options::{ConnectError, Durability, InvalidOptions, RedisStoreOptions, Topology};
+use crate::options::{
+    ConnectError, Durability, InvalidOptions, RedisStoreOptions, Topology, redact,
+};
 use crate::record::{self, text};
 use crate::scripts::{GrantScript, Scripts};
 
@@ -35,6 +35,8 @@ pub struct RedisApprovalStore {
     durability: Option<Durability>,
     scripts: Scripts,
     startup_warnings: Vec<String>,
+    allow_non_durable: bool,
+    allow_unverified: bool,
 }
 
 impl fmt::Debug for RedisApprovalStore {
@@ -42,11 +44,13 @@ impl fmt::Debug for RedisApprovalStore {
         f.debug_struct("RedisApprovalStore")
             .field(
                 "topology",
-                &match self.conn {
-                    Connection::Single(_) => "single",
-                    Connection::Cluster(_) => "cluster",
+                &if self.conn.is_cluster() {
+                    "cluster"
+                } else {
+                    "single"
                 },
             )
+            .field("client_replacements", &self.conn.replacements())
             .field("prefix", &self.prefix)
             .field("retention_ms", &self.retention_ms)
             .field("command_timeout", &self.command_timeout)
@@ -99,10 +103,12 @@ fn issue_token() -> Result<String, StoreError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A script's reply: `[status]` or `[status, payload]`, parsed strictly.
+/// A script's reply: `[status]`, `[status, payload]` or, for a found
+/// record, `[status, record, fingerprint]`, parsed strictly.
 struct Reply {
     status: String,
     payload: Option<Value>,
+    fingerprint: Option<String>,
 }
 
 fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, StoreError> {
@@ -112,16 +118,34 @@ fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, St
             format!("unexpected reply from the {} script", script.name()),
         )
     };
-    let Value::Array(mut items) = value else {
+    let Value::Array(items) = value else {
         return Err(unexpected());
     };
-    if items.is_empty() || items.len() > 2 {
+    let mut items = items.into_iter();
+    let status = items
+        .next()
+        .as_ref()
+        .and_then(text)
+        .ok_or_else(unexpected)?
+        .to_owned();
+    let payload = items.next();
+    let fingerprint = match items.next() {
+        None => None,
+        Some(value) => Some(text(&value).ok_or_else(unexpected)?.to_owned()),
+    };
+    if items.next().is_some() {
         return Err(unexpected());
     }
-    let payload = if items.len() == 2 { items.pop() } else { None };
-    let status = text(&items[0]).ok_or_else(unexpected)?.to_owned();
-    Ok(Reply { status, payload })
+    Ok(Reply {
+        status,
+        payload,
+        fingerprint,
+    })
 }
+
+/// How many times consume and revoke read a record again when it changed
+/// between their read and their write.
+const MAX_READS: usize = 4;
 
 /// The record carried by a reply, read strictly.
 fn reply_record(
@@ -149,6 +173,13 @@ fn corrupt_reply(key: &str, payload: Option<Value>) -> StoreError {
     StoreError::corrupt(key, reason)
 }
 
+/// A record that changed between every read and write of one call.
+fn kept_changing(key: &str) -> StoreError {
+    StoreError::unavailable(format!(
+        "{key}: the record changed between each read and write; try again"
+    ))
+}
+
 fn disagreement(key: &str, script: GrantScript) -> StoreError {
     StoreError::corrupt(
         key,
@@ -168,32 +199,42 @@ fn config_value(value: &Value) -> Option<String> {
     }
 }
 
-/// What a node's persistence settings lose on a crash, or `None` when they
-/// lose nothing the store relies on.
-fn persistence_warning(appendonly: &str, appendfsync: &str, save: &str) -> Option<String> {
+/// What a node's persistence settings can lose.
+#[derive(Debug, PartialEq, Eq)]
+enum PersistenceRisk {
+    /// Nothing acknowledged is lost on a crash or a restart.
+    None,
+    /// A crash of the host may lose a bounded window of writes: a warning.
+    Window(String),
+    /// A crash or a restart can undo acknowledged consumes: refused by default.
+    Undoes(String),
+}
+
+fn persistence_risk(appendonly: &str, appendfsync: &str, save: &str) -> PersistenceRisk {
     if appendonly != "yes" {
-        if save.trim().is_empty() {
-            return Some(
-                "persistence is off (appendonly no, no save points): a restart loses every \
-                 grant, so issued grants become unknown"
-                    .to_owned(),
-            );
-        }
-        return Some(format!(
-            "only rdb snapshots are on (appendonly no, save \"{save}\"): a crash rolls back to \
-             the last snapshot, and a grant consumed after it becomes usable again"
+        let snapshots = if save.trim().is_empty() {
+            "no save points".to_owned()
+        } else {
+            format!("save \"{save}\"")
+        };
+        return PersistenceRisk::Undoes(format!(
+            "appendonly no ({snapshots}): redis loads any existing dump.rdb at start-up, so a \
+             crash or restart rolls back to the last snapshot and every grant consumed since \
+             it becomes usable again"
         ));
     }
     match appendfsync {
-        "always" => None,
-        "everysec" => Some(
-            "appendfsync everysec: a crash of the host may lose about the last second of \
-             writes, and a grant consumed in it becomes usable again"
+        "always" => PersistenceRisk::None,
+        "everysec" => PersistenceRisk::Window(
+            "appendfsync everysec: a crash of the host (not of redis alone) may lose about the \
+             last second of writes (up to 2 s when the disk is slow), and a grant consumed in \
+             it becomes usable again"
                 .to_owned(),
         ),
-        other => Some(format!(
-            "appendfsync {other}: a crash of the host may lose the writes the operating system \
-             had not flushed, and a grant consumed in them becomes usable again"
+        other => PersistenceRisk::Window(format!(
+            "appendfsync {other}: a crash of the host (not of redis alone) may lose the writes \
+             the operating system had not flushed (on linux up to about 30 s), and a grant \
+             consumed in them becomes usable again"
         )),
     }
 }
@@ -210,21 +251,41 @@ impl RedisApprovalStore {
     /// Connects, then probes the server before answering: it loads the four
     /// scripts and runs the read script once (a server that cannot run them
     /// is refused with [`StoreError::Unsupported`]), refuses a single server
-    /// that is a replica or a cluster node, and warns through `tracing` (and
-    /// [`startup_warnings`](Self::startup_warnings)) when persistence is weak
-    /// or could not be checked.
+    /// that is a replica, and refuses a wrong topology
+    /// ([`ConnectError::WrongTopology`]: a plain server among the cluster
+    /// seeds, a cluster node given as a single server).
+    ///
+    /// Secure by default, it refuses ([`ConnectError::NotDurable`]) a node
+    /// whose settings let a restart undo an acknowledged consume
+    /// (`appendonly no`) or whose settings it cannot read, unless the options
+    /// accept that risk by name
+    /// ([`allow_non_durable_persistence`](RedisStoreOptions::allow_non_durable_persistence),
+    /// [`allow_unverified_persistence`](RedisStoreOptions::allow_unverified_persistence)).
+    /// It warns through `tracing` (and
+    /// [`startup_warnings`](Self::startup_warnings)) about settings that can
+    /// lose a bounded window (`appendfsync everysec`), about an evicting
+    /// memory policy, and about every accepted risk.
     pub async fn connect(options: RedisStoreOptions) -> Result<Self, ConnectError> {
         options.validate()?;
+        if let Topology::Cluster(seeds) = &options.topology {
+            check_seeds(seeds, options.connect_timeout).await?;
+        }
         let conn = timed(
             "connecting to redis",
             options.connect_timeout,
-            open(&options),
+            Connection::open(&options),
         )
         .await?
         .map_err(|e| match e.kind() {
             ErrorKind::InvalidClientConfig => {
                 ConnectError::InvalidOptions(InvalidOptions::from_redis(&e))
             }
+            _ if is_cluster_disabled(&e) => ConnectError::WrongTopology {
+                message: format!(
+                    "a seed is a plain redis server, not a cluster node ({e}): connect to it \
+                     with the `single` option, or give the cluster's node urls"
+                ),
+            },
             _ => ConnectError::Store(redis_error("connecting to redis", &e)),
         })?;
         let mut store = RedisApprovalStore {
@@ -235,6 +296,8 @@ impl RedisApprovalStore {
             durability: options.durability,
             scripts: Scripts::new(),
             startup_warnings: Vec::new(),
+            allow_non_durable: options.allow_non_durable_persistence,
+            allow_unverified: options.allow_unverified_persistence,
         };
         let probe_limit = options.connect_timeout;
         tokio::time::timeout(probe_limit, store.probe())
@@ -276,10 +339,30 @@ impl RedisApprovalStore {
         self.startup_warnings.push(message);
     }
 
-    async fn probe(&mut self) -> Result<(), StoreError> {
+    /// Persistence settings that could not be read: refused, or a warning
+    /// when the options accept it.
+    fn unverified_persistence(&mut self, node: &str, reason: &str) -> Result<(), ConnectError> {
+        let risk = format!(
+            "could not check persistence settings on {node} ({reason}): a restart may bring \
+             consumed grants back"
+        );
+        if self.allow_unverified {
+            self.warn(format!("{risk} (accepted by allow_unverified_persistence)"));
+            return Ok(());
+        }
+        Err(ConnectError::NotDurable {
+            message: format!(
+                "{risk}; allow `config get` for the store's user, or, where the service \
+                 guarantees that an acknowledged write survives a restart, accept the risk with \
+                 the `allow_unverified_persistence` option"
+            ),
+        })
+    }
+
+    async fn probe(&mut self) -> Result<(), ConnectError> {
         let limit = self.command_timeout;
         // 1. A single server must be a primary: grants are never read from replicas.
-        if let Connection::Single(_) = self.conn {
+        if !self.conn.is_cluster() {
             let replies = timed("role", limit, self.conn.on_each_primary(redis::cmd("ROLE")))
                 .await?
                 .map_err(|e| redis_error("role", &e))?;
@@ -292,7 +375,8 @@ impl RedisApprovalStore {
                                 "server is a {role}, not a primary: grants are never read from \
                                  replicas"
                             ),
-                        });
+                        }
+                        .into());
                     }
                     None => self.warn("could not read the server's role".to_owned()),
                 },
@@ -312,9 +396,9 @@ impl RedisApprovalStore {
                 _ => false,
             });
             if clustered {
-                return Err(StoreError::Unsupported {
-                    message: "server is a redis cluster node: connect with \
-                              RedisStoreOptions::cluster"
+                return Err(ConnectError::WrongTopology {
+                    message: "the server is a redis cluster node: connect to it with the \
+                              `cluster` option, not `single`"
                         .to_owned(),
                 });
             }
@@ -338,7 +422,8 @@ impl RedisApprovalStore {
                         message: format!(
                             "{node} runs redis {major}: the store's scripts need 5.0 or later"
                         ),
-                    });
+                    }
+                    .into());
                 }
                 Some(_) => {}
                 None => self.warn(format!("could not check the server version on {node}")),
@@ -355,7 +440,8 @@ impl RedisApprovalStore {
             if text(&sha) != Some(loaded.sha()) {
                 return Err(StoreError::Unsupported {
                     message: format!("{what}: the server answered a different sha1"),
-                });
+                }
+                .into());
             }
         }
 
@@ -371,29 +457,32 @@ impl RedisApprovalStore {
                 // The server knows EVALSHA; its cache was flushed since the load
                 // (calls recover from that with EVAL, checked next).
                 Err(e) if is_noscript(&e) && !reload => continue,
-                Err(e) => return Err(refuse_scripts(&what, &e)),
+                Err(e) => return Err(refuse_scripts(&what, &e).into()),
             };
             match parse_reply(GrantScript::Get, &probe_key, reply) {
                 Ok(reply) if ["missing", "found", "corrupt"].contains(&reply.status.as_str()) => {}
                 _ => {
                     return Err(StoreError::Unsupported {
                         message: format!("{what}: unexpected reply"),
-                    });
+                    }
+                    .into());
                 }
             }
         }
 
-        // 5. Persistence and eviction, per primary. CONFIG may be disabled: then say so.
+        // 5. Persistence and eviction, on every node (replicas too: one may be
+        //    promoted). CONFIG may be disabled: then the settings are unknown.
         const NAMES: [&str; 4] = ["appendonly", "appendfsync", "save", "maxmemory-policy"];
         let mut settings: Vec<(String, [Option<String>; 4])> = Vec::new();
+        let mut unreadable: Option<String> = None;
         for (index, name) in NAMES.into_iter().enumerate() {
             let mut cmd = redis::cmd("CONFIG");
             cmd.arg("GET").arg(name);
-            let replies = match timed("config get", limit, self.conn.on_each_primary(cmd)).await? {
+            let replies = match timed("config get", limit, self.conn.on_each_node(cmd)).await? {
                 Ok(replies) => replies,
                 Err(e) => {
-                    self.warn(format!("could not check persistence settings: {e}"));
-                    return self.check_replicas().await;
+                    unreadable = Some(format!("config get failed: {e}"));
+                    break;
                 }
             };
             for (node, reply) in replies {
@@ -408,16 +497,30 @@ impl RedisApprovalStore {
                 }
             }
         }
+        if let Some(reason) = unreadable {
+            self.unverified_persistence("the servers", &reason)?;
+        }
         for (node, [appendonly, appendfsync, save, eviction]) in settings {
             match (appendonly, appendfsync, save) {
                 (Some(appendonly), Some(appendfsync), Some(save)) => {
-                    if let Some(warning) = persistence_warning(&appendonly, &appendfsync, &save) {
-                        self.warn(format!("{node}: {warning}"));
+                    match persistence_risk(&appendonly, &appendfsync, &save) {
+                        PersistenceRisk::None => {}
+                        PersistenceRisk::Window(warning) => self.warn(format!("{node}: {warning}")),
+                        PersistenceRisk::Undoes(risk) if self.allow_non_durable => self.warn(
+                            format!("{node}: {risk} (accepted by allow_non_durable_persistence)"),
+                        ),
+                        PersistenceRisk::Undoes(risk) => {
+                            return Err(ConnectError::NotDurable {
+                                message: format!(
+                                    "{node}: {risk}; set `appendonly yes` (with `appendfsync \
+                                     always`) on every node, or accept the risk with the \
+                                     `allow_non_durable_persistence` option"
+                                ),
+                            });
+                        }
                     }
                 }
-                _ => self.warn(format!(
-                    "could not check persistence settings on {node}: config get was refused"
-                )),
+                _ => self.unverified_persistence(&node, "config get was refused")?,
             }
             if let Some(policy) = eviction.filter(|p| p != "noeviction") {
                 self.warn(format!(
@@ -426,7 +529,7 @@ impl RedisApprovalStore {
                 ));
             }
         }
-        self.check_replicas().await
+        Ok(self.check_replicas().await?)
     }
 
     /// Warns when a primary has fewer replicas than the durability option needs.
@@ -521,6 +624,34 @@ impl RedisApprovalStore {
         )))
     }
 
+    /// Reads the record of `id` with the get script and validates all of it
+    /// (`None` when there is none): a record the store cannot read back is
+    /// [`StoreError::Corrupt`] here, before any script may write to it.
+    /// Returns the record and its fingerprint, which consume and revoke
+    /// hand to their script so that it writes only to this very record.
+    async fn read_validated(
+        &self,
+        id: &ApprovalId,
+        key: &str,
+    ) -> Result<Option<(StoredGrant, String)>, StoreError> {
+        let (reply, _) = self
+            .run(GrantScript::Get, key, &[id.as_str()], false)
+            .await?;
+        let reply = parse_reply(GrantScript::Get, key, reply)?;
+        match (reply.status.as_str(), reply.fingerprint) {
+            ("missing", None) if reply.payload.is_none() => Ok(None),
+            ("corrupt", None) => Err(corrupt_reply(key, reply.payload)),
+            ("found", Some(fingerprint)) => {
+                let grant = reply_record(GrantScript::Get, id, key, reply.payload)?;
+                Ok(Some((grant, fingerprint)))
+            }
+            _ => Err(StoreError::corrupt(
+                key,
+                "unexpected reply from the get script",
+            )),
+        }
+    }
+
     /// After a write that must be replicated: enough replicas confirmed, or
     /// [`StoreError::DurabilityUnconfirmed`].
     fn confirm(&self, wait: Option<Value>) -> Result<(), StoreError> {
@@ -559,28 +690,81 @@ impl InvalidOptions {
     }
 }
 
-/// Opens the connection the options describe.
-async fn open(options: &RedisStoreOptions) -> redis::RedisResult<Connection> {
-    match &options.topology {
-        Topology::Single(url) => {
-            let client = redis::Client::open(url.as_str())?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(options.connect_timeout))
-                .set_response_timeout(None)
-                .set_number_of_retries(2)
-                .set_max_delay(Duration::from_millis(500));
-            let manager = client.get_connection_manager_with_config(config).await?;
-            Ok(Connection::Single(manager))
-        }
-        Topology::Cluster(nodes) => {
-            let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
-                .connection_timeout(options.connect_timeout)
-                .response_timeout(options.command_timeout)
-                .build()?;
-            let conn = client.get_async_connection().await?;
-            Ok(Connection::Cluster(conn))
+/// Whether `err` is a server saying it is not a cluster node.
+fn is_cluster_disabled(err: &RedisError) -> bool {
+    err.to_string()
+        .to_ascii_lowercase()
+        .contains("cluster support disabled")
+}
+
+/// Whether an `INFO cluster` reply says cluster mode is on; `None` when
+/// the reply is not one.
+fn cluster_enabled(reply: &Value) -> Option<bool> {
+    let info = match reply {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        _ => return None,
+    };
+    if info.contains("cluster_enabled:1") {
+        Some(true)
+    } else if info.contains("cluster_enabled:0") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Asks every cluster seed whether it is a cluster node: a plain server in
+/// the list is a configuration mistake (the cluster client would ignore it,
+/// or fail as if the cluster were down). Seeds that cannot be reached or
+/// asked are left to the cluster client.
+async fn check_seeds(seeds: &[String], limit: Duration) -> Result<(), ConnectError> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(limit))
+        .set_response_timeout(Some(limit));
+    let mut plain = Vec::new();
+    let mut clustered = Vec::new();
+    for seed in seeds {
+        let Ok(client) = redis::Client::open(seed.as_str()) else {
+            continue;
+        };
+        let asked = async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("INFO")
+                .arg("cluster")
+                .query_async::<Value>(&mut conn)
+                .await
+        };
+        let reply = match tokio::time::timeout(limit, asked).await {
+            Ok(Ok(reply)) => reply,
+            _ => continue,
+        };
+        match cluster_enabled(&reply) {
+            Some(true) => clustered.push(format!("`{}`", redact(seed))),
+            Some(false) => plain.push(format!("`{}`", redact(seed))),
+            None => {}
         }
     }
+    if plain.is_empty() {
+        return Ok(());
+    }
+    let message = if clustered.is_empty() {
+        format!(
+            "{} is a plain redis server, not a cluster node: connect to it with the `single` \
+             option, or give the cluster's node urls",
+            plain.join(", ")
+        )
+    } else {
+        format!(
+            "the cluster seed list mixes plain redis servers ({}) with cluster nodes ({}): \
+             remove the plain servers from the list",
+            plain.join(", "),
+            clustered.join(", ")
+        )
+    };
+    Err(ConnectError::WrongTopology { message })
 }
 
 #[async_trait]
@@ -617,50 +801,50 @@ impl ApprovalStore for RedisApprovalStore {
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         let key = self.grant_key(id);
-        let args = [id.as_str(), self.retention_ms.as_str()];
-        let (reply, wait) = self.run(GrantScript::Revoke, &key, &args, true).await?;
-        let reply = parse_reply(GrantScript::Revoke, &key, reply)?;
-        let outcome = match reply.status.as_str() {
-            "unknown" if reply.payload.is_none() => return Ok(RevokeOutcome::Unknown),
-            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
-            "revoked" => RevokeOutcome::Revoked,
-            "already_revoked" => RevokeOutcome::AlreadyRevoked,
-            "already_consumed" => RevokeOutcome::AlreadyConsumed,
-            _ => {
-                return Err(StoreError::corrupt(
-                    key,
-                    "unexpected reply from the revoke script",
-                ));
+        for _ in 0..MAX_READS {
+            // Every check that can refuse the record runs here, before the
+            // script may mark it; the script writes only if it is unchanged.
+            let Some((before, fingerprint)) = self.read_validated(id, &key).await? else {
+                return Ok(RevokeOutcome::Unknown);
+            };
+            let args = [
+                id.as_str(),
+                self.retention_ms.as_str(),
+                fingerprint.as_str(),
+            ];
+            let (reply, wait) = self.run(GrantScript::Revoke, &key, &args, true).await?;
+            let reply = parse_reply(GrantScript::Revoke, &key, reply)?;
+            let outcome = match reply.status.as_str() {
+                "changed" => continue,
+                "unknown" if reply.payload.is_none() => return Ok(RevokeOutcome::Unknown),
+                "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+                "revoked" => RevokeOutcome::Revoked,
+                "already_revoked" => RevokeOutcome::AlreadyRevoked,
+                "already_consumed" => RevokeOutcome::AlreadyConsumed,
+                _ => {
+                    return Err(StoreError::corrupt(
+                        key,
+                        "unexpected reply from the revoke script",
+                    ));
+                }
+            };
+            if decide_revoke(&before.state).0 != outcome {
+                return Err(disagreement(&key, GrantScript::Revoke));
             }
-        };
-        let before = reply_record(GrantScript::Revoke, id, &key, reply.payload)?;
-        if decide_revoke(&before.state).0 != outcome {
-            return Err(disagreement(&key, GrantScript::Revoke));
+            if matches!(
+                outcome,
+                RevokeOutcome::Revoked | RevokeOutcome::AlreadyRevoked
+            ) {
+                self.confirm(wait)?;
+            }
+            return Ok(outcome);
         }
-        if matches!(
-            outcome,
-            RevokeOutcome::Revoked | RevokeOutcome::AlreadyRevoked
-        ) {
-            self.confirm(wait)?;
-        }
-        Ok(outcome)
+        Err(kept_changing(&key))
     }
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
         let key = self.grant_key(id);
-        let (reply, _) = self
-            .run(GrantScript::Get, &key, &[id.as_str()], false)
-            .await?;
-        let reply = parse_reply(GrantScript::Get, &key, reply)?;
-        match reply.status.as_str() {
-            "missing" if reply.payload.is_none() => Ok(None),
-            "corrupt" => Err(corrupt_reply(&key, reply.payload)),
-            "found" => reply_record(GrantScript::Get, id, &key, reply.payload).map(Some),
-            _ => Err(StoreError::corrupt(
-                key,
-                "unexpected reply from the get script",
-            )),
-        }
+        Ok(self.read_validated(id, &key).await?.map(|(grant, _)| grant))
     }
 
     async fn consume_once(
@@ -673,44 +857,53 @@ impl ApprovalStore for RedisApprovalStore {
         let key = self.grant_key(id);
         let now_text = now.as_millis().to_string();
         let digest = binding.action_digest.to_hex();
-        let args = [
-            id.as_str(),
-            now_text.as_str(),
-            attempt.as_str(),
-            binding.actor_id.as_str(),
-            binding.run_id.as_str(),
-            binding.url.as_str(),
-            digest.as_str(),
-            self.retention_ms.as_str(),
-        ];
-        let (reply, wait) = self.run(GrantScript::Consume, &key, &args, true).await?;
-        let reply = parse_reply(GrantScript::Consume, &key, reply)?;
-        let outcome = match reply.status.as_str() {
-            "unknown" if reply.payload.is_none() => return Ok(ConsumeOutcome::Unknown),
-            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
-            "consumed" => ConsumeOutcome::Consumed { replay: false },
-            "replay" => ConsumeOutcome::Consumed { replay: true },
-            "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
-            "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
-            "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
-            "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
-            _ => {
-                return Err(StoreError::corrupt(
-                    key,
-                    "unexpected reply from the consume script",
-                ));
+        for _ in 0..MAX_READS {
+            // Every check that can refuse the record runs here, before the
+            // script may mark it; the script writes only if it is unchanged.
+            let Some((before, fingerprint)) = self.read_validated(id, &key).await? else {
+                return Ok(ConsumeOutcome::Unknown);
+            };
+            let args = [
+                id.as_str(),
+                now_text.as_str(),
+                attempt.as_str(),
+                binding.actor_id.as_str(),
+                binding.run_id.as_str(),
+                binding.url.as_str(),
+                digest.as_str(),
+                self.retention_ms.as_str(),
+                fingerprint.as_str(),
+            ];
+            let (reply, wait) = self.run(GrantScript::Consume, &key, &args, true).await?;
+            let reply = parse_reply(GrantScript::Consume, &key, reply)?;
+            let outcome = match reply.status.as_str() {
+                "changed" => continue,
+                "unknown" if reply.payload.is_none() => return Ok(ConsumeOutcome::Unknown),
+                "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+                "consumed" => ConsumeOutcome::Consumed { replay: false },
+                "replay" => ConsumeOutcome::Consumed { replay: true },
+                "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
+                "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
+                "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
+                "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
+                _ => {
+                    return Err(StoreError::corrupt(
+                        key,
+                        "unexpected reply from the consume script",
+                    ));
+                }
+            };
+            // The script saw the very record validated above (same
+            // fingerprint); the library's own rules must reach its outcome.
+            if decide_consume(&before, binding, now, attempt).0 != outcome {
+                return Err(disagreement(&key, GrantScript::Consume));
             }
-        };
-        // The script replies with the record as it found it; the library's
-        // own rules must reach the same outcome from it, or nothing is trusted.
-        let before = reply_record(GrantScript::Consume, id, &key, reply.payload)?;
-        if decide_consume(&before, binding, now, attempt).0 != outcome {
-            return Err(disagreement(&key, GrantScript::Consume));
+            if let ConsumeOutcome::Consumed { .. } = outcome {
+                self.confirm(wait)?;
+            }
+            return Ok(outcome);
         }
-        if let ConsumeOutcome::Consumed { .. } = outcome {
-            self.confirm(wait)?;
-        }
-        Ok(outcome)
+        Err(kept_changing(&key))
     }
 }
 
@@ -721,13 +914,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn persistence_warnings() {
-        assert_eq!(persistence_warning("yes", "always", ""), None);
-        assert!(persistence_warning("yes", "everysec", "").is_some());
-        assert!(persistence_warning("yes", "no", "3600 1").is_some());
-        assert!(persistence_warning("no", "always", "3600 1").is_some());
-        let off = persistence_warning("no", "everysec", "").unwrap();
-        assert!(off.contains("persistence is off"), "{off}");
+    fn persistence_risks() {
+        assert_eq!(persistence_risk("yes", "always", ""), PersistenceRisk::None);
+        assert!(matches!(
+            persistence_risk("yes", "everysec", ""),
+            PersistenceRisk::Window(w) if w.contains("about the last second")
+        ));
+        assert!(matches!(
+            persistence_risk("yes", "no", "3600 1"),
+            PersistenceRisk::Window(_)
+        ));
+        for (appendfsync, save) in [("always", "3600 1"), ("everysec", ""), ("no", "60 1")] {
+            assert!(matches!(
+                persistence_risk("no", appendfsync, save),
+                PersistenceRisk::Undoes(w) if w.starts_with("appendonly no")
+            ));
+        }
     }
 
     #[test]
@@ -754,6 +956,12 @@ mod tests {
             Value::Array(vec![]),
             Value::Array(vec![Value::Int(1)]),
             Value::Array(vec![Value::Nil, Value::Nil, Value::Nil]),
+            Value::Array(vec![
+                Value::BulkString(b"found".to_vec()),
+                Value::Nil,
+                Value::Int(1),
+            ]),
+            Value::Array(vec![Value::BulkString(b"found".to_vec()); 4]),
         ] {
             assert!(matches!(
                 parse_reply(GrantScript::Get, key, bad),

@@ -10,7 +10,7 @@ use countersign_approval_core::{
     ApprovalStore, AttemptId, ConsumeOutcome, GrantState, IssueError, RevokeOutcome, StoreError,
 };
 use countersign_store_redis::{ConnectError, Durability, RedisApprovalStore, RedisStoreOptions};
-use support::{cluster_store, grant, now, shared_cluster};
+use support::{RedisServer, cluster_store, grant, now, shared_cluster};
 
 async fn conformance_store() -> RedisApprovalStore {
     cluster_store(shared_cluster(), "kit").await
@@ -100,7 +100,7 @@ async fn the_probe_checks_every_master() {
     let warnings = store.startup_warnings();
     let persistence = warnings
         .iter()
-        .filter(|w| w.contains("persistence is off"))
+        .filter(|w| w.contains("appendonly no"))
         .count();
     assert_eq!(persistence, 3, "{warnings:?}");
 }
@@ -112,6 +112,7 @@ async fn durability_on_a_cluster_without_replicas_fails_closed() {
     let cluster = shared_cluster();
     let store = RedisApprovalStore::connect(
         RedisStoreOptions::cluster(cluster.urls())
+            .allow_non_durable_persistence()
             .key_prefix(support::fresh_prefix("durable"))
             .durability(Durability::new(1, Duration::from_millis(20))),
     )
@@ -148,13 +149,55 @@ async fn durability_on_a_cluster_without_replicas_fails_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_node_is_refused_as_a_single_server() {
     let cluster = shared_cluster();
-    let result =
-        RedisApprovalStore::connect(RedisStoreOptions::single(cluster.urls()[0].clone())).await;
-    assert!(
-        matches!(
-            result,
-            Err(ConnectError::Store(StoreError::Unsupported { .. }))
-        ),
-        "{result:?}"
-    );
+    let result = RedisApprovalStore::connect(
+        RedisStoreOptions::single(cluster.urls()[0].clone()).allow_non_durable_persistence(),
+    )
+    .await;
+    match result {
+        Err(err @ ConnectError::WrongTopology { .. }) => {
+            assert!(!err.is_retryable());
+            assert!(err.to_string().contains("`cluster` option"), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_server_is_refused_as_a_cluster() {
+    let plain = RedisServer::start();
+    let result = RedisApprovalStore::connect(
+        RedisStoreOptions::cluster([plain.url()]).allow_non_durable_persistence(),
+    )
+    .await;
+    match result {
+        Err(err @ ConnectError::WrongTopology { .. }) => {
+            assert!(!err.is_retryable());
+            let text = err.to_string();
+            assert!(text.contains(&format!("`{}`", plain.url())), "{text}");
+            assert!(text.contains("is a plain redis server"), "{text}");
+            assert!(text.contains("`single` option"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_list_mixing_plain_and_cluster_nodes_is_refused() {
+    let plain = RedisServer::start();
+    let mut seeds = shared_cluster().urls();
+    seeds.insert(1, plain.url());
+    let result = RedisApprovalStore::connect(
+        RedisStoreOptions::cluster(seeds).allow_non_durable_persistence(),
+    )
+    .await;
+    match result {
+        Err(err @ ConnectError::WrongTopology { .. }) => {
+            assert!(!err.is_retryable());
+            let text = err.to_string();
+            assert!(text.contains("mixes plain redis servers"), "{text}");
+            assert!(text.contains(&format!("`{}`", plain.url())), "{text}");
+            assert!(text.contains("remove the plain servers"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

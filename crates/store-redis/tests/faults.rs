@@ -16,10 +16,25 @@ use countersign_approval_core::{
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
-use countersign_store_redis::{GrantScript, RedisApprovalStore, RedisStoreOptions};
+use countersign_store_redis::{ConnectError, GrantScript, RedisApprovalStore, RedisStoreOptions};
 use support::{RedisServer, ReplyDropper, act_over, call, grant, now};
 
 const TTL: Duration = Duration::from_secs(600);
+
+/// SIGKILL (nothing flushed that was not already), then a restart on the same data dir.
+async fn sigkill_and_restart(mut server: RedisServer) -> RedisServer {
+    tokio::task::spawn_blocking(move || {
+        server.kill();
+        server.restart();
+        server
+    })
+    .await
+    .unwrap()
+}
+
+fn fresh_attempt() -> AttemptId {
+    AttemptId::generate().unwrap()
+}
 const AOF_ALWAYS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
 
 async fn fast_store(url: String, tag: &str, prefix: Option<String>) -> RedisApprovalStore {
@@ -27,7 +42,8 @@ async fn fast_store(url: String, tag: &str, prefix: Option<String>) -> RedisAppr
         RedisStoreOptions::single(url)
             .key_prefix(prefix.unwrap_or_else(|| support::fresh_prefix(tag)))
             .command_timeout(Duration::from_millis(300))
-            .connect_timeout(Duration::from_secs(2)),
+            .connect_timeout(Duration::from_secs(2))
+            .allow_non_durable_persistence(),
     )
     .await
     .unwrap()
@@ -155,10 +171,19 @@ async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
     drop(server);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumes_survive_sigkill_and_restart_with_appendfsync_always() {
-    let mut server = RedisServer::start_with(&AOF_ALWAYS);
-    let store = fast_store(server.url(), "aof", None).await;
+/// With an append-only file, whatever `appendfsync` says, a SIGKILL of
+/// redis loses no acknowledged write: redis writes the AOF before it
+/// replies (`appendfsync` only decides when the OS is told to flush, which
+/// matters for a crash of the host).
+async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
+    let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", appendfsync]);
+    let store = RedisApprovalStore::connect(
+        RedisStoreOptions::single(server.url())
+            .key_prefix(support::fresh_prefix("aof"))
+            .command_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .expect("an append-only server is accepted by default");
     let t0 = now();
     let mut grants = Vec::new();
     for i in 0..60 {
@@ -180,15 +205,15 @@ async fn consumes_survive_sigkill_and_restart_with_appendfsync_always() {
     }
     store.revoke(&grants[59].id).await.unwrap();
     // No shutdown, no flush: SIGKILL right after the last reply.
-    let server = tokio::task::spawn_blocking(move || {
-        server.kill();
-        server.restart();
-        server
-    })
+    let server = sigkill_and_restart(server).await;
+
+    let after = RedisApprovalStore::connect(
+        RedisStoreOptions::single(server.url())
+            .key_prefix(store.prefix())
+            .command_timeout(Duration::from_millis(300)),
+    )
     .await
     .unwrap();
-
-    let after = fast_store(server.url(), "aof", Some(store.prefix().to_owned())).await;
     for (approval, attempt) in grants.iter().zip(&attempts) {
         let stored = after.get(&approval.id).await.unwrap().unwrap();
         assert_eq!(
@@ -200,12 +225,7 @@ async fn consumes_survive_sigkill_and_restart_with_appendfsync_always() {
         );
         assert_eq!(
             after
-                .consume_once(
-                    &approval.id,
-                    &approval.binding(),
-                    t0,
-                    &AttemptId::generate().unwrap()
-                )
+                .consume_once(&approval.id, &approval.binding(), t0, &fresh_attempt())
                 .await
                 .unwrap(),
             ConsumeOutcome::Stale(StaleReason::Consumed)
@@ -228,6 +248,79 @@ async fn consumes_survive_sigkill_and_restart_with_appendfsync_always() {
         after.get(&grants[59].id).await.unwrap().unwrap().state,
         GrantState::Revoked
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumes_survive_sigkill_and_restart_with_appendfsync_always() {
+    consumes_survive_sigkill_and_restart("always").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumes_survive_sigkill_and_restart_with_appendfsync_everysec() {
+    consumes_survive_sigkill_and_restart("everysec").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumes_survive_sigkill_and_restart_with_appendfsync_no() {
+    consumes_survive_sigkill_and_restart("no").await;
+}
+
+/// Grants in the RDB resurrection test.
+const RESURRECTED: usize = 50;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_append_only_file_a_restart_brings_consumed_grants_back() {
+    // `appendonly no`, `save ""`: the issue's setting. By default the store
+    // refuses this server.
+    let server = RedisServer::start();
+    let refused = RedisApprovalStore::connect(RedisStoreOptions::single(server.url())).await;
+    assert!(
+        matches!(refused, Err(ConnectError::NotDurable { .. })),
+        "{refused:?}"
+    );
+
+    // Under the opt-in: issue, one manual SAVE, consume every grant, SIGKILL, restart.
+    let store = fast_store(server.url(), "rdb", None).await;
+    let t0 = now();
+    let mut grants = Vec::new();
+    for i in 0..RESURRECTED {
+        let approval = grant(&format!("a#rdb{i}"), TTL, t0).await;
+        store.issue(approval.clone()).await.unwrap();
+        grants.push(approval);
+    }
+    let _: () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+    for approval in &grants {
+        assert_eq!(
+            store
+                .consume_once(&approval.id, &approval.binding(), t0, &fresh_attempt())
+                .await
+                .unwrap(),
+            ConsumeOutcome::Consumed { replay: false }
+        );
+    }
+    let server = sigkill_and_restart(server).await;
+
+    // Every acknowledged consume was undone: each grant is consumable again.
+    let after = fast_store(server.url(), "rdb", Some(store.prefix().to_owned())).await;
+    let mut consumable_again = 0;
+    for approval in &grants {
+        let outcome = after
+            .consume_once(
+                &approval.id,
+                &approval.binding(),
+                t0,
+                &AttemptId::generate().unwrap(),
+            )
+            .await
+            .unwrap();
+        if outcome == (ConsumeOutcome::Consumed { replay: false }) {
+            consumable_again += 1;
+        }
+    }
+    eprintln!(
+        "rdb resurrection: {consumable_again} of {RESURRECTED} consumed grants consumable again"
+    );
+    assert_eq!(consumable_again, RESURRECTED);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,6 +407,7 @@ async fn a_lost_consume_reply_is_a_replay_when_retried() {
     let through_proxy = Arc::new(
         RedisApprovalStore::connect(
             RedisStoreOptions::single(proxy.url())
+                .allow_non_durable_persistence()
                 .key_prefix(prefix.clone())
                 .command_timeout(Duration::from_millis(500)),
         )

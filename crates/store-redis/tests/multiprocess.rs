@@ -62,7 +62,9 @@ fn processes_race_for_every_grant_and_each_is_performed_once() {
         .unwrap();
     let store = runtime.block_on(async {
         RedisApprovalStore::connect(
-            RedisStoreOptions::single(server.url()).key_prefix(prefix.clone()),
+            RedisStoreOptions::single(server.url())
+                .key_prefix(prefix.clone())
+                .allow_non_durable_persistence(),
         )
         .await
         .unwrap()
@@ -208,7 +210,8 @@ fn race_child() {
         let store = RedisApprovalStore::connect(
             RedisStoreOptions::single(format!("redis://127.0.0.1:{port}/"))
                 .key_prefix(prefix)
-                .command_timeout(Duration::from_secs(10)),
+                .command_timeout(Duration::from_secs(10))
+                .allow_non_durable_persistence(),
         )
         .await
         .unwrap();

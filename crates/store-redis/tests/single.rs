@@ -355,6 +355,16 @@ fn damages() -> Vec<(&'static str, Damage)> {
     ]
 }
 
+/// The serialized value of `key` (type, encoding and content; not its TTL).
+fn dump(conn: &mut redis::Connection, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query(conn).unwrap()
+}
+
+/// Every damaged record is an error for get, consume and revoke, never an
+/// outcome; and, as every check that can refuse a record runs before any
+/// write, a refused consume (with the grant's own binding, which would
+/// consume a sound record) and a refused revoke leave it byte for byte as
+/// it was.
 #[tokio::test]
 async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
     let server = shared_server();
@@ -365,7 +375,9 @@ async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
         let approval = grant("a#c", MINUTE, t0).await;
         let (id, binding) = (approval.id.clone(), approval.binding());
         store.issue(approval).await.unwrap();
-        damage(&mut conn, &store.grant_key(&id));
+        let key = store.grant_key(&id);
+        damage(&mut conn, &key);
+        let before = dump(&mut conn, &key);
 
         let get = store.get(&id).await;
         assert!(
@@ -377,34 +389,72 @@ async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
             matches!(consume, Err(StoreError::Corrupt { .. })),
             "{name}: consume gave {consume:?}"
         );
+        assert!(
+            dump(&mut conn, &key) == before,
+            "{name}: changed by consume"
+        );
         let revoke = store.revoke(&id).await;
         assert!(
             matches!(revoke, Err(StoreError::Corrupt { .. })),
             "{name}: revoke gave {revoke:?}"
         );
+        assert!(dump(&mut conn, &key) == before, "{name}: changed by revoke");
         let error = get.unwrap_err().to_string();
         assert!(error.contains(&store.grant_key(&id)), "{error}");
     }
 }
 
 #[tokio::test]
-async fn a_damaged_record_is_never_marked_by_the_scripts() {
-    // The Lua checks run before any write: a structurally damaged record is
-    // left exactly as it was.
+async fn a_record_changed_after_it_was_read_is_not_written() {
+    // The consume and revoke scripts write only to the record the library
+    // validated: one whose fingerprint differs answers `changed`, and the
+    // store reads it again.
     let server = shared_server();
-    let store = store_on(server, "untouched").await;
+    let store = store_on(server, "changed").await;
     let mut conn = server.conn();
     let t0 = now();
-    let approval = grant("a#u", MINUTE, t0).await;
+    let approval = grant("a#changed", MINUTE, t0).await;
     let (id, binding) = (approval.id.clone(), approval.binding());
     store.issue(approval).await.unwrap();
     let key = store.grant_key(&id);
-    let _: () = conn.hset(&key, "v", "2").unwrap();
-    let before: HashMap<String, String> = conn.hgetall(&key).unwrap();
-    let _ = store.consume_once(&id, &binding, t0, &attempt()).await;
-    let _ = store.revoke(&id).await;
-    let after: HashMap<String, String> = conn.hgetall(&key).unwrap();
-    assert_eq!(before, after);
+    for (script, args) in [
+        (
+            GrantScript::Consume,
+            vec![
+                id.as_str().to_owned(),
+                t0.as_millis().to_string(),
+                attempt().as_str().to_owned(),
+                binding.actor_id.as_str().to_owned(),
+                binding.run_id.as_str().to_owned(),
+                binding.url.clone(),
+                binding.action_digest.to_hex(),
+                "60000".to_owned(),
+                "0".repeat(40),
+            ],
+        ),
+        (
+            GrantScript::Revoke,
+            vec![id.as_str().to_owned(), "60000".to_owned(), "0".repeat(40)],
+        ),
+    ] {
+        let before = dump(&mut conn, &key);
+        let reply: Vec<String> = redis::cmd("EVALSHA")
+            .arg(store.script_sha(script))
+            .arg(1)
+            .arg(&key)
+            .arg(&args)
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(reply, vec!["changed".to_owned()], "{script:?}");
+        assert!(dump(&mut conn, &key) == before, "{script:?} wrote");
+    }
+    assert_eq!(
+        store
+            .consume_once(&id, &binding, t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
 }
 
 #[tokio::test]
@@ -473,35 +523,76 @@ async fn an_unreachable_server_is_unavailable() {
     );
 }
 
-#[tokio::test]
-async fn the_probe_warns_about_missing_persistence() {
-    let store = store_on(shared_server(), "warn").await;
+/// `connect` with the default options (no opt-in) on `server`.
+async fn connect_by_default(server: &RedisServer) -> Result<RedisApprovalStore, ConnectError> {
+    RedisApprovalStore::connect(
+        RedisStoreOptions::single(server.url()).key_prefix(support::fresh_prefix("default")),
+    )
+    .await
+}
+
+fn assert_not_durable(result: Result<RedisApprovalStore, ConnectError>, says: &[&str]) {
+    match result {
+        Err(err @ ConnectError::NotDurable { .. }) => {
+            assert!(!err.is_retryable());
+            let text = err.to_string();
+            for part in says {
+                assert!(text.contains(part), "{text} lacks {part}");
+            }
+            assert!(!text.ends_with('.'), "{text}");
+        }
+        other => panic!("expected a not-durable refusal, got {other:?}"),
+    }
+}
+
+/// Connects with `options` (which opt in to a risk) and checks that a
+/// start-up warning still names it.
+async fn assert_opted_in_warns(options: RedisStoreOptions, says: &[&str]) {
+    let store = RedisApprovalStore::connect(options).await.unwrap();
     let warnings = store.startup_warnings();
     assert!(
-        warnings.iter().any(|w| w.contains("persistence is off")),
+        warnings
+            .iter()
+            .any(|w| says.iter().all(|part| w.contains(part))),
         "{warnings:?}"
     );
 }
 
 #[tokio::test]
+async fn the_default_refuses_a_server_without_an_append_only_file() {
+    // No persistence at all (the shared test server), and rdb snapshots only.
+    let rdb_only = RedisServer::start_with(&["--save", "3600 1"]);
+    for (server, save) in [
+        (shared_server(), "no save points"),
+        (&rdb_only, "save \"3600 1\""),
+    ] {
+        assert_not_durable(
+            connect_by_default(server).await,
+            &[
+                "appendonly no",
+                save,
+                "set `appendonly yes`",
+                "`allow_non_durable_persistence`",
+            ],
+        );
+        // Opted in: connects, and still warns.
+        assert_opted_in_warns(
+            RedisStoreOptions::single(server.url()).allow_non_durable_persistence(),
+            &["appendonly no", "becomes usable again"],
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
 async fn the_probe_is_quiet_with_appendfsync_always() {
     let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let store = store_on(&server, "quiet").await;
+    let store = connect_by_default(&server).await.unwrap();
     assert_eq!(store.startup_warnings(), &[] as &[String]);
 }
 
 #[tokio::test]
-async fn the_probe_warns_about_rdb_only_and_everysec() {
-    let server = RedisServer::start_with(&["--save", "3600 1"]);
-    let store = store_on(&server, "rdb").await;
-    assert!(
-        store
-            .startup_warnings()
-            .iter()
-            .any(|w| w.contains("rdb snapshots")),
-        "{:?}",
-        store.startup_warnings()
-    );
+async fn everysec_is_accepted_with_a_warning_that_says_what_can_be_lost() {
     let server = RedisServer::start_with(&[
         "--appendonly",
         "yes",
@@ -510,37 +601,48 @@ async fn the_probe_warns_about_rdb_only_and_everysec() {
         "--maxmemory-policy",
         "volatile-lru",
     ]);
-    let store = store_on(&server, "everysec").await;
+    let store = connect_by_default(&server).await.unwrap();
+    let warnings = store.startup_warnings();
     assert!(
-        store
-            .startup_warnings()
-            .iter()
-            .any(|w| w.contains("everysec")),
-        "{:?}",
-        store.startup_warnings()
+        warnings.iter().any(|w| w.contains("appendfsync everysec")
+            && w.contains("about the last second of writes")
+            && w.contains("becomes usable again")),
+        "{warnings:?}"
     );
     assert!(
-        store
-            .startup_warnings()
+        warnings
             .iter()
             .any(|w| w.contains("maxmemory-policy volatile-lru")),
-        "{:?}",
-        store.startup_warnings()
+        "{warnings:?}"
     );
 }
 
 #[tokio::test]
-async fn the_probe_says_when_config_is_disabled() {
-    let server = RedisServer::start_with(&["--rename-command", "CONFIG", ""]);
-    let store = store_on(&server, "noconfig").await;
-    assert!(
-        store
-            .startup_warnings()
-            .iter()
-            .any(|w| w.contains("could not check persistence")),
-        "{:?}",
-        store.startup_warnings()
+async fn unreadable_persistence_settings_are_refused_unless_accepted() {
+    let server = RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    assert_not_durable(
+        connect_by_default(&server).await,
+        &[
+            "could not check persistence settings",
+            "`allow_unverified_persistence`",
+        ],
     );
+    assert_opted_in_warns(
+        RedisStoreOptions::single(server.url()).allow_unverified_persistence(),
+        &[
+            "could not check persistence",
+            "allow_unverified_persistence",
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -623,7 +725,8 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     let one = RedisApprovalStore::connect(
         RedisStoreOptions::single(primary.url())
             .key_prefix(prefix.clone())
-            .durability(Durability::new(1, Duration::from_secs(2))),
+            .durability(Durability::new(1, Duration::from_secs(2)))
+            .allow_non_durable_persistence(),
     )
     .await
     .unwrap();
@@ -652,7 +755,8 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     let two = RedisApprovalStore::connect(
         RedisStoreOptions::single(primary.url())
             .key_prefix(prefix)
-            .durability(Durability::new(2, Duration::from_millis(100))),
+            .durability(Durability::new(2, Duration::from_millis(100)))
+            .allow_non_durable_persistence(),
     )
     .await
     .unwrap();

@@ -1,12 +1,15 @@
 -- consume: KEYS[1] = grant key; ARGV[1] = id, ARGV[2] = caller's now (ms),
 -- ARGV[3] = attempt id, ARGV[4..7] = actor, run, url, digest (the binding),
--- ARGV[8] = retention ms. Checks in the store contract's order; replies with
--- the outcome and the record as it was before the call.
+-- ARGV[8] = retention ms, ARGV[9] = the fingerprint of the record as the
+-- library read and validated it. A record that changed since answers
+-- 'changed' and nothing is written. Checks in the store contract's order;
+-- replies with the outcome and the record as it was before the call.
 local key = KEYS[1]
 local now, attempt = ARGV[2], ARGV[3]
 local status, f, flat = load(key, ARGV[1])
 if status == 'missing' then return {'unknown'} end
 if status == 'corrupt' then return {'corrupt', f} end
+if fingerprint(flat) ~= ARGV[9] then return {'changed'} end
 if not is_uint(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
 local retention = tonumber(ARGV[8])
 if f.state == 'revoked' then return {'stale_revoked', flat} end

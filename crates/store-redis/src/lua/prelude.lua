@@ -90,3 +90,23 @@ local function load(key, id)
   end
   return 'ok', f, flat
 end
+
+-- A digest of the whole record (the flat HGETALL reply): names sorted, each
+-- name and value prefixed by its length, so two different records never
+-- hash the same text. The get script hands it out with the record; consume
+-- and revoke write only when the record still has the digest of the one
+-- the library read and validated.
+local function fingerprint(flat)
+  local names, values = {}, {}
+  for i = 1, #flat, 2 do
+    names[#names + 1] = flat[i]
+    values[flat[i]] = flat[i + 1]
+  end
+  table.sort(names)
+  local parts = {}
+  for _, name in ipairs(names) do
+    local value = values[name]
+    parts[#parts + 1] = #name .. ':' .. name .. #value .. ':' .. value
+  end
+  return redis.sha1hex(table.concat(parts))
+end

@@ -326,7 +326,10 @@ pub fn fresh_prefix(tag: &str) -> String {
 }
 
 pub fn options_for(server: &RedisServer, tag: &str) -> RedisStoreOptions {
-    RedisStoreOptions::single(server.url()).key_prefix(fresh_prefix(tag))
+    // The test servers run without persistence: throw-away data.
+    RedisStoreOptions::single(server.url())
+        .key_prefix(fresh_prefix(tag))
+        .allow_non_durable_persistence()
 }
 
 pub async fn store_on(server: &RedisServer, tag: &str) -> RedisApprovalStore {
@@ -337,7 +340,9 @@ pub async fn store_on(server: &RedisServer, tag: &str) -> RedisApprovalStore {
 
 pub async fn cluster_store(cluster: &RedisCluster, tag: &str) -> RedisApprovalStore {
     RedisApprovalStore::connect(
-        RedisStoreOptions::cluster(cluster.urls()).key_prefix(fresh_prefix(tag)),
+        RedisStoreOptions::cluster(cluster.urls())
+            .key_prefix(fresh_prefix(tag))
+            .allow_non_durable_persistence(),
     )
     .await
     .expect("cluster store connects")
@@ -426,6 +431,8 @@ pub struct ReplyDropper {
     needle: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
     dropped: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+    frozen_below: Arc<AtomicUsize>,
 }
 
 impl ReplyDropper {
@@ -436,7 +443,10 @@ impl ReplyDropper {
         let needle: Arc<std::sync::Mutex<Option<Vec<u8>>>> = Arc::default();
         let dropped = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let frozen_below = Arc::new(AtomicUsize::new(0));
         let (n, d, s) = (needle.clone(), dropped.clone(), stop.clone());
+        let (a, f) = (accepted.clone(), frozen_below.clone());
         thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
                 match listener.accept() {
@@ -445,7 +455,8 @@ impl ReplyDropper {
                         let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                             continue;
                         };
-                        Self::pipe(client, server, n.clone(), d.clone());
+                        let id = a.fetch_add(1, Ordering::SeqCst);
+                        Self::pipe(client, server, n.clone(), d.clone(), id, f.clone());
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -456,6 +467,8 @@ impl ReplyDropper {
             needle,
             dropped,
             stop,
+            accepted,
+            frozen_below,
         }
     }
 
@@ -464,7 +477,10 @@ impl ReplyDropper {
         server: TcpStream,
         needle: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
         dropped: Arc<AtomicUsize>,
+        id: usize,
+        frozen_below: Arc<AtomicUsize>,
     ) {
+        let frozen_up = frozen_below.clone();
         let armed = Arc::new(AtomicBool::new(false));
         let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
         let armed_up = armed.clone();
@@ -477,6 +493,9 @@ impl ReplyDropper {
                     Ok(n) => n,
                 };
                 let chunk = &buf[..n];
+                if id < frozen_up.load(Ordering::SeqCst) {
+                    continue; // frozen: the request vanishes, the socket stays open
+                }
                 {
                     let mut needle = needle.lock().unwrap();
                     if let Some(pattern) = needle.as_ref()
@@ -503,6 +522,9 @@ impl ReplyDropper {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
+                if id < frozen_below.load(Ordering::SeqCst) {
+                    continue; // frozen: the reply vanishes, the socket stays open
+                }
                 if armed.load(Ordering::SeqCst) {
                     // Swallow the reply and cut the client off.
                     dropped.fetch_add(1, Ordering::SeqCst);
@@ -530,10 +552,107 @@ impl ReplyDropper {
     pub fn dropped(&self) -> usize {
         self.dropped.load(Ordering::SeqCst)
     }
+
+    /// Every connection open now goes silent for good (bytes in either
+    /// direction vanish, the sockets stay open, as with a peer that closed
+    /// and a socket left in CLOSE-WAIT); connections opened later work.
+    pub fn freeze_open_connections(&self) {
+        self.frozen_below
+            .store(self.accepted.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Forget the needle: no reply is dropped until the next `arm`.
+    pub fn disarm(&self) {
+        *self.needle.lock().unwrap() = None;
+    }
 }
 
 impl Drop for ReplyDropper {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A 3-master cluster whose nodes announce the port of a [`ReplyDropper`]
+/// in front of each of them: the cluster client discovers only the proxies,
+/// so every command goes through one.
+pub struct ProxiedCluster {
+    pub cluster: RedisCluster,
+    pub proxies: Vec<ReplyDropper>,
+}
+
+impl ProxiedCluster {
+    pub fn start() -> ProxiedCluster {
+        let cluster = RedisCluster::start();
+        let proxies: Vec<ReplyDropper> = cluster
+            .nodes
+            .iter()
+            .map(|node| ReplyDropper::start(node.port()))
+            .collect();
+        for (node, proxy) in cluster.nodes.iter().zip(&proxies) {
+            let mut conn = node.conn();
+            let bus: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("cluster-port")
+                .query(&mut conn)
+                .unwrap();
+            for (name, value) in [
+                ("cluster-announce-ip", "127.0.0.1".to_owned()),
+                ("cluster-announce-bus-port", bus[1].clone()),
+                ("cluster-announce-port", proxy.port.to_string()),
+            ] {
+                let _: () = redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg(name)
+                    .arg(value)
+                    .query(&mut conn)
+                    .unwrap();
+            }
+        }
+        // Wait until every node announces every other one at its proxy's port.
+        let wanted: Vec<String> = proxies
+            .iter()
+            .map(|p| format!("127.0.0.1:{}@", p.port))
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &cluster.nodes {
+            let mut conn = node.conn();
+            loop {
+                let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap();
+                if wanted.iter().all(|w| nodes.contains(w.as_str())) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "nodes did not announce the proxies: {nodes}"
+                );
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        ProxiedCluster { cluster, proxies }
+    }
+
+    /// The proxies' urls: the seed list of a store that goes through them.
+    pub fn urls(&self) -> Vec<String> {
+        self.proxies.iter().map(ReplyDropper::url).collect()
+    }
+
+    /// Every proxy drops the reply to the next request containing `needle`.
+    pub fn arm(&self, needle: &str) {
+        for proxy in &self.proxies {
+            proxy.arm(needle);
+        }
+    }
+
+    /// Disarms every proxy.
+    pub fn disarm(&self) {
+        for proxy in &self.proxies {
+            proxy.disarm();
+        }
+    }
+
+    /// Replies dropped so far, over every proxy.
+    pub fn dropped(&self) -> usize {
+        self.proxies.iter().map(ReplyDropper::dropped).sum()
     }
 }
