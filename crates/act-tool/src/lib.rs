@@ -94,7 +94,7 @@ mod toolset;
 
 pub use act::Act;
 pub use call::{ARGUMENT_NAMES, ActCall};
-pub use context::{Context, ContextBuilder, ContextError, RetryPolicy};
+pub use context::{Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, RetryPolicy};
 pub use definition::{TOOL_NAME, ToolDefinition};
 pub use grant::{GrantError, issue_grant};
 pub use result::{ActError, ActResult, Performed};

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActionRequest, Approval, ApprovalId, ApprovalStore, AttemptId, Backend, BackendError, Binding,
-    ConsumeOutcome, IssueError, OperationLog, OperationRecord, OutcomeCode, RevokeOutcome,
-    StaleReason, StoreError, StoredGrant, Timestamp,
+    AbandonOutcome, ActionRequest, Approval, ApprovalId, ApprovalStore, AttemptId, Backend,
+    BackendError, Binding, ConsumeOutcome, IssueError, OperationLog, OperationRecord, OutcomeCode,
+    RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp,
 };
 
 #[test]
@@ -85,6 +85,7 @@ fn outcome_words() {
         (StaleReason::Consumed, "consumed"),
         (StaleReason::Expired, "expired"),
         (StaleReason::Mismatch, "mismatch"),
+        (StaleReason::Abandoned, "abandoned"),
     ];
     for (reason, word) in reasons {
         assert_eq!(reason.as_str(), word);
@@ -125,6 +126,14 @@ impl ApprovalStore for Down {
         _: Timestamp,
         _: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn abandon(
+        &self,
+        _: &ApprovalId,
+        _: &AttemptId,
+        _: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
         Err(StoreError::unavailable("down"))
     }
 }

@@ -95,11 +95,16 @@ macro_rules! __for_each_check {
                 consumed_is_checked_before_expiry,
                 expiry_is_checked_before_mismatch,
                 grants_are_independent,
+                abandon_of_own_consume_restores_the_grant,
+                late_consume_of_abandoned_attempt_never_consumes,
+                abandon_outcomes,
+                abandoned_attempts_are_bounded,
             ]
             races [
                 concurrent_consumes_have_one_winner,
                 concurrent_retries_of_one_attempt_have_one_winner,
                 revoke_racing_consume_has_one_winner,
+                abandon_racing_consumes_never_performs_twice,
             ]
         }
     };

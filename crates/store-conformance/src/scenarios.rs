@@ -986,3 +986,9 @@ pub async fn grants_are_independent(store: &dyn ApprovalStore) -> Result<(), Che
     cx.stored("the third grant", &third, GrantState::Revoked)
         .await
 }
+
+mod abandon;
+pub use abandon::{
+    abandon_of_own_consume_restores_the_grant, abandon_outcomes, abandoned_attempts_are_bounded,
+    late_consume_of_abandoned_attempt_never_consumes,
+};

@@ -42,9 +42,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
-    IssueError, OperationLog, OperationRecord, RevokeOutcome, StoreError, StoredGrant, Timestamp,
-    decide_consume, decide_revoke,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GrantState, IssueError, OperationLog, OperationRecord, RevokeOutcome, StoreError, StoredGrant,
+    Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 
 /// The default time records are kept after they stop mattering.
@@ -58,10 +58,17 @@ fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
         .map_err(|_| StoreError::unavailable("in-memory store is poisoned by a panic"))
 }
 
+/// One grant and the attempts given back on it.
+#[derive(Debug)]
+struct Entry {
+    grant: StoredGrant,
+    abandoned: Vec<AttemptId>,
+}
+
 /// Grants in process memory. Cheap to share behind an `Arc`.
 #[derive(Debug, Default)]
 pub struct InMemoryApprovalStore {
-    grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
+    grants: Mutex<HashMap<ApprovalId, Entry>>,
 }
 
 impl InMemoryApprovalStore {
@@ -89,7 +96,7 @@ impl InMemoryApprovalStore {
     pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
         let mut grants = lock(&self.grants)?;
         let before = grants.len();
-        grants.retain(|_, grant| {
+        grants.retain(|_, Entry { grant, .. }| {
             let last = match &grant.state {
                 GrantState::Consumed { at, .. } => (*at).max(grant.approval.expires_at),
                 _ => grant.approval.expires_at,
@@ -109,9 +116,12 @@ impl ApprovalStore for InMemoryApprovalStore {
         }
         grants.insert(
             approval.id.clone(),
-            StoredGrant {
-                approval,
-                state: GrantState::Active,
+            Entry {
+                grant: StoredGrant {
+                    approval,
+                    state: GrantState::Active,
+                },
+                abandoned: Vec::new(),
             },
         );
         Ok(())
@@ -119,18 +129,18 @@ impl ApprovalStore for InMemoryApprovalStore {
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(grant) = grants.get_mut(id) else {
+        let Some(entry) = grants.get_mut(id) else {
             return Ok(RevokeOutcome::Unknown);
         };
-        let (outcome, next) = decide_revoke(&grant.state);
+        let (outcome, next) = decide_revoke(&entry.grant.state);
         if let Some(next) = next {
-            grant.state = next;
+            entry.grant.state = next;
         }
         Ok(outcome)
     }
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
-        Ok(lock(&self.grants)?.get(id).cloned())
+        Ok(lock(&self.grants)?.get(id).map(|entry| entry.grant.clone()))
     }
 
     async fn consume_once(
@@ -141,14 +151,34 @@ impl ApprovalStore for InMemoryApprovalStore {
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(grant) = grants.get_mut(id) else {
+        let Some(entry) = grants.get_mut(id) else {
             return Ok(ConsumeOutcome::Unknown);
         };
-        let (outcome, next) = decide_consume(grant, binding, now, attempt);
+        let (outcome, next) = decide_consume(&entry.grant, &entry.abandoned, binding, now, attempt);
         if let Some(next) = next {
-            grant.state = next;
+            entry.grant.state = next;
         }
         Ok(outcome)
+    }
+
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let Some(entry) = grants.get_mut(id) else {
+            return Ok(AbandonOutcome::Unknown);
+        };
+        let decision = decide_abandon(&entry.grant, &entry.abandoned, now, attempt);
+        if decision.remember {
+            entry.abandoned.push(attempt.clone());
+        }
+        if let Some(next) = decision.state {
+            entry.grant.state = next;
+        }
+        Ok(decision.outcome)
     }
 }
 

@@ -44,7 +44,7 @@
 //!
 //! Each grant is one hash at `{prefix}:grant:{<id>}`; the braces around the
 //! id are literal, a cluster hash tag, so every key of a grant lives in one
-//! slot. Issue, get, revoke and consume are each one Lua script on that one
+//! slot. Issue, get, revoke, consume and abandon are each one Lua script on that one
 //! key, sent with `EVALSHA` and resent with `EVAL` when the server answers
 //! `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The hash holds
 //! every field of the [`Approval`](countersign_approval_core::Approval), its

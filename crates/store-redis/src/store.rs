@@ -1,4 +1,4 @@
-//! The store: connecting, the start-up probe, and the four operations.
+//! The store: connecting, the start-up probe, and the five operations.
 
 use std::fmt;
 use std::future::Future;
@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, IssueError,
-    RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp, decide_consume, decide_revoke,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, RevokeOutcome, StaleReason, StoreError,
+    StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
@@ -139,6 +140,25 @@ fn reply_record(
     }
 }
 
+/// The record carried by a reply and the attempts abandoned on it, read strictly.
+fn reply_record_abandoned(
+    script: GrantScript,
+    id: &ApprovalId,
+    key: &str,
+    payload: Option<Value>,
+) -> Result<(StoredGrant, Vec<AttemptId>), StoreError> {
+    match payload {
+        Some(Value::Array(flat)) => Ok((
+            record::decode(id, key, &flat)?,
+            record::decode_abandoned(key, &flat)?,
+        )),
+        _ => Err(StoreError::corrupt(
+            key,
+            format!("the {} script replied without the record", script.name()),
+        )),
+    }
+}
+
 /// The reason a `corrupt` reply carries.
 fn corrupt_reply(key: &str, payload: Option<Value>) -> StoreError {
     let reason = payload
@@ -207,7 +227,7 @@ fn server_major_version(info: &str) -> Option<u32> {
 }
 
 impl RedisApprovalStore {
-    /// Connects, then probes the server before answering: it loads the four
+    /// Connects, then probes the server before answering: it loads the five
     /// scripts and runs the read script once (a server that cannot run them
     /// is refused with [`StoreError::Unsupported`]), refuses a single server
     /// that is a replica or a cluster node, and warns through `tracing` (and
@@ -694,6 +714,7 @@ impl ApprovalStore for RedisApprovalStore {
             "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
             "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
             "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
+            "stale_abandoned" => ConsumeOutcome::Stale(StaleReason::Abandoned),
             _ => {
                 return Err(StoreError::corrupt(
                     key,
@@ -703,11 +724,60 @@ impl ApprovalStore for RedisApprovalStore {
         };
         // The script replies with the record as it found it; the library's
         // own rules must reach the same outcome from it, or nothing is trusted.
-        let before = reply_record(GrantScript::Consume, id, &key, reply.payload)?;
-        if decide_consume(&before, binding, now, attempt).0 != outcome {
+        let (before, abandoned) =
+            reply_record_abandoned(GrantScript::Consume, id, &key, reply.payload)?;
+        if decide_consume(&before, &abandoned, binding, now, attempt).0 != outcome {
             return Err(disagreement(&key, GrantScript::Consume));
         }
         if let ConsumeOutcome::Consumed { .. } = outcome {
+            self.confirm(wait)?;
+        }
+        Ok(outcome)
+    }
+
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let key = self.grant_key(id);
+        let now_text = now.as_millis().to_string();
+        let limit = MAX_ABANDONED_ATTEMPTS.to_string();
+        let args = [
+            id.as_str(),
+            now_text.as_str(),
+            attempt.as_str(),
+            self.retention_ms.as_str(),
+            limit.as_str(),
+        ];
+        let (reply, wait) = self.run(GrantScript::Abandon, &key, &args, true).await?;
+        let reply = parse_reply(GrantScript::Abandon, &key, reply)?;
+        let outcome = match reply.status.as_str() {
+            "unknown" if reply.payload.is_none() => return Ok(AbandonOutcome::Unknown),
+            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+            "restored" => AbandonOutcome::Usable { restored: true },
+            "usable" => AbandonOutcome::Usable { restored: false },
+            "consumed_by_other" => AbandonOutcome::ConsumedByOther,
+            "expired" => AbandonOutcome::Expired,
+            "revoked" | "retired" => AbandonOutcome::Revoked,
+            _ => {
+                return Err(StoreError::corrupt(
+                    key,
+                    "unexpected reply from the abandon script",
+                ));
+            }
+        };
+        let (before, abandoned) =
+            reply_record_abandoned(GrantScript::Abandon, id, &key, reply.payload)?;
+        let decision = decide_abandon(&before, &abandoned, now, attempt);
+        // `retired` is the revoke that a full list causes: it must be exactly that.
+        let retired = reply.status == "retired";
+        if decision.outcome != outcome || retired != (decision.state == Some(GrantState::Revoked)) {
+            return Err(disagreement(&key, GrantScript::Abandon));
+        }
+        // Every answer but an untouched revoked grant wrote (at least the expiry).
+        if outcome != AbandonOutcome::Revoked || retired {
             self.confirm(wait)?;
         }
         Ok(outcome)
