@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActionRequest, Approval, ApprovalId, ApprovalStore, AttemptId, Backend,
-    BackendError, Binding, ConsumeOutcome, IssueError, OperationLog, OperationRecord, OutcomeCode,
-    RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp,
+    BackendError, Binding, ConsumeOutcome, IssueError, OperationId, OperationLog, OperationRecord,
+    OutcomeCode, RevokeOutcome, RunId, StaleReason, StoreError, StoredGrant, Timestamp,
 };
 
 #[test]
@@ -141,6 +141,15 @@ impl ApprovalStore for Down {
 #[async_trait]
 impl OperationLog for Down {
     async fn record(&self, _: OperationRecord) -> Result<(), StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn records_for_run(&self, _: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn record_for_operation(
+        &self,
+        _: &OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
         Err(StoreError::unavailable("down"))
     }
 }

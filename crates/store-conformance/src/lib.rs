@@ -51,6 +51,10 @@
 //! .unwrap();
 //! ```
 //!
+//! Operation logs have a kit of their own: [`oplog`], run with
+//! [`operation_log_conformance_tests!`] (one record per call under
+//! concurrency, nothing lost, both queries in order, the bound kept).
+//!
 //! The kit's own tests run it against deliberately broken stores (a
 //! check-then-mark with a yield in between, a store that burns grants on
 //! mismatch, one whose reads consume, one that ignores expiry) and assert
@@ -60,11 +64,13 @@ mod failure;
 mod fixtures;
 mod macros;
 pub mod model;
+pub mod oplog;
 pub mod races;
 pub mod scenarios;
 
 pub use failure::CheckFailure;
 pub use model::{BindingField, ModelConfig, ReferenceModel, check_against_model};
+pub use oplog::OPERATION_LOG_CHECKS;
 pub use races::{RACE_CHECKS, RaceConfig};
 pub use scenarios::SCENARIO_CHECKS;
 

@@ -36,15 +36,15 @@
 //! # }).unwrap();
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GrantState, IssueError, OperationLog, OperationRecord, RevokeOutcome, StoreError, StoredGrant,
-    Timestamp, decide_abandon, decide_consume, decide_revoke,
+    GrantState, IssueError, OperationId, OperationLog, OperationRecord, RevokeOutcome, RunId,
+    StoreError, StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 
 /// The default time records are kept after they stop mattering.
@@ -183,37 +183,63 @@ impl ApprovalStore for InMemoryApprovalStore {
 }
 
 /// Operation records in process memory, in the order they were written.
+///
+/// Unbounded by default ([`new`](Self::new)); [`with_max_records`](Self::with_max_records)
+/// keeps only the newest records, and [`purge`](Self::purge) drops old ones.
 #[derive(Debug, Default)]
 pub struct InMemoryOperationStore {
-    records: Mutex<Vec<OperationRecord>>,
+    log: Mutex<Log>,
+    max_records: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    records: VecDeque<OperationRecord>,
+    ids: HashSet<OperationId>,
 }
 
 impl InMemoryOperationStore {
-    /// An empty log.
+    /// An empty, unbounded log.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty log that keeps at most the newest `max_records` records
+    /// (at least one): recording one more drops the oldest.
+    pub fn with_max_records(max_records: usize) -> Self {
+        InMemoryOperationStore {
+            log: Mutex::default(),
+            max_records: Some(max_records.max(1)),
+        }
+    }
+
     /// A copy of every record, oldest first.
     pub fn records(&self) -> Result<Vec<OperationRecord>, StoreError> {
-        Ok(lock(&self.records)?.clone())
+        Ok(lock(&self.log)?.records.iter().cloned().collect())
     }
 
     /// How many records are held.
     pub fn len(&self) -> Result<usize, StoreError> {
-        Ok(lock(&self.records)?.len())
+        Ok(lock(&self.log)?.records.len())
     }
 
     /// Whether no record is held.
     pub fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(lock(&self.records)?.is_empty())
+        Ok(lock(&self.log)?.records.is_empty())
     }
 
     /// Drops records that finished at or before `now - retention`; returns how many.
     pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
-        let mut records = lock(&self.records)?;
+        let mut log = lock(&self.log)?;
+        let Log { records, ids } = &mut *log;
         let before = records.len();
-        records.retain(|r| r.finished_at.saturating_add(retention) > now);
+        records.retain(|r| {
+            let keep = r.finished_at.saturating_add(retention) > now;
+            if !keep {
+                ids.remove(&r.operation_id);
+            }
+            keep
+        });
         Ok(before - records.len())
     }
 }
@@ -221,7 +247,39 @@ impl InMemoryOperationStore {
 #[async_trait]
 impl OperationLog for InMemoryOperationStore {
     async fn record(&self, record: OperationRecord) -> Result<(), StoreError> {
-        lock(&self.records)?.push(record);
+        let mut log = lock(&self.log)?;
+        if !log.ids.insert(record.operation_id.clone()) {
+            // A resend of a record already held: kept once.
+            return Ok(());
+        }
+        log.records.push_back(record);
+        if let Some(max) = self.max_records {
+            while log.records.len() > max {
+                if let Some(dropped) = log.records.pop_front() {
+                    log.ids.remove(&dropped.operation_id);
+                }
+            }
+        }
         Ok(())
+    }
+
+    async fn records_for_run(&self, run: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        Ok(lock(&self.log)?
+            .records
+            .iter()
+            .filter(|r| r.run_id == *run)
+            .cloned()
+            .collect())
+    }
+
+    async fn record_for_operation(
+        &self,
+        id: &OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
+        let log = lock(&self.log)?;
+        if !log.ids.contains(id) {
+            return Ok(None);
+        }
+        Ok(log.records.iter().find(|r| r.operation_id == *id).cloned())
     }
 }

@@ -322,4 +322,13 @@ impl OperationLog for BrokenLog {
     async fn record(&self, _record: OperationRecord) -> Result<(), StoreError> {
         Err(StoreError::unavailable("log is down"))
     }
+    async fn records_for_run(&self, _run: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        Err(StoreError::unavailable("log is down"))
+    }
+    async fn record_for_operation(
+        &self,
+        _id: &countersign_act_tool::approval::OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
+        Err(StoreError::unavailable("log is down"))
+    }
 }
