@@ -57,7 +57,7 @@ impl fmt::Debug for RedisApprovalStore {
 }
 
 /// A failed call as the trait reports it.
-fn redis_error(what: &str, err: &RedisError) -> StoreError {
+pub(crate) fn redis_error(what: &str, err: &RedisError) -> StoreError {
     if err.is_timeout() {
         return StoreError::Timeout {
             message: format!("{what}: {err}"),
@@ -75,12 +75,12 @@ fn redis_error(what: &str, err: &RedisError) -> StoreError {
     StoreError::unavailable(format!("{what}: {err}"))
 }
 
-fn is_noscript(err: &RedisError) -> bool {
+pub(crate) fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 /// Awaits `fut` for at most `limit`.
-async fn timed<T>(
+pub(crate) async fn timed<T>(
     what: &str,
     limit: Duration,
     fut: impl Future<Output = redis::RedisResult<T>>,
@@ -277,6 +277,16 @@ impl RedisApprovalStore {
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The store's connection, shared with an operation log over it.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The limit of one round trip.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
     }
 
     /// The SHA-1 that `EVALSHA` uses for `script`.
