@@ -6,12 +6,16 @@
 //!
 //! - [`scenarios`]: one check per rule — each denial condition, replays by
 //!   the same attempt, revoke outcomes, duplicate issue, reads that never
-//!   consume, the expiry boundary, the order of the checks;
+//!   consume, the expiry boundary, the order of the checks, abandon
+//!   (restores, late consumes of an abandoned attempt, outcomes, the bound);
 //! - [`check_against_model`]: a model-based property test
 //!   (proptest-state-machine) comparing the store with [`ReferenceModel`]
-//!   over random sequences of issue / revoke / get / consume / clock advance;
+//!   over random sequences of issue / revoke / get / consume / abandon /
+//!   clock advance;
 //! - [`races`]: 64 concurrent consumes on each of 200 grants ⇒ exactly one
-//!   winner per grant; revokes racing consumes ⇒ exactly one of them wins.
+//!   winner per grant; revokes racing consumes ⇒ exactly one of them wins;
+//!   an abandon racing its attempt's late consume and other consumes ⇒ at
+//!   most one performance, never by the abandoned attempt.
 //!
 //! Every check returns `Result<(), CheckFailure>`; the error names the check
 //! and the step that went wrong. [`store_conformance_tests!`] turns all of
