@@ -436,7 +436,8 @@ pub async fn revoke_racing_consume_has_one_winner(
 /// A's consume won only if the abandon then undid it
 /// (`Usable { restored: true }`), the abandon answered `ConsumedByOther`
 /// only if another attempt won, and with no winner among the others they
-/// all lost to A and the grant ends active.
+/// all lost to A and the grant ends active. A last consume of A after the
+/// race answers `Stale(Abandoned)` and changes nothing.
 pub async fn abandon_racing_consumes_never_performs_twice(
     store: Arc<dyn ApprovalStore>,
     config: &RaceConfig,
@@ -548,6 +549,22 @@ pub async fn abandon_racing_consumes_never_performs_twice(
                 )));
             }
         };
+        race.expect_state(grant, &id, expected_state.clone())
+            .await?;
+        // One more late consume of A, arriving after everything: refused as
+        // abandoned, and nothing changes.
+        let later = race.t0.saturating_add(std::time::Duration::from_millis(3));
+        let answer = race
+            .store
+            .consume_once(&id, &binding, later, &abandoned)
+            .await
+            .map_err(|e| race.fail(format!("grant {grant}: the last late consume failed: {e}")))?;
+        if answer != ConsumeOutcome::Stale(StaleReason::Abandoned) {
+            return Err(race.fail(format!(
+                "grant {grant}: a late consume of the abandoned attempt after the race answered \
+                 {answer:?}, expected Stale(Abandoned)"
+            )));
+        }
         race.expect_state(grant, &id, expected_state).await?;
     }
     Ok(())
