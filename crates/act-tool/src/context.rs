@@ -269,7 +269,9 @@ impl ContextBuilder {
     /// with the same attempt id, retrying retryable errors until this much
     /// time has passed, and tells the model whether the approval is still
     /// usable. The call's answer waits for it, so this bounds the extra
-    /// latency of a failed call.
+    /// latency of a failed call. The bound uses tokio's timer: a call that
+    /// gives up on a consume needs a tokio runtime with the time driver
+    /// enabled (as the default retry backoff does).
     pub fn abandon_timeout(mut self, timeout: Duration) -> Self {
         self.abandon_timeout = Some(timeout);
         self
