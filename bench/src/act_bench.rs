@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use countersign_act_tool::{Act, Context};
 use countersign_approval_core::{
-    ActionRequest, ActorId, ApprovalStore, AttemptId, Backend, ManualClock, OperationId,
-    OperationLog, OperationRecord, OutcomeCode, RunId,
+    ActionRequest, ActorId, ApprovalStore, AttemptId, Backend, GivenApprovalId, ManualClock,
+    OperationId, OperationLog, OperationRecord, OutcomeCode, RunId,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
@@ -166,7 +166,7 @@ pub fn end_to_end(budget: Budget) -> Result<String, String> {
             operation_id: request.operation_id.clone(),
             actor_id: request.actor_id.clone(),
             run_id: request.run_id.clone(),
-            approval_id: Some(request.approval_id.as_str().to_owned()),
+            approval_id: GivenApprovalId::WellFormed(request.approval_id.clone()),
             url: Some(url.as_str().to_owned()),
             action_digest: Some(action.digest()),
             outcome: OutcomeCode::Ok,

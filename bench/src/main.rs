@@ -3,6 +3,7 @@
 //! `--quick` only checks that every benchmark still runs.
 
 mod act_bench;
+mod egress_bench;
 mod harness;
 mod memory_bench;
 mod policy_bench;
@@ -64,6 +65,11 @@ fn run(quick: bool) -> Result<(), String> {
     }
     if wanted("act") {
         extra.push(act_bench::end_to_end(budget.scaled(4))?);
+    }
+    if wanted("egress") {
+        let (row, section) = egress_bench::page_load(quick)?;
+        push(row);
+        extra.push(section);
     }
 
     if quick {

@@ -1,8 +1,17 @@
 //! Project automation: `cargo xtask ci` runs exactly what CI runs.
 //!
 //! ```text
-//! cargo xtask ci            fmt check, clippy, tests (incl. doc tests), docs, cargo-deny,
-//!                           packaging of every crate, quick benchmarks
+//! cargo xtask ci            fmt check, clippy, tests (incl. doc tests), the policy crate's
+//!                           tests with serde_json's `arbitrary_precision`, docs,
+//!                           cargo-deny, packaging of every crate, quick benchmarks
+//! ```
+//!
+//! On a fresh machine `cargo xtask ci` installs what it needs and is missing:
+//! cargo-deny (`cargo install --locked cargo-deny`) and, when run as root
+//! with `apt-get`, `redis-server` and `redis-cli` (Debian's `redis-server`
+//! and `redis-tools`); otherwise it stops first, saying what to install.
+//!
+//! ```text
 //! cargo xtask test          the workspace tests with all features
 //! cargo xtask bench [--quick]  benchmarks against same-run baselines (writes docs/benchmarks.md)
 //! cargo xtask redis         starts a throw-away redis-server on a free loopback port
@@ -10,7 +19,7 @@
 
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -59,14 +68,86 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
+    run(&cargo_program(), args, &[])
+}
+
+/// Whether `program --version` runs.
+fn installed(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn cargo_program() -> String {
+    env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// Installs cargo-deny and the Redis server and client when they are
+/// missing, or says precisely what to install.
+fn require_tools() -> Result<(), String> {
+    if !installed(&cargo_program(), &["deny"]) {
+        eprintln!("xtask ci: cargo-deny is missing; installing it");
+        cargo(&["install", "--locked", "cargo-deny"]).map_err(|e| {
+            format!(
+                "{e}; cargo-deny is required: install it with `cargo install --locked cargo-deny`"
+            )
+        })?;
+    }
+    let redis_missing = ["redis-server", "redis-cli"]
+        .into_iter()
+        .any(|program| !installed(program, &[]));
+    if redis_missing {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+        if !root || !installed("apt-get", &[]) {
+            return Err(
+                "redis-server and redis-cli are required by the Redis store's tests \
+                 (they start their own servers on loopback ports): install them, e.g. \
+                 `apt-get install redis-server redis-tools` on Debian"
+                    .to_owned(),
+            );
+        }
+        eprintln!("xtask ci: redis-server or redis-cli is missing; installing them");
+        run("apt-get", &["update", "-qq"], &[])?;
+        run(
+            "apt-get",
+            &["install", "-y", "-qq", "redis-server", "redis-tools"],
+            &[("DEBIAN_FRONTEND", "noninteractive")],
+        )?;
+    }
+    Ok(())
+}
+
+/// The policy crate's tests (the digest vectors among them) with
+/// serde_json's `arbitrary_precision` feature on, in a target directory of
+/// their own so the main build is not rebuilt.
+fn test_arbitrary_precision() -> Result<(), String> {
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+        .join("arbitrary-precision");
+    let target = target.to_string_lossy().into_owned();
     run(
-        &env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
-        args,
-        &[],
+        &cargo_program(),
+        &[
+            "test",
+            "--package",
+            "countersign-canonical-policy",
+            "--features",
+            "serde_json/arbitrary_precision",
+        ],
+        &[("CARGO_TARGET_DIR", target.as_str())],
     )
 }
 
 fn ci() -> Result<(), String> {
+    require_tools()?;
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&[
         "clippy",
@@ -78,8 +159,9 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     test()?;
+    test_arbitrary_precision()?;
     run(
-        &env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
+        &cargo_program(),
         &["doc", "--workspace", "--all-features", "--no-deps"],
         &[(
             "RUSTDOCFLAGS",

@@ -32,6 +32,7 @@ const CRATES: &[&str] = &[
     "backend-fake",
     "canonical-policy",
     "countersign",
+    "egress-guard",
     "store-conformance",
     "store-memory",
     "store-redis",
@@ -208,5 +209,46 @@ fn every_doc_with_rust_code_is_compiled_as_a_doc_test() {
             included,
             "{name} has rust code that no crate compiles as a doc test"
         );
+    }
+}
+
+/// The README's test command is the whole of CI: `.ci/run` installs nothing
+/// itself, so `cargo xtask ci` must bring (or clearly require) every tool
+/// on a fresh machine, and it checks for them before the first build.
+#[test]
+fn ci_is_the_readme_command_and_it_installs_what_it_needs() {
+    let ci_run = read(".ci/run");
+    let commands: Vec<&str> = ci_run
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(commands.last(), Some(&"cargo xtask ci"));
+    for forbidden in ["apt-get", "cargo install", "redis"] {
+        assert!(
+            !commands.iter().any(|c| c.contains(forbidden)),
+            ".ci/run must leave `{forbidden}` to `cargo xtask ci`"
+        );
+    }
+    assert!(read("README.md").contains("```sh\ncargo xtask ci\n```"));
+
+    let xtask = read("xtask/src/main.rs");
+    let body = xtask
+        .split("fn ci() -> Result<(), String> {")
+        .nth(1)
+        .unwrap();
+    let first = body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap();
+    assert_eq!(
+        first, "require_tools()?;",
+        "tools are checked before any build"
+    );
+    for needed in [
+        r#"cargo(&["install", "--locked", "cargo-deny"])"#,
+        r#""redis-server", "redis-cli""#,
+        r#"&["install", "-y", "-qq", "redis-server", "redis-tools"]"#,
+        "test_arbitrary_precision()?;",
+        r#""serde_json/arbitrary_precision""#,
+    ] {
+        assert!(xtask.contains(needed), "xtask ci lacks {needed}");
     }
 }

@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
     AbandonOutcome, ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    OperationId, OperationRecord, OutcomeCode, StaleReason, StoreError,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, StaleReason, StoreError,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
 
 use crate::Context;
 use crate::call::{self, ActCall, Request};
-use crate::definition::{ToolDefinition, act_definition};
+use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::result::{ActError, ActResult, Performed};
 
 /// The Act tool for one host [`Context`].
@@ -168,28 +168,44 @@ impl Act {
     /// The tool's definition, without knowledge of any policy: name
     /// `browser_act`, a description for the model, and the JSON Schema of
     /// the arguments `url`, `approval_id`, `method`, `selector`,
-    /// `description`, `arguments` with `additionalProperties: false`.
+    /// `description`, `arguments` with `additionalProperties: false`
+    /// ([`ToolFormat::JsonSchema`]).
     pub fn definition() -> ToolDefinition {
-        act_definition(None)
+        act_definition(ToolFormat::JsonSchema, None)
     }
 
-    /// The same definition, with the context policy's allowed methods as an
-    /// `enum` on `method`.
+    /// The definition shaped for one LLM API (see [`ToolFormat`]), without
+    /// knowledge of any policy.
+    pub fn definition_for(format: ToolFormat) -> ToolDefinition {
+        act_definition(format, None)
+    }
+
+    /// The same definition, whose `method` accepts only the context
+    /// policy's allowed methods (in any ASCII case, as the policy does)
+    /// and lists them for the model.
     pub fn tool_definition(&self) -> ToolDefinition {
+        self.tool_definition_for(ToolFormat::JsonSchema)
+    }
+
+    /// [`tool_definition`](Self::tool_definition) shaped for one LLM API.
+    pub fn tool_definition_for(&self, format: ToolFormat) -> ToolDefinition {
         let methods = self
             .context
             .source_policy()
             .allowed_methods()
             .map(str::to_owned)
             .collect();
-        act_definition(Some(methods))
+        act_definition(format, Some(methods))
     }
 
-    /// Runs a typed call. The malformed-call check cannot fail for a typed
-    /// call; every later check applies.
+    /// Runs a typed call. Of the malformed-call checks only the nesting
+    /// limit can fail for a typed call; every later check applies.
     pub async fn execute(&self, call: ActCall) -> ActResult {
-        let given = Some(call.approval_id.clone());
-        self.run(given, Ok(call.into_request())).await
+        let given = GivenApprovalId::from_text(&call.approval_id);
+        let request = call
+            .into_request()
+            .map_err(|m| Refusal::new(m.code, m.message));
+        self.run(given, request).await
     }
 
     /// Runs a model's tool call: `args` is the JSON object of the call's
@@ -206,7 +222,7 @@ impl Act {
         self.execute_tool_call(args).await.to_json()
     }
 
-    async fn run(&self, given: Option<String>, request: Result<Request, Refusal>) -> ActResult {
+    async fn run(&self, given: GivenApprovalId, request: Result<Request, Refusal>) -> ActResult {
         let context = &*self.context;
         let started_at = context.now();
         let operation_id = new_operation_id();
@@ -221,7 +237,7 @@ impl Act {
             Ok(_) => (OutcomeCode::Ok, String::new()),
             Err(refusal) => (refusal.code, refusal.reason.clone()),
         };
-        log_call(context, &operation_id, given.as_deref(), code, &reason);
+        log_call(context, &operation_id, &given, code, &reason);
 
         let record = OperationRecord {
             operation_id: operation_id.clone(),
@@ -469,14 +485,14 @@ fn log_retry(
 fn log_call(
     context: &Context,
     operation_id: &OperationId,
-    given: Option<&str>,
+    given: &GivenApprovalId,
     code: OutcomeCode,
     reason: &str,
 ) {
     let approval_id = match given {
-        None => "<none>",
-        Some(id) if ApprovalId::parse(id).is_some() => id,
-        Some(_) => "<malformed>",
+        GivenApprovalId::Absent => "<none>",
+        GivenApprovalId::WellFormed(id) => id.as_str(),
+        _ => "<malformed>",
     };
     let actor = context.actor_id().as_str();
     let run = context.run_id().as_str();

@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-use countersign_approval_core::OutcomeCode;
+use countersign_approval_core::{GivenApprovalId, OutcomeCode};
+use countersign_canonical_policy::quote_untrusted;
 use serde_json::{Map, Value};
 
 /// The argument names a `browser_act` call may carry; any other is refused.
@@ -14,6 +15,12 @@ pub const ARGUMENT_NAMES: [&str; 6] = [
     "description",
     "arguments",
 ];
+
+/// The deepest nesting of arrays and objects a call may have, the call's
+/// own object counting as level 1. A valid call needs 3 (`arguments` as a
+/// list of name/value objects); anything deeper is refused before any
+/// recursive work (cloning, dropping in this crate, the policy's checks).
+pub const MAX_CALL_NESTING: usize = 8;
 
 /// The action fields, handed together to the policy's `authorize_action`.
 const ACTION_FIELDS: [&str; 4] = ["method", "selector", "description", "arguments"];
@@ -93,26 +100,55 @@ impl ActCall {
     }
 
     fn action_object(&self) -> Map<String, Value> {
-        let mut object = Map::new();
-        object.insert("method".into(), Value::String(self.method.clone()));
-        object.insert("selector".into(), Value::String(self.selector.clone()));
-        if let Some(description) = &self.description {
-            object.insert("description".into(), Value::String(description.clone()));
-        }
-        if let Some(arguments) = &self.arguments {
-            object.insert("arguments".into(), Value::Object(arguments.clone()));
-        }
-        object
+        action_map(
+            self.method.clone(),
+            self.selector.clone(),
+            self.description.clone(),
+            self.arguments.clone(),
+        )
     }
 
-    pub(crate) fn into_request(self) -> Request {
-        let action = Value::Object(self.action_object());
-        Request {
+    /// The request, moving the fields (no deep copy); arguments nested
+    /// deeper than [`MAX_CALL_NESTING`] are refused and taken apart without
+    /// recursion.
+    pub(crate) fn into_request(self) -> Result<Request, Malformed> {
+        // The action object stands where a model's call object stands
+        // (level 1), so both paths count levels alike.
+        let action = Value::Object(action_map(
+            self.method,
+            self.selector,
+            self.description,
+            self.arguments,
+        ));
+        if nested_deeper_than(&action, MAX_CALL_NESTING) {
+            take_apart(action);
+            return Err(too_deep());
+        }
+        Ok(Request {
             url: self.url,
             approval_id: self.approval_id,
             action,
-        }
+        })
     }
+}
+
+/// The action fields of a call as one JSON object.
+fn action_map(
+    method: String,
+    selector: String,
+    description: Option<String>,
+    arguments: Option<Map<String, Value>>,
+) -> Map<String, Value> {
+    let mut object = Map::new();
+    object.insert("method".into(), Value::String(method));
+    object.insert("selector".into(), Value::String(selector));
+    if let Some(description) = description {
+        object.insert("description".into(), Value::String(description));
+    }
+    if let Some(arguments) = arguments {
+        object.insert("arguments".into(), Value::Object(arguments));
+    }
+    object
 }
 
 impl fmt::Debug for ActCall {
@@ -166,16 +202,93 @@ fn shown_name(name: &str) -> String {
     }
 }
 
-/// The approval id as given, when the call is an object holding it as a string.
-pub(crate) fn given_approval_id(args: &Value) -> Option<String> {
-    args.get("approval_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+/// The approval id the call gave, bounded for the operation record.
+pub(crate) fn given_approval_id(args: &Value) -> GivenApprovalId {
+    match args.get("approval_id") {
+        None | Some(Value::Null) => GivenApprovalId::Absent,
+        Some(Value::String(id)) => GivenApprovalId::from_text(id),
+        Some(Value::Bool(_)) => GivenApprovalId::not_a_string("boolean"),
+        Some(Value::Number(_)) => GivenApprovalId::not_a_string("number"),
+        Some(Value::Array(_)) => GivenApprovalId::not_a_string("array"),
+        Some(Value::Object(_)) => GivenApprovalId::not_a_string("object"),
+    }
+}
+
+/// Whether `value` nests arrays and objects more than `limit` levels deep
+/// (`value` itself, when an array or object, is level 1). Iterative, and
+/// stops at the first level past `limit`.
+fn nested_deeper_than(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, level)) = stack.pop() {
+        let is_container = matches!(value, Value::Array(_) | Value::Object(_));
+        if is_container && level > limit {
+            return true;
+        }
+        match value {
+            Value::Array(items) => stack.extend(items.iter().map(|child| (child, level + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|child| (child, level + 1))),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Drops a value without recursion, however deep it is.
+fn take_apart(value: Value) {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+}
+
+/// `arguments` in the strict shapes' list form, `[{"name": …, "value": …}]`,
+/// as the object form the policy judges. Each item must be an object with
+/// exactly `name` (a string) and `value`; a name may appear once. The values
+/// are passed on as given, for the policy to judge like the object form's.
+fn arguments_from_pairs(pairs: &[Value]) -> Result<Map<String, Value>, Malformed> {
+    let mut arguments = Map::new();
+    for pair in pairs {
+        let (name, value) = match pair.as_object() {
+            Some(item) if item.len() == 2 => match (item.get("name"), item.get("value")) {
+                (Some(Value::String(name)), Some(value)) => (name, value),
+                _ => return Err(malformed_pair()),
+            },
+            _ => return Err(malformed_pair()),
+        };
+        if arguments.insert(name.clone(), value.clone()).is_some() {
+            return Err(Malformed::new(
+                OutcomeCode::NotAuthorized,
+                format!("argument `{}` is given twice", quote_untrusted(name)),
+            ));
+        }
+    }
+    Ok(arguments)
+}
+
+fn malformed_pair() -> Malformed {
+    Malformed::new(
+        OutcomeCode::NotAuthorized,
+        "each item of an `arguments` list must be an object with exactly a string `name` and a `value`",
+    )
+}
+
+fn too_deep() -> Malformed {
+    Malformed::new(
+        OutcomeCode::NotAuthorized,
+        format!("call is nested more than {MAX_CALL_NESTING} levels deep"),
+    )
 }
 
 /// Check 1, malformed call, in this order: not an object or missing or
 /// mistyped `url` ⇒ `NOT_AUTHORIZED`; missing or mistyped `approval_id` ⇒
-/// `APPROVAL_REQUIRED`; any unknown argument ⇒ `NOT_AUTHORIZED`.
+/// `APPROVAL_REQUIRED`; any unknown argument ⇒ `NOT_AUTHORIZED`; nesting
+/// deeper than [`MAX_CALL_NESTING`] ⇒ `NOT_AUTHORIZED`; `arguments` as a
+/// list whose items are not `{"name", "value"}` pairs, or that repeats a
+/// name ⇒ `NOT_AUTHORIZED`.
 pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
     let Some(object) = args.as_object() else {
         return Err(Malformed::new(
@@ -222,11 +335,20 @@ pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
             shown_name(unknown),
         ));
     }
-    let action: Map<String, Value> = object
-        .iter()
-        .filter(|(k, _)| ACTION_FIELDS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    if nested_deeper_than(args, MAX_CALL_NESTING) {
+        return Err(too_deep());
+    }
+    let mut action = Map::new();
+    for (key, value) in object {
+        if !ACTION_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        let value = match (key.as_str(), value) {
+            ("arguments", Value::Array(pairs)) => Value::Object(arguments_from_pairs(pairs)?),
+            _ => value.clone(),
+        };
+        action.insert(key.clone(), value);
+    }
     Ok(Request {
         url,
         approval_id,

@@ -1,5 +1,10 @@
-//! The tool definitions a host hands an LLM API.
+//! The tool definitions a host hands an LLM API: a generic JSON Schema one,
+//! and strict ones shaped for OpenAI function tools and Anthropic tools.
 
+use countersign_canonical_policy::{
+    MAX_ARGUMENT_KEY_BYTES, MAX_ARGUMENT_VALUE_BYTES, MAX_ARGUMENTS, MAX_DESCRIPTION_BYTES,
+    MAX_SAFE_INTEGER, MAX_SELECTOR_BYTES,
+};
 use serde_json::{Value, json};
 
 /// The Act tool's name.
@@ -13,12 +18,58 @@ expired, was revoked or used, or does not match this call), NOT_AUTHORIZED (the 
 url or action, or the call is malformed), STORE_UNAVAILABLE (try again later), BACKEND_FAILED (the \
 approval was used up but the action did not complete).";
 
-/// A tool as an LLM API expects it described: a name, a description and a
-/// JSON Schema of its arguments.
+/// The LLM API shape a [`ToolDefinition`] is written for.
 ///
-/// APIs name the schema differently (`parameters`, `input_schema`); take
-/// the fields and shape them as the API wants.
+/// Every shape describes the same calls: a call written to any of them maps
+/// to the same canonical action and digest, so a grant issued once works
+/// whichever API the model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolFormat {
+    /// A draft 2020-12 JSON Schema under `parameters`, for APIs that take
+    /// a plain schema. `description` and `arguments` may be omitted or
+    /// `null`; `arguments` is an object of strings, numbers and booleans
+    /// (or a list of `{"name", "value"}` pairs).
+    JsonSchema,
+    /// An OpenAI function tool with `strict: true` (structured outputs):
+    /// every property in `required`, `additionalProperties: false` on every
+    /// object, no keyword strict mode refuses, `description` and
+    /// `arguments` nullable, `arguments` a list of `{"name", "value"}`
+    /// string pairs. [`ToolDefinition::to_json`] gives the Chat Completions
+    /// form `{"type": "function", "function": {…, "strict": true}}`.
+    OpenAiStrict,
+    /// An Anthropic tool with `strict: true`: the same schema as
+    /// [`OpenAiStrict`](ToolFormat::OpenAiStrict) under `input_schema`.
+    AnthropicStrict,
+}
+
+/// A tool as an LLM API expects it described: a name, a description and a
+/// JSON Schema of its arguments, for one [`ToolFormat`].
+///
+/// [`to_json`](Self::to_json) writes it in that format's wrapper.
+///
+/// # What the schema cannot say
+///
+/// The schema is a hint to the model; the Act tool enforces every rule
+/// itself. Where JSON Schema (or an API's strict subset of it) cannot
+/// express a rule, the schema accepts calls the tool refuses:
+///
+/// - lengths are UTF-8 bytes in the tool and characters in JSON Schema:
+///   the generic schema's `maxLength` is the byte limit counted in
+///   characters, so text beyond ASCII can pass it and still be too long;
+///   the strict shapes have no length keywords (neither API supports them),
+///   nor a limit on the number of arguments;
+/// - the destination (host allow-list, ports, resolved addresses) and the
+///   method set when the definition has no policy ([`Act::definition`](crate::Act::definition));
+/// - a name repeated in the list form of `arguments` (refused by the tool);
+/// - the strict shapes take argument values as strings only, so a number
+///   beyond ±2^53 − 1 cannot be sent, and text that is a number is the same
+///   argument as that number (`"5"` and `5`);
+/// - a description over 1024 bytes that equals the default
+///   `"{method} {selector}"` is accepted by the tool but not by the schema
+///   (sending `null` instead means the same action).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolDefinition {
     /// The tool's name, e.g. `browser_act`.
     pub name: String,
@@ -26,67 +77,230 @@ pub struct ToolDefinition {
     pub description: String,
     /// The JSON Schema (draft 2020-12 keywords) of the tool's arguments.
     pub parameters: Value,
+    /// The API shape the schema and [`to_json`](Self::to_json) follow.
+    pub format: ToolFormat,
 }
 
 impl ToolDefinition {
-    /// `{"name": …, "description": …, "parameters": …}`.
+    /// The definition in its format's wrapper:
+    ///
+    /// - [`JsonSchema`](ToolFormat::JsonSchema): `{"name", "description", "parameters"}`;
+    /// - [`OpenAiStrict`](ToolFormat::OpenAiStrict): `{"type": "function",
+    ///   "function": {"name", "description", "parameters", "strict": true}}`;
+    /// - [`AnthropicStrict`](ToolFormat::AnthropicStrict): `{"name",
+    ///   "description", "input_schema", "strict": true}`.
     pub fn to_json(&self) -> Value {
-        json!({
-            "name": self.name,
-            "description": self.description,
-            "parameters": self.parameters,
-        })
+        match self.format {
+            ToolFormat::JsonSchema => json!({
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }),
+            ToolFormat::OpenAiStrict => json!({
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": self.parameters,
+                    "strict": true,
+                },
+            }),
+            ToolFormat::AnthropicStrict => json!({
+                "name": self.name,
+                "description": self.description,
+                "input_schema": self.parameters,
+                "strict": true,
+            }),
+        }
     }
 }
 
-/// The definition of `browser_act`; `methods`, when given, become an `enum`
-/// on `method`.
-pub(crate) fn act_definition(methods: Option<Vec<String>>) -> ToolDefinition {
-    let mut method = json!({
+/// One character that Rust's `str::trim` removes (Unicode `White_Space`),
+/// as a regex class body.
+const WHITE_SPACE: &str =
+    r"\t\n\x0b\x0c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000";
+/// The control characters the policy refuses (U+0000–U+001F, U+007F).
+const CONTROL: &str = r"\x00-\x1f\x7f";
+
+/// A text the policy accepts after trimming: no control character inside,
+/// at least one visible character (`blank_allowed`: or nothing at all).
+fn trimmed_text_pattern(blank_allowed: bool) -> String {
+    let visible = format!("[^{CONTROL} {WHITE_SPACE}]");
+    let inner = format!("[^{CONTROL}]");
+    let core = format!("{visible}({inner}*{visible})?");
+    let core = if blank_allowed {
+        format!("({core})?")
+    } else {
+        core
+    };
+    format!("^[{WHITE_SPACE}]*{core}[{WHITE_SPACE}]*$")
+}
+
+/// A method the policy accepts: one of `methods` in any ASCII case, or any
+/// method name when the methods are not known, with white space around.
+/// (Policy methods hold only ASCII letters, digits, `_` and `-`, none of
+/// them special outside a character class.)
+fn method_pattern(methods: Option<&[String]>) -> String {
+    let body = match methods {
+        None => "[A-Za-z0-9_-]+".to_owned(),
+        Some(methods) => methods
+            .iter()
+            .map(|m| {
+                m.chars()
+                    .map(|c| {
+                        if c.is_ascii_alphabetic() {
+                            format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("|"),
+    };
+    format!("^[{WHITE_SPACE}]*({body})[{WHITE_SPACE}]*$")
+}
+
+fn key_pattern() -> String {
+    format!("^[A-Za-z0-9_.-]{{1,{MAX_ARGUMENT_KEY_BYTES}}}$")
+}
+
+/// The schema of `method`, with the allowed methods listed for the model.
+fn method_schema(methods: Option<&[String]>) -> Value {
+    let description = match methods {
+        None => "The action, e.g. click, fill or press, as the host approved it.".to_owned(),
+        Some(methods) => format!(
+            "The action, as the host approved it: one of {}.",
+            methods.join(", ")
+        ),
+    };
+    json!({
         "type": "string",
-        "description": "The action, e.g. click, fill or press, as the host approved it.",
-    });
-    if let (Some(methods), Some(object)) = (methods, method.as_object_mut()) {
-        object.insert("enum".into(), json!(methods));
-    }
-    let parameters = json!({
+        "description": description,
+        "pattern": method_pattern(methods),
+    })
+}
+
+const URL_DESCRIPTION: &str = "The page the action happens on, as the host approved it.";
+const ID_DESCRIPTION: &str = "The id of the host's approval for this exact action (apr_...).";
+const SELECTOR_DESCRIPTION: &str = "The CSS selector of the element, as the host approved it.";
+
+fn approval_id_schema() -> Value {
+    json!({
+        "type": "string",
+        "description": ID_DESCRIPTION,
+        "pattern": "^[A-Za-z0-9_-]{1,128}$",
+    })
+}
+
+/// One item of `arguments` in its list form: `{"name": …, "value": …}`.
+fn pair_schema(value: Value) -> Value {
+    json!({
         "type": "object",
         "properties": {
-            "url": {
+            "name": {
                 "type": "string",
-                "description": "The page the action happens on, as the host approved it.",
+                "description": "The argument's name, e.g. value or text.",
+                "pattern": key_pattern(),
             },
-            "approval_id": {
-                "type": "string",
-                "description": "The id of the host's approval for this exact action (apr_...).",
-                "pattern": "^[A-Za-z0-9_-]{1,128}$",
-            },
-            "method": method,
+            "value": value,
+        },
+        "required": ["name", "value"],
+        "additionalProperties": false,
+    })
+}
+
+/// The generic draft 2020-12 schema.
+fn json_schema_parameters(methods: Option<&[String]>) -> Value {
+    let safe = MAX_SAFE_INTEGER;
+    let value = json!({
+        "type": ["string", "number", "boolean"],
+        "maxLength": MAX_ARGUMENT_VALUE_BYTES,
+        "minimum": -(safe as i64),
+        "maximum": safe,
+    });
+    json!({
+        "type": "object",
+        "properties": {
+            "url": { "type": "string", "description": URL_DESCRIPTION },
+            "approval_id": approval_id_schema(),
+            "method": method_schema(methods),
             "selector": {
                 "type": "string",
-                "description": "The CSS selector of the element, as the host approved it.",
+                "description": SELECTOR_DESCRIPTION,
                 "minLength": 1,
-                "maxLength": countersign_canonical_policy::MAX_SELECTOR_BYTES,
+                "maxLength": MAX_SELECTOR_BYTES,
+                "pattern": trimmed_text_pattern(false),
             },
             "description": {
-                "type": "string",
-                "description": "The action's description, as the host approved it; omit it if the approval has none.",
-                "maxLength": countersign_canonical_policy::MAX_DESCRIPTION_BYTES,
+                "type": ["string", "null"],
+                "description": "The action's description, as the host approved it; omit it or send null if the approval has none.",
+                "maxLength": MAX_DESCRIPTION_BYTES,
+                "pattern": trimmed_text_pattern(true),
             },
             "arguments": {
-                "type": "object",
-                "description": "The action's arguments (for example the text to fill), as the host approved them.",
-                "maxProperties": countersign_canonical_policy::MAX_ARGUMENTS,
-                "propertyNames": { "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
-                "additionalProperties": { "type": ["string", "number", "boolean"] },
+                "type": ["object", "array", "null"],
+                "description": "The action's arguments (for example the text to fill), as the host approved them: an object of names to values, or a list of {name, value} pairs; omit it or send null if there are none.",
+                "maxProperties": MAX_ARGUMENTS,
+                "propertyNames": { "pattern": key_pattern() },
+                "additionalProperties": value,
+                "maxItems": MAX_ARGUMENTS,
+                "items": pair_schema(value),
             },
         },
         "required": ["url", "approval_id", "method", "selector"],
         "additionalProperties": false,
-    });
+    })
+}
+
+/// The schema both strict APIs accept: every property required,
+/// `additionalProperties: false` on every object, optional values nullable,
+/// no length or count keywords, no type unions but `[T, "null"]`.
+fn strict_parameters(methods: Option<&[String]>) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "url": { "type": "string", "description": URL_DESCRIPTION },
+            "approval_id": approval_id_schema(),
+            "method": method_schema(methods),
+            "selector": {
+                "type": "string",
+                "description": format!("{SELECTOR_DESCRIPTION} At most {MAX_SELECTOR_BYTES} bytes."),
+                "pattern": trimmed_text_pattern(false),
+            },
+            "description": {
+                "type": ["string", "null"],
+                "description": format!("The action's description, as the host approved it (at most {MAX_DESCRIPTION_BYTES} bytes); null if the approval has none."),
+                "pattern": trimmed_text_pattern(true),
+            },
+            "arguments": {
+                "type": ["array", "null"],
+                "description": format!("The action's arguments (for example the text to fill), as the host approved them, as name/value pairs with distinct names (at most {MAX_ARGUMENTS}; values at most {MAX_ARGUMENT_VALUE_BYTES} bytes); null if there are none."),
+                "items": pair_schema(json!({
+                    "type": "string",
+                    "description": "The argument's value, as text (numbers and booleans as their text, e.g. 5 or true).",
+                })),
+            },
+        },
+        "required": ["url", "approval_id", "method", "selector", "description", "arguments"],
+        "additionalProperties": false,
+    })
+}
+
+/// The definition of `browser_act` in `format`; `methods`, when given, are
+/// the only methods its schema accepts (in any ASCII case, as the policy
+/// does).
+pub(crate) fn act_definition(format: ToolFormat, methods: Option<Vec<String>>) -> ToolDefinition {
+    let methods = methods.as_deref();
+    let parameters = match format {
+        ToolFormat::JsonSchema => json_schema_parameters(methods),
+        ToolFormat::OpenAiStrict | ToolFormat::AnthropicStrict => strict_parameters(methods),
+    };
     ToolDefinition {
         name: TOOL_NAME.to_owned(),
         description: TOOL_DESCRIPTION.to_owned(),
         parameters,
+        format,
     }
 }

@@ -15,6 +15,19 @@
 //! assert!(schema["properties"].get("actor_id").is_none());
 //! ```
 //!
+//! The same definition comes shaped for OpenAI's and Anthropic's strict
+//! tool modes too ([`ToolFormat`]); a call in any shape maps to the same
+//! canonical action and digest:
+//!
+//! ```
+//! use countersign_act_tool::{Act, ToolFormat};
+//!
+//! let openai = Act::definition_for(ToolFormat::OpenAiStrict).to_json();
+//! assert_eq!(openai["function"]["strict"], true);
+//! let anthropic = Act::definition_for(ToolFormat::AnthropicStrict).to_json();
+//! assert_eq!(anthropic["input_schema"], openai["function"]["parameters"]);
+//! ```
+//!
 //! A whole round, with the in-memory store (`countersign-store-memory`) and
 //! the fake backend (`countersign-backend-fake`):
 //!
@@ -93,9 +106,9 @@ mod result;
 mod toolset;
 
 pub use act::Act;
-pub use call::{ARGUMENT_NAMES, ActCall};
+pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING};
 pub use context::{Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, RetryPolicy};
-pub use definition::{TOOL_NAME, ToolDefinition};
+pub use definition::{TOOL_NAME, ToolDefinition, ToolFormat};
 pub use grant::{GrantError, issue_grant};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};

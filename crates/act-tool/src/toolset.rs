@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::definition::ToolDefinition;
+use crate::definition::{ToolDefinition, ToolFormat};
 use crate::{Act, Context};
 
 /// The tools built for one [`Context`].
@@ -72,6 +72,14 @@ impl Toolset {
     /// The definitions of the enabled tools, to hand an LLM API.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.act.iter().map(Act::tool_definition).collect()
+    }
+
+    /// The definitions of the enabled tools, shaped for one LLM API.
+    pub fn definitions_for(&self, format: ToolFormat) -> Vec<ToolDefinition> {
+        self.act
+            .iter()
+            .map(|act| act.tool_definition_for(format))
+            .collect()
     }
 
     /// Runs a model's tool call by name, returning the JSON the model sees.

@@ -1,325 +1,755 @@
-//! The tool definition: its schema is well-formed JSON Schema and accepts
-//! the example call.
-//!
-//! Checked by hand rather than with a JSON Schema crate (which would add a
-//! large dependency tree for one test): `check_schema` checks every keyword
-//! the definition uses against the draft 2020-12 meta-schema's rules for
-//! that keyword and refuses any other keyword; `validate` implements those
-//! keywords' validation semantics.
+//! The tool definitions: each is valid draft 2020-12 JSON Schema, the strict
+//! ones follow the OpenAI and Anthropic strict-mode rules, a call in any
+//! shape maps to the same canonical action and digest, and on a corpus of
+//! valid and invalid calls a maintained validator (`jsonschema`) and the
+//! Act tool accept exactly the same calls, except the documented gaps the
+//! schema cannot express.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
+use std::collections::BTreeSet;
+
 use common::{Harness, URL, call_for, click};
-use countersign_act_tool::{ARGUMENT_NAMES, Act, TOOL_NAME};
+use countersign_act_tool::{ARGUMENT_NAMES, Act, TOOL_NAME, ToolDefinition, ToolFormat};
 use serde_json::{Map, Value, json};
 
-const TYPES: [&str; 7] = [
-    "null", "boolean", "object", "array", "number", "string", "integer",
+const FORMATS: [ToolFormat; 3] = [
+    ToolFormat::JsonSchema,
+    ToolFormat::OpenAiStrict,
+    ToolFormat::AnthropicStrict,
 ];
 
-fn non_negative_integer(v: &Value) -> bool {
-    v.as_u64().is_some()
+fn is_strict(format: ToolFormat) -> bool {
+    format != ToolFormat::JsonSchema
 }
 
-/// The definition's schema uses only these keywords, each well-formed.
-fn check_schema(schema: &Value, path: &str) {
-    let object = schema
-        .as_object()
-        .unwrap_or_else(|| panic!("{path}: a schema is an object"));
-    for (keyword, value) in object {
-        let at = format!("{path}/{keyword}");
-        match keyword.as_str() {
-            "type" => match value {
-                Value::String(t) => assert!(TYPES.contains(&t.as_str()), "{at}"),
-                Value::Array(ts) => {
-                    assert!(!ts.is_empty(), "{at}");
-                    let mut seen = Vec::new();
-                    for t in ts {
-                        let t = t.as_str().unwrap();
-                        assert!(TYPES.contains(&t) && !seen.contains(&t), "{at}");
-                        seen.push(t);
-                    }
-                }
-                _ => panic!("{at}: type is a string or array"),
-            },
-            "description" => assert!(value.is_string(), "{at}"),
-            "properties" => {
-                for (name, sub) in value.as_object().unwrap() {
-                    check_schema(sub, &format!("{at}/{name}"));
-                }
-            }
-            "required" => {
-                let names: Vec<&str> = value
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_str().unwrap())
-                    .collect();
-                let mut unique = names.clone();
-                unique.sort();
-                unique.dedup();
-                assert_eq!(unique.len(), names.len(), "{at}: unique");
-                let props = object["properties"].as_object().unwrap();
-                for n in names {
-                    assert!(props.contains_key(n), "{at}: `{n}` is a property");
-                }
-            }
-            "additionalProperties" | "propertyNames" => match value {
-                Value::Bool(_) => {}
-                sub => check_schema(sub, &at),
-            },
-            "minLength" | "maxLength" | "maxProperties" => {
-                assert!(non_negative_integer(value), "{at}")
-            }
-            "pattern" => {
-                let p = value.as_str().unwrap();
-                assert!(Pattern::parse(p).is_some(), "{at}: unsupported pattern {p}");
-            }
-            "enum" => {
-                let items = value.as_array().unwrap();
-                assert!(!items.is_empty(), "{at}");
-                for (i, a) in items.iter().enumerate() {
-                    assert!(!items[i + 1..].contains(a), "{at}: unique");
-                }
-            }
-            other => panic!("{at}: keyword `{other}` not expected"),
-        }
-    }
-    if let (Some(min), Some(max)) = (object.get("minLength"), object.get("maxLength")) {
-        assert!(min.as_u64() <= max.as_u64(), "{path}");
-    }
-}
-
-/// The patterns the definition uses: `^[class]{m,n}$`.
-struct Pattern {
-    class: Vec<(char, char)>,
-    min: usize,
-    max: usize,
-}
-
-impl Pattern {
-    fn parse(text: &str) -> Option<Pattern> {
-        let body = text.strip_prefix("^[")?.strip_suffix('$')?;
-        let (class, counts) = body.split_once("]{")?;
-        let (min, max) = counts.strip_suffix('}')?.split_once(',')?;
-        let chars: Vec<char> = class.chars().collect();
-        let mut ranges = Vec::new();
-        let mut i = 0;
-        while i < chars.len() {
-            if i + 2 < chars.len() && chars[i + 1] == '-' {
-                ranges.push((chars[i], chars[i + 2]));
-                i += 3;
-            } else {
-                ranges.push((chars[i], chars[i]));
-                i += 1;
-            }
-        }
-        Some(Pattern {
-            class: ranges,
-            min: min.parse().ok()?,
-            max: max.parse().ok()?,
-        })
-    }
-
-    fn matches(&self, s: &str) -> bool {
-        let n = s.chars().count();
-        (self.min..=self.max).contains(&n)
-            && s.chars()
-                .all(|c| self.class.iter().any(|(a, b)| (*a..=*b).contains(&c)))
-    }
-}
-
-fn type_matches(t: &str, v: &Value) -> bool {
-    match t {
-        "null" => v.is_null(),
-        "boolean" => v.is_boolean(),
-        "object" => v.is_object(),
-        "array" => v.is_array(),
-        "number" => v.is_number(),
-        "integer" => v.as_i64().is_some() || v.as_u64().is_some(),
-        "string" => v.is_string(),
-        _ => false,
-    }
-}
-
-/// Validation semantics of the keywords above.
-fn validate(schema: &Value, v: &Value) -> bool {
-    let Some(schema) = schema.as_object() else {
-        return schema.as_bool().unwrap_or(false);
-    };
-    let ok_type = match schema.get("type") {
-        None => true,
-        Some(Value::String(t)) => type_matches(t, v),
-        Some(Value::Array(ts)) => ts.iter().any(|t| type_matches(t.as_str().unwrap(), v)),
-        Some(_) => false,
-    };
-    if !ok_type {
-        return false;
-    }
-    if let Some(items) = schema.get("enum").and_then(Value::as_array)
-        && !items.contains(v)
-    {
-        return false;
-    }
-    if let Value::String(s) = v {
-        let n = s.chars().count() as u64;
-        if schema
-            .get("minLength")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| n < m)
-            || schema
-                .get("maxLength")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| n > m)
-        {
-            return false;
-        }
-        if let Some(p) = schema.get("pattern").and_then(Value::as_str)
-            && !Pattern::parse(p).unwrap().matches(s)
-        {
-            return false;
-        }
-    }
-    if let Value::Object(map) = v {
-        return validate_object(schema, map);
-    }
-    true
-}
-
-fn validate_object(schema: &Map<String, Value>, map: &Map<String, Value>) -> bool {
-    let empty = Map::new();
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    if let Some(required) = schema.get("required").and_then(Value::as_array)
-        && required
-            .iter()
-            .any(|r| !map.contains_key(r.as_str().unwrap()))
-    {
-        return false;
-    }
-    if schema
-        .get("maxProperties")
-        .and_then(Value::as_u64)
-        .is_some_and(|m| map.len() as u64 > m)
-    {
-        return false;
-    }
-    for (key, value) in map {
-        if let Some(names) = schema.get("propertyNames")
-            && !validate(names, &Value::String(key.clone()))
-        {
-            return false;
-        }
-        let ok = match props.get(key) {
-            Some(sub) => validate(sub, value),
-            None => match schema.get("additionalProperties") {
-                None => true,
-                Some(sub) => validate(sub, value),
-            },
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
-}
-
-fn example_call() -> Value {
-    json!({
-        "url": "https://docs.example.com/",
-        "approval_id": "apr_0123456789abcdef0123456789abcdef",
-        "method": "click",
-        "selector": "a#docs",
-    })
+fn validator(definition: &ToolDefinition) -> jsonschema::Validator {
+    jsonschema::draft202012::new(&definition.parameters)
+        .unwrap_or_else(|e| panic!("{:?}: schema does not compile: {e}", definition.format))
 }
 
 #[test]
 fn definition_names_and_describes_the_tool() {
-    let d = Act::definition();
-    assert_eq!(d.name, "browser_act");
+    for format in FORMATS {
+        let d = Act::definition_for(format);
+        assert_eq!(d.name, "browser_act");
+        assert_eq!(d.format, format);
+        for code in [
+            "APPROVAL_REQUIRED",
+            "APPROVAL_STALE",
+            "NOT_AUTHORIZED",
+            "STORE_UNAVAILABLE",
+            "BACKEND_FAILED",
+        ] {
+            assert!(d.description.contains(code), "{code}");
+        }
+    }
     assert_eq!(TOOL_NAME, "browser_act");
     assert_eq!(Act::NAME, "browser_act");
-    for code in [
-        "APPROVAL_REQUIRED",
-        "APPROVAL_STALE",
-        "NOT_AUTHORIZED",
-        "STORE_UNAVAILABLE",
-        "BACKEND_FAILED",
-    ] {
-        assert!(d.description.contains(code), "{code}");
-    }
-    let j = d.to_json();
-    assert_eq!(j["name"], "browser_act");
-    assert_eq!(j["parameters"], d.parameters);
-}
-
-#[test]
-fn schema_is_well_formed_and_closed() {
-    let schema = Act::definition().parameters;
-    check_schema(&schema, "#");
-    assert_eq!(schema["type"], "object");
-    assert_eq!(schema["additionalProperties"], false);
     assert_eq!(
-        schema["required"],
-        json!(["url", "approval_id", "method", "selector"])
+        Act::definition(),
+        Act::definition_for(ToolFormat::JsonSchema)
     );
-    let mut names: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    names.sort();
-    let mut expected = ARGUMENT_NAMES.to_vec();
-    expected.sort();
-    assert_eq!(names, expected);
 }
 
 #[test]
-fn schema_accepts_the_example_call_and_refuses_what_act_refuses_as_malformed() {
-    let schema = Act::definition().parameters;
-    assert!(validate(&schema, &example_call()));
-    let mut full = example_call();
-    full["description"] = json!("open the docs");
-    full["arguments"] = json!({"text": "x", "count": 2, "force": true});
-    assert!(validate(&schema, &full));
-
-    for bad in [
-        json!({"approval_id": "apr_1", "method": "click", "selector": "a"}),
-        json!({"url": 5, "approval_id": "apr_1", "method": "click", "selector": "a"}),
-        json!({"url": URL, "method": "click", "selector": "a"}),
-        json!({"url": URL, "approval_id": "apr 1", "method": "click", "selector": "a"}),
-        json!({"url": URL, "approval_id": "apr_1", "method": "click", "selector": "a", "actor_id": "x"}),
-        json!({"url": URL, "approval_id": "apr_1", "method": "click", "selector": "a", "run_id": "x"}),
-        json!({"url": URL, "approval_id": "apr_1", "method": "click", "selector": ""}),
-        json!({"url": URL, "approval_id": "apr_1", "method": "click", "selector": "a", "arguments": {"k": [1]}}),
-        json!({"url": URL, "approval_id": "apr_1", "method": "click", "selector": "a", "arguments": {"bad key": "v"}}),
-        json!("not an object"),
-    ] {
-        assert!(!validate(&schema, &bad), "{bad}");
-    }
+fn each_format_has_its_apis_wrapper() {
+    let generic = Act::definition();
+    assert_eq!(
+        generic.to_json(),
+        json!({"name": "browser_act", "description": generic.description, "parameters": generic.parameters})
+    );
+    let openai = Act::definition_for(ToolFormat::OpenAiStrict);
+    assert_eq!(
+        openai.to_json(),
+        json!({"type": "function", "function": {
+            "name": "browser_act", "description": openai.description,
+            "parameters": openai.parameters, "strict": true,
+        }})
+    );
+    let anthropic = Act::definition_for(ToolFormat::AnthropicStrict);
+    assert_eq!(
+        anthropic.to_json(),
+        json!({"name": "browser_act", "description": anthropic.description,
+            "input_schema": anthropic.parameters, "strict": true})
+    );
+    // Both strict APIs get the same schema.
+    assert_eq!(openai.parameters, anthropic.parameters);
 }
 
 #[tokio::test]
-async fn the_contextual_definition_lists_the_policy_methods() {
+async fn every_definition_is_valid_draft_2020_12_and_closed() {
     let h = Harness::new();
-    let d = h.act.tool_definition();
-    let schema = &d.parameters;
-    check_schema(schema, "#");
-    let methods: Vec<&str> = schema["properties"]["method"]["enum"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_str().unwrap())
-        .collect();
-    assert!(methods.contains(&"click") && methods.contains(&"fill"));
-    assert!(validate(schema, &example_call()));
-    assert!(!validate(
-        schema,
-        &json!({"url": URL, "approval_id": "apr_1", "method": "explode", "selector": "a"})
-    ));
+    for format in FORMATS {
+        for d in [
+            Act::definition_for(format),
+            h.act.tool_definition_for(format),
+        ] {
+            let schema = &d.parameters;
+            jsonschema::meta::validate(schema)
+                .unwrap_or_else(|e| panic!("{format:?}: not a valid schema: {e}"));
+            validator(&d);
+            assert_eq!(schema["type"], "object");
+            assert_eq!(schema["additionalProperties"], false);
+            let names: BTreeSet<&str> = schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(names, ARGUMENT_NAMES.into_iter().collect());
+            let required = if is_strict(format) {
+                json!([
+                    "url",
+                    "approval_id",
+                    "method",
+                    "selector",
+                    "description",
+                    "arguments"
+                ])
+            } else {
+                json!(["url", "approval_id", "method", "selector"])
+            };
+            assert_eq!(schema["required"], required, "{format:?}");
+            // The model never names the actor or run.
+            assert!(schema["properties"].get("actor_id").is_none());
+        }
+    }
+}
 
-    // And the example call, with a real grant, is what Act performs.
+/// Keywords both strict modes document as supported, and used here.
+const STRICT_KEYWORDS: [&str; 8] = [
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "pattern",
+    "enum",
+];
+
+/// Checks one schema node against the strict-mode rules of OpenAI
+/// (structured outputs) and Anthropic (strict tool use); returns its depth.
+fn check_strict(schema: &Value, path: &str) -> usize {
+    let object = schema.as_object().unwrap();
+    for keyword in object.keys() {
+        assert!(
+            STRICT_KEYWORDS.contains(&keyword.as_str()),
+            "{path}: `{keyword}` is not supported in strict mode"
+        );
+    }
+    let types: Vec<&str> = match &object["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().map(|t| t.as_str().unwrap()).collect(),
+        other => panic!("{path}: type {other}"),
+    };
+    // No type unions, except a type made nullable.
+    match types.as_slice() {
+        [_] => {}
+        [_, "null"] => {}
+        other => panic!("{path}: type union {other:?}"),
+    }
+    let mut depth = 1;
+    if types[0] == "object" {
+        assert_eq!(object["additionalProperties"], false, "{path}");
+        let properties = object["properties"].as_object().unwrap();
+        let required: BTreeSet<&str> = object["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        let names: BTreeSet<&str> = properties.keys().map(String::as_str).collect();
+        assert_eq!(required, names, "{path}: every property is required");
+        for (name, sub) in properties {
+            depth = depth.max(1 + check_strict(sub, &format!("{path}/{name}")));
+        }
+    } else {
+        assert!(object.get("properties").is_none() && object.get("required").is_none());
+    }
+    if types[0] == "array" {
+        depth = depth.max(1 + check_strict(&object["items"], &format!("{path}/items")));
+    }
+    if let Some(pattern) = object.get("pattern") {
+        // Simple regular expressions only: no look-around, back-references
+        // or word boundaries, and no large repetition counts.
+        let pattern = pattern.as_str().unwrap();
+        for refused in ["(?=", "(?!", "(?<", "\\b", "\\1", "{1,2048}", "{1,8192}"] {
+            assert!(!pattern.contains(refused), "{path}: {pattern}");
+        }
+        assert!(pattern.starts_with('^') && pattern.ends_with('$'));
+    }
+    depth
+}
+
+#[tokio::test]
+async fn strict_definitions_follow_both_apis_strict_rules() {
+    let h = Harness::new();
+    for format in [ToolFormat::OpenAiStrict, ToolFormat::AnthropicStrict] {
+        for d in [
+            Act::definition_for(format),
+            h.act.tool_definition_for(format),
+        ] {
+            let depth = check_strict(&d.parameters, "#");
+            assert!(depth <= 5, "nesting {depth}");
+            // Tool names: `^[a-zA-Z0-9_-]{1,64}$` in both APIs.
+            assert!(d.name.len() <= 64);
+            assert!(
+                d.name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Schema and library agreement.
+
+/// Where a call is expected to land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// The schema and the Act tool both accept it, or both refuse it.
+    Same,
+    /// A documented gap: the schema accepts, the tool refuses.
+    SchemaOnly(&'static str),
+    /// A documented gap: the tool accepts, the schema refuses.
+    ToolOnly(&'static str),
+}
+
+/// A call with every key, in the generic or strict shape.
+fn base(format: ToolFormat) -> Value {
+    if is_strict(format) {
+        json!({
+            "url": URL, "approval_id": "apr_0123456789abcdef0123456789abcdef",
+            "method": "fill", "selector": "input#q", "description": null,
+            "arguments": [{"name": "text", "value": "docs"}],
+        })
+    } else {
+        json!({
+            "url": URL, "approval_id": "apr_0123456789abcdef0123456789abcdef",
+            "method": "fill", "selector": "input#q", "arguments": {"text": "docs"},
+        })
+    }
+}
+
+fn with(format: ToolFormat, key: &str, value: Value) -> Value {
+    let mut call = base(format);
+    call[key] = value;
+    call
+}
+
+fn without(format: ToolFormat, key: &str) -> Value {
+    let mut call = base(format);
+    call.as_object_mut().unwrap().remove(key);
+    call
+}
+
+/// Arguments in the format's own shape.
+fn args(format: ToolFormat, pairs: &[(&str, Value)]) -> Value {
+    if is_strict(format) {
+        Value::Array(
+            pairs
+                .iter()
+                .map(|(k, v)| json!({"name": k, "value": v}))
+                .collect(),
+        )
+    } else {
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect::<Map<_, _>>(),
+        )
+    }
+}
+
+fn text_args(format: ToolFormat, count: usize, value: &str) -> Value {
+    let pairs: Vec<(String, Value)> = (0..count)
+        .map(|i| (format!("k{i}"), json!(value)))
+        .collect();
+    let refs: Vec<(&str, Value)> = pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    args(format, &refs)
+}
+
+/// Valid and invalid calls, each with where it should land for `format`.
+fn corpus(format: ToolFormat, methods_known: bool) -> Vec<(String, Value, Expect)> {
+    use Expect::{Same, SchemaOnly, ToolOnly};
+    let strict = is_strict(format);
+    let bytes = "byte lengths beyond ASCII";
+    let no_lengths = "strict shapes have no length or count keywords";
+    let mut out: Vec<(&str, Value, Expect)> = vec![
+        ("the base call", base(format), Same),
+        ("not an object", json!("call"), Same),
+        ("url missing", without(format, "url"), Same),
+        ("url a number", with(format, "url", json!(5)), Same),
+        ("id missing", without(format, "approval_id"), Same),
+        ("id null", with(format, "approval_id", json!(null)), Same),
+        (
+            "id with a space",
+            with(format, "approval_id", json!("apr 1")),
+            Same,
+        ),
+        (
+            "id of 128",
+            with(format, "approval_id", json!("a".repeat(128))),
+            Same,
+        ),
+        (
+            "id of 129",
+            with(format, "approval_id", json!("a".repeat(129))),
+            Same,
+        ),
+        ("id empty", with(format, "approval_id", json!("")), Same),
+        ("unknown key", with(format, "actor_id", json!("x")), Same),
+        ("run_id", with(format, "run_id", json!("x")), Same),
+        (
+            "method upper-case",
+            with(format, "method", json!("FILL")),
+            Same,
+        ),
+        (
+            "method padded",
+            with(format, "method", json!(" Fill\t")),
+            Same,
+        ),
+        ("method empty", with(format, "method", json!("")), Same),
+        ("method null", with(format, "method", json!(null)), Same),
+        (
+            "method with a space",
+            with(format, "method", json!("fi ll")),
+            Same,
+        ),
+        ("selector empty", with(format, "selector", json!("")), Same),
+        (
+            "selector blank",
+            with(format, "selector", json!(" \t\u{3000} ")),
+            Same,
+        ),
+        (
+            "selector padded",
+            with(format, "selector", json!("\n input#q \u{a0}")),
+            Same,
+        ),
+        (
+            "selector with a newline inside",
+            with(format, "selector", json!("a\nb")),
+            Same,
+        ),
+        (
+            "selector with NUL",
+            with(format, "selector", json!("a\u{0}")),
+            Same,
+        ),
+        (
+            "selector with DEL",
+            with(format, "selector", json!("a\u{7f}b")),
+            Same,
+        ),
+        (
+            "selector with U+2028 inside",
+            with(format, "selector", json!("a\u{2028}b")),
+            Same,
+        ),
+        (
+            "selector with U+0085 inside",
+            with(format, "selector", json!("a\u{85}b")),
+            Same,
+        ),
+        (
+            "selector with U+FEFF",
+            with(format, "selector", json!("\u{feff}")),
+            Same,
+        ),
+        (
+            "selector a number",
+            with(format, "selector", json!(7)),
+            Same,
+        ),
+        (
+            "selector of 2048",
+            with(format, "selector", json!("s".repeat(2048))),
+            Same,
+        ),
+        (
+            "selector of 2049",
+            with(format, "selector", json!("s".repeat(2049))),
+            if strict { SchemaOnly(no_lengths) } else { Same },
+        ),
+        (
+            "selector of 1025 two-byte characters",
+            with(format, "selector", json!("é".repeat(1025))),
+            SchemaOnly(if strict { no_lengths } else { bytes }),
+        ),
+        (
+            "description null",
+            with(format, "description", json!(null)),
+            Same,
+        ),
+        (
+            "description blank",
+            with(format, "description", json!("  ")),
+            Same,
+        ),
+        (
+            "description text",
+            with(format, "description", json!(" open it ")),
+            Same,
+        ),
+        (
+            "description with a tab inside",
+            with(format, "description", json!("a\tb")),
+            Same,
+        ),
+        (
+            "description a number",
+            with(format, "description", json!(1)),
+            Same,
+        ),
+        (
+            "description of 1024",
+            with(format, "description", json!("d".repeat(1024))),
+            Same,
+        ),
+        (
+            "description of 1025",
+            with(format, "description", json!("d".repeat(1025))),
+            if strict { SchemaOnly(no_lengths) } else { Same },
+        ),
+        (
+            "a long description equal to the default",
+            {
+                let mut call = with(format, "selector", json!("s".repeat(1100)));
+                call["description"] = json!(format!("fill {}", "s".repeat(1100)));
+                call
+            },
+            if strict {
+                Same
+            } else {
+                ToolOnly("a long default description")
+            },
+        ),
+        (
+            "arguments null",
+            with(format, "arguments", json!(null)),
+            Same,
+        ),
+        (
+            "arguments empty",
+            with(format, "arguments", args(format, &[])),
+            Same,
+        ),
+        (
+            "arguments a string",
+            with(format, "arguments", json!("x")),
+            Same,
+        ),
+        (
+            "arguments of 32",
+            with(format, "arguments", text_args(format, 32, "v")),
+            Same,
+        ),
+        (
+            "arguments of 33",
+            with(format, "arguments", text_args(format, 33, "v")),
+            if strict { SchemaOnly(no_lengths) } else { Same },
+        ),
+        (
+            "a value of 8192",
+            with(format, "arguments", text_args(format, 1, &"v".repeat(8192))),
+            Same,
+        ),
+        (
+            "a value of 8193",
+            with(format, "arguments", text_args(format, 1, &"v".repeat(8193))),
+            if strict { SchemaOnly(no_lengths) } else { Same },
+        ),
+        (
+            "a value of 4097 two-byte characters",
+            with(format, "arguments", text_args(format, 1, &"é".repeat(4097))),
+            SchemaOnly(if strict { no_lengths } else { bytes }),
+        ),
+        (
+            "a value with control characters",
+            with(format, "arguments", text_args(format, 1, "a\u{0}\n\u{7f}")),
+            Same,
+        ),
+        (
+            "a key of 64",
+            with(
+                format,
+                "arguments",
+                args(format, &[(&"k".repeat(64), json!("v"))]),
+            ),
+            Same,
+        ),
+        (
+            "a key of 65",
+            with(
+                format,
+                "arguments",
+                args(format, &[(&"k".repeat(65), json!("v"))]),
+            ),
+            Same,
+        ),
+        (
+            "a key with a space",
+            with(format, "arguments", args(format, &[("a b", json!("v"))])),
+            Same,
+        ),
+        (
+            "an empty key",
+            with(format, "arguments", args(format, &[("", json!("v"))])),
+            Same,
+        ),
+        (
+            "a null value",
+            with(format, "arguments", args(format, &[("k", json!(null))])),
+            Same,
+        ),
+        (
+            "an array value",
+            with(format, "arguments", args(format, &[("k", json!([1]))])),
+            Same,
+        ),
+        (
+            "a repeated name in the list form",
+            with(
+                format,
+                "arguments",
+                json!([{"name": "k", "value": "1"}, {"name": "k", "value": "2"}]),
+            ),
+            SchemaOnly("a repeated name"),
+        ),
+        (
+            "a list item with an extra key",
+            with(
+                format,
+                "arguments",
+                json!([{"name": "k", "value": "1", "other": 1}]),
+            ),
+            Same,
+        ),
+        (
+            "a list item without a value",
+            with(format, "arguments", json!([{"name": "k"}])),
+            Same,
+        ),
+        (
+            "a list item that is a string",
+            with(format, "arguments", json!(["k"])),
+            Same,
+        ),
+        (
+            "nested far too deep",
+            {
+                let mut deep = json!("x");
+                for _ in 0..40 {
+                    deep = json!([deep]);
+                }
+                with(format, "arguments", args(format, &[("k", deep)]))
+            },
+            Same,
+        ),
+    ];
+    // Numbers and booleans: values of their own in the generic shape;
+    // the strict shapes send every value as a string.
+    let typed: [(&str, Value); 5] = [
+        ("a number value", json!(5)),
+        ("a boolean value", json!(true)),
+        ("the largest safe integer", json!(9_007_199_254_740_991_u64)),
+        ("a number beyond 2^53 - 1", json!(9_007_199_254_740_993_u64)),
+        ("a fraction", json!(0.5)),
+    ];
+    for (what, value) in typed {
+        let beyond = value.as_u64().is_some_and(|n| n > 9_007_199_254_740_991);
+        let expect = if strict && !beyond {
+            ToolOnly("strict shapes take values as strings")
+        } else {
+            Same
+        };
+        out.push((
+            what,
+            with(format, "arguments", args(format, &[("n", value)])),
+            expect,
+        ));
+    }
+    if strict {
+        // The generic shape's object form and omitted keys are refused by
+        // the strict schemas, whose every key is required; the tool still
+        // accepts them.
+        for (what, call) in [
+            (
+                "arguments as an object",
+                with(format, "arguments", json!({"text": "docs"})),
+            ),
+            ("description omitted", without(format, "description")),
+            ("arguments omitted", without(format, "arguments")),
+        ] {
+            out.push((what, call, ToolOnly("strict shapes require every key")));
+        }
+    } else {
+        out.push((
+            "arguments as a list",
+            with(
+                format,
+                "arguments",
+                json!([{"name": "text", "value": "docs"}]),
+            ),
+            Same,
+        ));
+        out.push(("description omitted", without(format, "description"), Same));
+        out.push(("arguments omitted", without(format, "arguments"), Same));
+    }
+    if !methods_known {
+        // Without a policy the schema cannot know the method set.
+        out.push((
+            "a method the policy does not allow",
+            with(format, "method", json!("explode")),
+            SchemaOnly("the method set without a policy"),
+        ));
+    } else {
+        out.push((
+            "a method the policy does not allow",
+            with(format, "method", json!("explode")),
+            Same,
+        ));
+    }
+    out.into_iter()
+        .map(|(what, call, expect)| (what.to_owned(), call, expect))
+        .collect()
+}
+
+/// The tool accepts a call when it passes every check before the store:
+/// with no grant issued, that is exactly the unknown-id answer.
+async fn tool_accepts(h: &Harness, call: &Value) -> bool {
+    let result = h.run(call).await;
+    result["error"]["message"]
+        == "approval id is unknown; the host must issue an approval for this action"
+}
+
+#[tokio::test]
+async fn schema_and_tool_accept_the_same_calls() {
+    let h = Harness::new();
+    let mut gaps = BTreeSet::new();
+    for format in FORMATS {
+        for (methods_known, definition) in [
+            (false, Act::definition_for(format)),
+            (true, h.act.tool_definition_for(format)),
+        ] {
+            let schema = validator(&definition);
+            for (what, call, expect) in corpus(format, methods_known) {
+                let by_schema = schema.is_valid(&call);
+                let by_tool = tool_accepts(&h, &call).await;
+                let expected = match expect {
+                    Expect::Same => by_schema == by_tool,
+                    Expect::SchemaOnly(gap) => {
+                        gaps.insert(gap);
+                        by_schema && !by_tool
+                    }
+                    Expect::ToolOnly(gap) => {
+                        gaps.insert(gap);
+                        !by_schema && by_tool
+                    }
+                };
+                assert!(
+                    expected,
+                    "{format:?} (methods known: {methods_known}), {what}: schema {by_schema}, tool {by_tool}, expected {expect:?}"
+                );
+            }
+        }
+    }
+    // Every gap is one the definition's documentation lists.
+    assert_eq!(gaps.len(), 7, "{gaps:?}");
+}
+
+#[tokio::test]
+async fn the_corpus_has_both_outcomes_for_each_format() {
+    let h = Harness::new();
+    for format in FORMATS {
+        let schema = validator(&h.act.tool_definition_for(format));
+        let (mut accepted, mut refused) = (0, 0);
+        for (_, call, _) in corpus(format, true) {
+            if schema.is_valid(&call) {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(
+            accepted >= 15 && refused >= 25,
+            "{format:?}: {accepted} / {refused}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// One grant, any shape.
+
+#[tokio::test]
+async fn a_grant_works_whichever_shape_the_model_speaks() {
+    let action = json!({"method": "fill", "selector": "input#q", "arguments": {"text": "docs", "limit": 5, "exact": true}});
+    let shapes = [
+        // Generic: object arguments with typed values, no description.
+        json!({"method": "fill", "selector": "input#q", "arguments": {"limit": 5, "exact": true, "text": "docs"}}),
+        // Generic, list form and explicit nulls.
+        json!({"method": "FILL", "selector": " input#q ", "description": null, "arguments": [
+            {"name": "text", "value": "docs"}, {"name": "limit", "value": 5}, {"name": "exact", "value": true},
+        ]}),
+        // Strict (OpenAI and Anthropic): every key, values as strings.
+        json!({"method": "fill", "selector": "input#q", "description": null, "arguments": [
+            {"name": "exact", "value": "true"}, {"name": "limit", "value": "5"}, {"name": "text", "value": "docs"},
+        ]}),
+    ];
+    let h = Harness::new();
+    let strict = validator(&h.act.tool_definition_for(ToolFormat::OpenAiStrict));
+    let generic = validator(&h.act.tool_definition());
+    let mut digests = BTreeSet::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        let grant = h.grant(URL, &action).await;
+        let call = call_for(URL, grant.id.as_str(), shape);
+        if i == 2 {
+            assert!(strict.is_valid(&call), "{call}");
+        } else {
+            assert!(generic.is_valid(&call), "{call}");
+        }
+        let result = h.expect_ok(&call).await;
+        assert_eq!(
+            result["action"]["arguments"],
+            json!({"exact": "true", "limit": "5", "text": "docs"})
+        );
+        digests.insert(h.backend.records()[i].action.digest());
+        assert_eq!(h.backend.records()[i].action.digest(), grant.action_digest);
+    }
+    assert_eq!(digests.len(), 1);
+}
+
+#[tokio::test]
+async fn list_form_errors_are_refused_with_their_reason() {
+    let h = Harness::new();
     let grant = h.grant_click().await;
-    let call = call_for(URL, grant.id.as_str(), &click());
-    assert!(validate(schema, &call));
-    h.expect_ok(&call).await;
+    for (arguments, message) in [
+        (
+            json!([{"name": "k", "value": "1"}, {"name": "k", "value": "1"}]),
+            "argument `k` is given twice",
+        ),
+        (
+            json!([{"name": "k"}]),
+            "each item of an `arguments` list must be an object with exactly a string `name` and a `value`",
+        ),
+        (
+            json!([{"name": 1, "value": "v"}]),
+            "each item of an `arguments` list must be an object with exactly a string `name` and a `value`",
+        ),
+    ] {
+        let mut call = call_for(URL, grant.id.as_str(), &click());
+        call["arguments"] = arguments;
+        let result = h.expect_refused(&call, "NOT_AUTHORIZED").await;
+        assert_eq!(result["error"]["message"], message);
+    }
+    // The grant is untouched.
+    h.expect_ok(&call_for(URL, grant.id.as_str(), &click()))
+        .await;
 }

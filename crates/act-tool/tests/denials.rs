@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Harness, URL, call_for, click};
-use countersign_act_tool::approval::{ApprovalId, OutcomeCode, RevokeOutcome};
+use countersign_act_tool::approval::{ApprovalId, GivenApprovalId, OutcomeCode, RevokeOutcome};
 use serde_json::json;
 
 // Row 1: the context has no approval store or the id is unknown ⇒ APPROVAL_REQUIRED.
@@ -34,7 +34,7 @@ async fn unknown_id_is_approval_required() {
     let call = call_for(URL, unknown.as_str(), &click());
     h.expect_refused(&call, "APPROVAL_REQUIRED").await;
     let record = h.last_record();
-    assert_eq!(record.approval_id.as_deref(), Some(unknown.as_str()));
+    assert_eq!(record.approval_id, GivenApprovalId::WellFormed(unknown));
     assert_eq!(record.url.as_deref(), Some(URL));
     assert!(record.action_digest.is_some());
     assert!(h.backend.is_empty());
@@ -45,10 +45,20 @@ async fn malformed_ids_are_approval_required() {
     let h = Harness::new();
     h.grant_click().await;
     let long = "a".repeat(129);
-    for id in ["", "apr_!", "apr 1", "apr_é", long.as_str(), "../apr_1"] {
+    for (id, shown) in [
+        ("", "<malformed id of 0 bytes: ``>"),
+        ("apr_!", "<malformed id of 5 bytes: `apr_!`>"),
+        ("apr 1", "<malformed id of 5 bytes: `apr 1`>"),
+        ("apr_é", "<malformed id of 6 bytes: `apr_é`>"),
+        (
+            long.as_str(),
+            &format!("<malformed id of 129 bytes: `{}…`>", "a".repeat(64)),
+        ),
+        ("../apr_1", "<malformed id of 8 bytes: `../apr_1`>"),
+    ] {
         let call = call_for(URL, id, &click());
         h.expect_refused(&call, "APPROVAL_REQUIRED").await;
-        assert_eq!(h.last_record().approval_id.as_deref(), Some(id));
+        assert_eq!(h.last_record().approval_id.to_string(), shown);
     }
     assert!(h.backend.is_empty());
 }
@@ -72,7 +82,28 @@ async fn missing_or_mistyped_approval_id_is_approval_required() {
         "APPROVAL_REQUIRED",
     )
     .await;
-    assert_eq!(h.last_record().approval_id, None);
+    // A non-string id is recorded as such, not as absent.
+    assert_eq!(
+        h.last_record().approval_id,
+        GivenApprovalId::not_a_string("number")
+    );
+    assert_eq!(h.records()[0].approval_id, GivenApprovalId::Absent);
+    assert_eq!(h.records()[1].approval_id, GivenApprovalId::Absent);
+    for (id, json_type) in [
+        (json!(true), "boolean"),
+        (json!(["apr_1"]), "array"),
+        (json!({"id": "apr_1"}), "object"),
+    ] {
+        h.expect_refused(
+            &json!({"url": URL, "approval_id": id, "method": "click", "selector": "a#docs"}),
+            "APPROVAL_REQUIRED",
+        )
+        .await;
+        assert_eq!(
+            h.last_record().approval_id.to_string(),
+            format!("<{json_type}, not a string>")
+        );
+    }
     assert!(h.backend.is_empty());
 }
 
@@ -278,7 +309,7 @@ async fn policy_denied_actions_are_not_authorized() {
         json!({"method": "click", "selector": "a\u{0}b"}),
         json!({"method": "click", "selector": long_selector}),
         json!({"method": "click", "selector": "a#docs", "description": 5}),
-        json!({"method": "click", "selector": "a#docs", "arguments": []}),
+        json!({"method": "click", "selector": "a#docs", "arguments": "x"}),
         json!({"method": "click", "selector": "a#docs", "arguments": {"k": {"nested": true}}}),
         json!({"method": "click", "selector": "a#docs", "arguments": {"bad key": "x"}}),
     ];
@@ -301,7 +332,7 @@ async fn a_successful_call_records_everything_it_knows() {
         .expect_ok(&call_for(URL, grant.id.as_str(), &click()))
         .await;
     let record = h.last_record();
-    assert_eq!(record.approval_id.as_deref(), Some(grant.id.as_str()));
+    assert_eq!(record.approval_id.well_formed(), Some(&grant.id));
     assert_eq!(record.url.as_deref(), Some(URL));
     assert_eq!(record.action_digest, Some(grant.action_digest));
     assert_eq!(record.actor_id.as_str(), "actor-1");
@@ -322,4 +353,23 @@ async fn a_successful_call_records_everything_it_knows() {
             .count(),
         1
     );
+}
+
+#[tokio::test]
+async fn a_huge_hostile_id_is_recorded_bounded_and_escaped() {
+    let h = Harness::new();
+    h.grant_click().await;
+    let id = format!("apr_\n\u{202e}{}", "x".repeat(100_000));
+    h.expect_refused(&call_for(URL, &id, &click()), "APPROVAL_REQUIRED")
+        .await;
+    let recorded = h.last_record().approval_id;
+    assert_eq!(
+        recorded.to_string(),
+        format!(
+            "<malformed id of {} bytes: `apr_\\n\\u{{202e}}{}…`>",
+            id.len(),
+            "x".repeat(50)
+        )
+    );
+    assert!(recorded.to_string().len() < 120);
 }

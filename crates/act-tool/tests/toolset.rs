@@ -10,7 +10,7 @@ use common::{Harness, URL, call_for, click, policy};
 use countersign_act_tool::approval::{
     ActorId, ApprovalError, ApprovalStore, GrantState, IssueError, RunId,
 };
-use countersign_act_tool::{Context, GrantError, RetryPolicy, Toolset, issue_grant};
+use countersign_act_tool::{Context, GrantError, RetryPolicy, ToolFormat, Toolset, issue_grant};
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
 use serde_json::json;
@@ -22,6 +22,7 @@ async fn a_new_toolset_holds_no_act_until_enabled() {
     let mut tools = Toolset::new(h.context.clone());
     assert!(tools.act().is_none());
     assert!(tools.definitions().is_empty());
+    assert!(tools.definitions_for(ToolFormat::OpenAiStrict).is_empty());
     let call = call_for(URL, grant.id.as_str(), &click());
     let refused = tools.call("browser_act", &call).await.unwrap_err();
     assert_eq!(refused.name(), "browser_act");
@@ -37,6 +38,12 @@ async fn a_new_toolset_holds_no_act_until_enabled() {
     let definitions = tools.definitions();
     assert_eq!(definitions.len(), 1);
     assert_eq!(definitions[0].name, "browser_act");
+    for format in [ToolFormat::OpenAiStrict, ToolFormat::AnthropicStrict] {
+        let shaped = tools.definitions_for(format);
+        assert_eq!(shaped.len(), 1);
+        assert_eq!(shaped[0], tools.act().unwrap().tool_definition_for(format));
+        assert_eq!(shaped[0].format, format);
+    }
     assert!(tools.call("browser_other", &call).await.is_err());
     let result = tools.call("browser_act", &call).await.unwrap();
     assert_eq!(result["status"], "ok");

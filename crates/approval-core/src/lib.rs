@@ -55,7 +55,7 @@ pub use ids::{
     ActorId, ApprovalId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId, RandomnessError,
     RunId,
 };
-pub use operation::{OperationLog, OperationRecord, OutcomeCode};
+pub use operation::{GivenApprovalId, OperationLog, OperationRecord, OutcomeCode};
 pub use store::{ApprovalStore, IssueError, StoreError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 

@@ -3,9 +3,9 @@
 use std::fmt;
 
 use async_trait::async_trait;
-use countersign_canonical_policy::ActionDigest;
+use countersign_canonical_policy::{ActionDigest, quote_untrusted};
 
-use crate::{ActorId, OperationId, RunId, StoreError, Timestamp};
+use crate::{ActorId, ApprovalId, OperationId, RunId, StoreError, Timestamp};
 
 /// The outcome of one Act call, as the model sees its code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,6 +55,104 @@ impl fmt::Display for OutcomeCode {
     }
 }
 
+/// The approval id a call gave, as an operation record keeps it: bounded,
+/// whatever the model sent.
+///
+/// A string of an id's shape (`[A-Za-z0-9_-]{1,128}`) is kept as given;
+/// any other string only as its length and an escaped prefix of at most
+/// 64 characters; a value of another JSON type only as that type.
+///
+/// ```
+/// use countersign_approval_core::GivenApprovalId;
+///
+/// let id = GivenApprovalId::from_text("apr_0123");
+/// assert_eq!(id.to_string(), "apr_0123");
+/// assert!(id.well_formed().is_some());
+///
+/// let hostile = format!("apr\n\u{202e}{}", "x".repeat(100_000));
+/// let kept = GivenApprovalId::from_text(&hostile);
+/// assert_eq!(kept.to_string(), format!("<malformed id of 100007 bytes: `apr\\n\\u{{202e}}{}…`>", "x".repeat(51)));
+///
+/// assert_eq!(GivenApprovalId::not_a_string("number").to_string(), "<number, not a string>");
+/// assert_eq!(GivenApprovalId::Absent.to_string(), "<none>");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GivenApprovalId {
+    /// The call gave no approval id (absent, or `null`).
+    Absent,
+    /// A string with the shape of an id, exactly as given.
+    WellFormed(ApprovalId),
+    /// A string without the shape of an id; built by
+    /// [`from_text`](GivenApprovalId::from_text).
+    #[non_exhaustive]
+    Malformed {
+        /// Its length in UTF-8 bytes.
+        bytes: usize,
+        /// Its start, escaped and cut as every quoted untrusted text is
+        /// (see `countersign_canonical_policy::quote_untrusted`).
+        prefix: String,
+    },
+    /// A JSON value that is not a string; built by
+    /// [`not_a_string`](GivenApprovalId::not_a_string).
+    #[non_exhaustive]
+    NotAString {
+        /// Its JSON type: `number`, `boolean`, `array` or `object`.
+        json_type: &'static str,
+    },
+}
+
+impl GivenApprovalId {
+    /// A string id as the model gave it: kept when it has an id's shape,
+    /// otherwise reduced to its length and a bounded, escaped prefix.
+    pub fn from_text(text: &str) -> Self {
+        match ApprovalId::parse(text) {
+            Some(id) => GivenApprovalId::WellFormed(id),
+            None => GivenApprovalId::Malformed {
+                bytes: text.len(),
+                prefix: quote_untrusted(text),
+            },
+        }
+    }
+
+    /// An id given as a JSON value of another type, e.g. `number`.
+    pub fn not_a_string(json_type: &'static str) -> Self {
+        GivenApprovalId::NotAString { json_type }
+    }
+
+    /// A malformed id rebuilt from the parts an operation log stored:
+    /// `bytes` and `prefix` exactly as [`from_text`](GivenApprovalId::from_text)
+    /// made them.
+    pub fn malformed(bytes: usize, prefix: String) -> Self {
+        GivenApprovalId::Malformed { bytes, prefix }
+    }
+
+    /// The id, when the call gave one of an id's shape.
+    pub fn well_formed(&self) -> Option<&ApprovalId> {
+        match self {
+            GivenApprovalId::WellFormed(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for GivenApprovalId {
+    /// The id itself, or `<none>`, `<malformed id of N bytes: `…`>`,
+    /// `<number, not a string>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GivenApprovalId::Absent => f.write_str("<none>"),
+            GivenApprovalId::WellFormed(id) => f.write_str(id.as_str()),
+            GivenApprovalId::Malformed { bytes, prefix } => {
+                write!(f, "<malformed id of {bytes} bytes: `{prefix}`>")
+            }
+            GivenApprovalId::NotAString { json_type } => {
+                write!(f, "<{json_type}, not a string>")
+            }
+        }
+    }
+}
+
 /// What the log keeps of one Act call. Argument values are never kept:
 /// they may be secrets typed into forms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,8 +163,8 @@ pub struct OperationRecord {
     pub actor_id: ActorId,
     /// The host's run.
     pub run_id: RunId,
-    /// The approval id exactly as the model gave it, if it gave a string.
-    pub approval_id: Option<String>,
+    /// The approval id the model gave, bounded (see [`GivenApprovalId`]).
+    pub approval_id: GivenApprovalId,
     /// The canonical URL, when the policy accepted it.
     pub url: Option<String>,
     /// The action digest, when the policy accepted the action.

@@ -182,20 +182,36 @@ fn has_control(s: &str) -> bool {
     s.bytes().any(|b| b < 0x20 || b == 0x7f)
 }
 
-/// Shortens user text quoted in a denial so a message stays readable.
-pub(crate) fn quoted(s: &str) -> String {
-    const LIMIT: usize = 64;
-    let shown: String = s
-        .chars()
-        .take(LIMIT)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if s.chars().count() > LIMIT {
-        format!("{shown}…")
-    } else {
-        shown
+/// The most characters of untrusted text a message or record quotes
+/// (a cut adds one `…`).
+pub const QUOTED_CHARS: usize = 64;
+
+/// Escapes untrusted text for a message or a record (as Rust's
+/// `char::escape_debug`: control, bidirectional and other invisible
+/// characters become `\u{…}`), then cuts the escaped text to
+/// [`QUOTED_CHARS`] characters, never inside one escape, marking a cut
+/// with `…`. Every denial quotes untrusted input through it.
+///
+/// ```
+/// use countersign_canonical_policy::quote_untrusted;
+///
+/// assert_eq!(quote_untrusted("a\nb\u{202e}"), "a\\nb\\u{202e}");
+/// assert_eq!(quote_untrusted(&"x".repeat(100)), format!("{}…", "x".repeat(64)));
+/// ```
+pub fn quote_untrusted(s: &str) -> String {
+    let mut shown = String::new();
+    let mut count = 0;
+    for c in s.chars() {
+        let escaped = c.escape_debug();
+        let len = escaped.len();
+        if count + len > QUOTED_CHARS {
+            shown.push('…');
+            return shown;
+        }
+        shown.extend(escaped);
+        count += len;
     }
+    shown
 }
 
 fn optional_string<'a>(value: Option<&'a Value>, key: &str) -> Result<Option<&'a str>, Denial> {
@@ -227,7 +243,7 @@ pub(crate) fn canonicalise(
             unknown => {
                 return Err(Denial::invalid_action(format!(
                     "unknown field `{}`",
-                    quoted(unknown)
+                    quote_untrusted(unknown)
                 )));
             }
         };
@@ -241,7 +257,7 @@ pub(crate) fn canonicalise(
     match methods {
         Some(allowed) if !allowed.contains(&method) => {
             return Err(Denial::MethodNotAllowed {
-                method: quoted(&method),
+                method: quote_untrusted(&method),
             });
         }
         None if method.is_empty() || has_control(&method) || method.contains(' ') => {
@@ -270,7 +286,13 @@ pub(crate) fn canonicalise(
     let description = match optional_string(description, "description")?.map(str::trim) {
         None | Some("") => format!("{method} {selector}"),
         Some(text) => {
-            if text.len() > MAX_DESCRIPTION_BYTES {
+            // A description over the limit is accepted only when it is the
+            // default one: the default of a long selector is itself long,
+            // and the canonical JSON of every accepted action must read
+            // back as that action.
+            if text.len() > MAX_DESCRIPTION_BYTES
+                && !is_default_description(text, &method, selector)
+            {
                 return Err(Denial::invalid_action(format!(
                     "`description` is longer than {MAX_DESCRIPTION_BYTES} bytes"
                 )));
@@ -301,6 +323,36 @@ pub(crate) fn canonicalise(
     Ok(action)
 }
 
+/// Whether `text` is `"{method} {selector}"`, compared without building it.
+fn is_default_description(text: &str, method: &str, selector: &str) -> bool {
+    text.strip_prefix(method)
+        .and_then(|rest| rest.strip_prefix(' '))
+        .is_some_and(|rest| rest == selector)
+}
+
+/// The largest magnitude a number argument may have: 2^53 − 1, ECMAScript's
+/// `Number.MAX_SAFE_INTEGER`. Beyond it not every integer is a distinct
+/// double, so the text typed could differ from the number the model sent.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// The canonical text of a number argument: ECMAScript's Number-to-String
+/// of its IEEE 754 double (the rule RFC 8785 §3.2.2.3 uses), written by
+/// `ryu-js`; `None` for a number whose magnitude exceeds
+/// [`MAX_SAFE_INTEGER`] or that is no finite double.
+///
+/// The value is read through `Number::as_f64`, which gives the same double
+/// whether or not serde_json's `arbitrary_precision` feature is on (with it,
+/// the kept text is parsed with `str::parse`), so neither that feature nor
+/// serde_json's own float formatting can change the text.
+fn number_text(n: &serde_json::Number) -> Option<String> {
+    // Every integer up to 2^53 − 1 is exact in a double.
+    #[allow(clippy::cast_precision_loss)]
+    let limit = MAX_SAFE_INTEGER as f64;
+    let value = n.as_f64().filter(|v| v.is_finite() && v.abs() <= limit)?;
+    // `ryu-js` writes both zeros as `0`, as ECMAScript does.
+    Some(ryu_js::Buffer::new().format_finite(value).to_owned())
+}
+
 fn valid_argument_key(key: &str) -> bool {
     (1..=MAX_ARGUMENT_KEY_BYTES).contains(&key.len())
         && key
@@ -321,12 +373,16 @@ fn canonical_arguments(
         if !valid_argument_key(key) {
             return Err(Denial::invalid_action(format!(
                 "argument key `{}` must match [A-Za-z0-9_.-]{{1,64}}",
-                quoted(key)
+                quote_untrusted(key)
             )));
         }
         let text = match value {
             Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
+            Value::Number(n) => number_text(n).ok_or_else(|| {
+                Denial::invalid_action(format!(
+                    "argument `{key}` is a number outside ±{MAX_SAFE_INTEGER}"
+                ))
+            })?,
             Value::Bool(b) => b.to_string(),
             Value::Null | Value::Array(_) | Value::Object(_) => {
                 return Err(Denial::invalid_action(format!(

@@ -8,8 +8,10 @@ pub const NOT_AUTHORIZED: &str = "NOT_AUTHORIZED";
 /// A refusal by the [`Policy`](crate::Policy). Its `Display` says precisely
 /// what was refused; its [`code`](Denial::code) is always `NOT_AUTHORIZED`.
 ///
-/// Messages quote user input in backticks. They may be shown to a model, so
-/// they never carry argument values, which can hold secrets.
+/// Messages quote user input in backticks, escaped and then cut to 64
+/// characters (a cut ends in `…`); the resolver's error text is quoted the
+/// same way. They may be shown to a model, so they never carry argument
+/// values, which can hold secrets.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Denial {
@@ -22,7 +24,7 @@ pub enum Denial {
     /// The scheme is not in the allowed set.
     #[error("scheme `{scheme}` is not allowed")]
     SchemeNotAllowed {
-        /// The scheme as parsed (lower-case).
+        /// The scheme as parsed, lower-case (escaped and cut).
         scheme: String,
     },
     /// The URL carries a user name or password.
@@ -34,7 +36,7 @@ pub enum Denial {
     /// The host is not on the allow-list.
     #[error("host `{host}` is not allowed")]
     HostNotAllowed {
-        /// The host as the parser sees it, trailing dot removed.
+        /// The host as the parser sees it, trailing dot removed (escaped and cut).
         host: String,
     },
     /// The port is not on the port allow-list.
@@ -46,21 +48,21 @@ pub enum Denial {
     /// The resolver failed or timed out.
     #[error("host `{host}` could not be resolved: {reason}")]
     ResolutionFailed {
-        /// The host that was looked up.
+        /// The host that was looked up (escaped and cut).
         host: String,
-        /// What the resolver said.
+        /// What the resolver said (escaped and cut).
         reason: String,
     },
     /// The resolver answered with no address.
     #[error("host `{host}` resolved to no address")]
     NoAddresses {
-        /// The host that was looked up.
+        /// The host that was looked up (escaped and cut).
         host: String,
     },
     /// The host is, or resolved to, an address that is not public.
     #[error("host `{host}` has non-public address `{address}`")]
     NonPublicAddress {
-        /// The host as parsed.
+        /// The host as parsed (escaped and cut).
         host: String,
         /// The first non-public address found.
         address: IpAddr,
@@ -74,7 +76,7 @@ pub enum Denial {
     /// The action's method is not in the allowed set.
     #[error("method `{method}` is not allowed")]
     MethodNotAllowed {
-        /// The method after trimming and lower-casing.
+        /// The method after trimming and lower-casing (escaped and cut).
         method: String,
     },
 }

@@ -3,8 +3,8 @@
 
 use countersign_canonical_policy::{
     Action, ActionDigest, DEFAULT_METHODS, Denial, MAX_ARGUMENT_KEY_BYTES,
-    MAX_ARGUMENT_VALUE_BYTES, MAX_ARGUMENTS, MAX_DESCRIPTION_BYTES, MAX_SELECTOR_BYTES,
-    NOT_AUTHORIZED, Policy, StaticResolver,
+    MAX_ARGUMENT_VALUE_BYTES, MAX_ARGUMENTS, MAX_DESCRIPTION_BYTES, MAX_SAFE_INTEGER,
+    MAX_SELECTOR_BYTES, NOT_AUTHORIZED, Policy, StaticResolver,
 };
 use serde_json::{Value, json};
 
@@ -421,6 +421,70 @@ fn description_length_in_utf8_bytes() {
     );
 }
 
+/// Checks that `action` reads back from its canonical JSON as itself and
+/// that its JSON form re-authorises to the same digest.
+fn reads_back(action: &Action) {
+    let text = action.canonical_json();
+    assert_eq!(&Action::from_canonical_json(&text).unwrap(), action);
+    assert_eq!(&ok(action.to_json_value()), action);
+    assert_eq!(
+        ok(serde_json::from_str(&text).unwrap()).digest(),
+        action.digest()
+    );
+}
+
+#[test]
+fn a_long_default_description_reads_back() {
+    // `click ` + 1019 bytes = 1025 bytes: longer than an explicit
+    // description may be, yet the default of a valid selector.
+    for len in [1017, 1018, 1019, 1020, MAX_SELECTOR_BYTES] {
+        let selector = "s".repeat(len);
+        let action = ok(with_selector(&selector));
+        assert_eq!(action.description(), format!("click {selector}"));
+        reads_back(&action);
+        // Given explicitly (even padded or with another spelling of the
+        // method), the default is the same action.
+        let explicit = ok(json!({
+            "method": " CLICK ", "selector": selector, "description": format!(" click {selector}\n"),
+        }));
+        assert_eq!(explicit, action);
+    }
+    // Any other description over the limit is still refused.
+    let selector = "s".repeat(1020);
+    for description in [
+        format!("click {selector}x"),
+        format!("click  {selector}"),
+        format!("fill {selector}"),
+        format!("Click {selector}"),
+        format!("click{selector}"),
+    ] {
+        invalid(
+            json!({"method": "click", "selector": selector, "description": description}),
+            "`description` is longer than 1024 bytes",
+        );
+    }
+}
+
+#[test]
+fn an_action_with_every_field_at_its_maximum_reads_back() {
+    let arguments: serde_json::Map<String, Value> = (0..MAX_ARGUMENTS)
+        .map(|i| {
+            let key = format!("{i:0>width$}", width = MAX_ARGUMENT_KEY_BYTES);
+            (key, Value::String("v".repeat(MAX_ARGUMENT_VALUE_BYTES)))
+        })
+        .collect();
+    let selector = "s".repeat(MAX_SELECTOR_BYTES);
+    for description in [None, Some("d".repeat(MAX_DESCRIPTION_BYTES))] {
+        let mut input = json!({"method": "uncheck", "selector": selector, "arguments": arguments});
+        if let Some(d) = &description {
+            input["description"] = json!(d);
+        }
+        let action = ok(input);
+        assert_eq!(action.arguments().len(), MAX_ARGUMENTS);
+        reads_back(&action);
+    }
+}
+
 #[test]
 fn description_control_characters_are_refused() {
     for c in ['\u{0}', '\n', '\t', '\u{1f}', '\u{7f}'] {
@@ -544,56 +608,75 @@ fn argument_value_length_in_utf8_bytes() {
     );
 }
 
-#[test]
-fn numbers_become_their_serde_json_text() {
-    for number in [
-        json!(0),
-        json!(42),
-        json!(-7),
-        json!(u64::MAX),
-        json!(i64::MIN),
-        json!(0.5),
-        json!(-1.25),
-        json!(1e21),
-        json!(1.0),
-    ] {
-        let expected = number.to_string();
-        let action = ok(with_arguments(json!({ "n": number })));
-        assert_eq!(action.arguments()["n"], expected, "{number}");
+/// The argument text of the number written `text` in JSON, or `None` when
+/// the policy refuses it (or serde_json cannot read it at all).
+fn number_text(text: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(&format!(
+        r##"{{"method":"fill","selector":"#q","arguments":{{"n":{text}}}}}"##
+    ))
+    .ok()?;
+    match policy().authorize_action(&value) {
+        Ok(action) => Some(action.arguments()["n"].clone()),
+        Err(Denial::InvalidAction { reason }) => {
+            assert_eq!(
+                reason, "argument `n` is a number outside ±9007199254740991",
+                "{text}"
+            );
+            None
+        }
+        Err(other) => panic!("{text}: {other}"),
     }
-    let parsed: Value = serde_json::from_str(
-        r##"{"method":"fill","selector":"#q","arguments":{"a":1.50,"b":1e3,"c":-0}}"##,
-    )
-    .unwrap();
-    let action = ok(parsed.clone());
-    assert_eq!(
-        action.arguments()["a"],
-        parsed["arguments"]["a"].to_string()
-    );
-    assert_eq!(
-        action.arguments()["b"],
-        parsed["arguments"]["b"].to_string()
-    );
-    assert_eq!(
-        action.arguments()["c"],
-        parsed["arguments"]["c"].to_string()
-    );
-    assert_eq!(action.arguments()["a"], "1.5");
-    assert_eq!(action.arguments()["b"], "1000.0");
-    assert_eq!(action.arguments()["c"], "-0.0");
-    // Numbers are canonicalised by value (as an i64, u64 or f64), not by
-    // spelling: these spellings of one f64 are the same argument.
-    let number = |text: &str| {
-        let value: Value = serde_json::from_str(&format!(
-            r##"{{"method":"fill","selector":"#q","arguments":{{"n":{text}}}}}"##
-        ))
-        .unwrap();
-        ok(value).arguments()["n"].clone()
-    };
-    assert_eq!(number("1e3"), number("1000.0"));
-    assert_eq!(number("0.1"), number("0.10000000000000001"));
-    // Integers and floats stay apart.
-    assert_ne!(number("1"), number("1.0"));
+}
+
+#[test]
+fn numbers_become_their_ecmascript_text() {
+    // ECMAScript's Number-to-String (RFC 8785 §3.2.2.3), whatever the
+    // spelling and whatever serde_json's features.
+    for (text, expected) in [
+        ("0", "0"),
+        ("-0", "0"),
+        ("-0.0", "0"),
+        ("1", "1"),
+        ("1.0", "1"),
+        ("1.50", "1.5"),
+        ("0.1", "0.1"),
+        ("0.10000000000000001", "0.1"),
+        ("1e3", "1000"),
+        ("1E+3", "1000"),
+        ("1000.0", "1000"),
+        ("-12", "-12"),
+        ("1e-6", "0.000001"),
+        ("1e-7", "1e-7"),
+        ("1.5e-7", "1.5e-7"),
+        ("123456.789", "123456.789"),
+        ("5e-324", "5e-324"),
+        ("1e-400", "0"),
+        ("9007199254740991", "9007199254740991"),
+        ("-9007199254740991", "-9007199254740991"),
+        ("9007199254740991.0", "9007199254740991"),
+    ] {
+        assert_eq!(number_text(text).as_deref(), Some(expected), "{text}");
+    }
+}
+
+#[test]
+fn numbers_beyond_the_safe_integers_are_refused() {
+    for text in [
+        "9007199254740992",
+        "9007199254740993",
+        "-9007199254740993",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775808",
+        "1e20",
+        "1e21",
+        "1.7976931348623157e308",
+        "-1.7976931348623157e308",
+        "1e400",
+    ] {
+        assert_eq!(number_text(text), None, "{text}");
+    }
+    assert_eq!(MAX_SAFE_INTEGER, 9_007_199_254_740_991);
 }
 
 #[test]

@@ -111,6 +111,82 @@ fn every_vector_is_reproduced_exactly() {
     }
 }
 
+/// The numbers the issue asks the vectors to pin, each with a text or a refusal.
+const REQUIRED_NUMBERS: [&str; 15] = [
+    "0",
+    "-0",
+    "1",
+    "1.0",
+    "1.5",
+    "0.1",
+    "1e3",
+    "1e20",
+    "1e21",
+    "1e-6",
+    "1e-7",
+    "5e-324",
+    "1.7976931348623157e308",
+    "9007199254740993",
+    "18446744073709551616",
+];
+
+#[test]
+fn every_number_vector_is_reproduced_exactly() {
+    let file: Value = serde_json::from_str(VECTORS).unwrap();
+    let vectors = file["number_vectors"].as_array().unwrap();
+    let policy = policy();
+    for v in vectors {
+        let number = v["number"].as_str().unwrap();
+        let name = v["name"].as_str().unwrap();
+        assert_eq!(name, format!("number {number}"));
+        // The number is written verbatim into the JSON text, so the parser
+        // sees exactly this spelling.
+        let text = format!(r##"{{"method":"fill","selector":"#n","arguments":{{"n":{number}}}}}"##);
+        let parsed = serde_json::from_str::<Value>(&text);
+        if let Some(reason) = v.get("refused") {
+            let parsed = match parsed {
+                Ok(parsed) => parsed,
+                Err(_) if v["parser_may_refuse"] == json!(true) => continue,
+                Err(e) => panic!("{name}: does not parse: {e}"),
+            };
+            let denial = policy.authorize_action(&parsed).unwrap_err();
+            assert_eq!(
+                denial.to_string(),
+                format!("action is invalid: {}", reason.as_str().unwrap()),
+                "{name}"
+            );
+            continue;
+        }
+        let action = policy
+            .authorize_action(&parsed.unwrap())
+            .unwrap_or_else(|e| panic!("{name}: refused: {e}"));
+        assert_eq!(
+            action.arguments()["n"],
+            v["text"].as_str().unwrap(),
+            "{name}"
+        );
+        let canonical = v["canonical_json"].as_str().unwrap();
+        assert_eq!(action.canonical_json(), canonical, "{name}");
+        assert_eq!(
+            action.digest().to_hex(),
+            v["sha256"].as_str().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            sha256_hex(canonical),
+            v["sha256"].as_str().unwrap(),
+            "{name}"
+        );
+        assert_eq!(Action::from_canonical_json(canonical).unwrap(), action);
+    }
+    for number in REQUIRED_NUMBERS {
+        assert!(
+            vectors.iter().any(|v| v["number"] == json!(number)),
+            "no vector for {number}"
+        );
+    }
+}
+
 #[test]
 fn vector_file_is_well_formed() {
     let vectors = vectors();

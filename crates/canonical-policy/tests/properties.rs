@@ -10,7 +10,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use countersign_canonical_policy::{
-    Action, DEFAULT_METHODS, Denial, NON_PUBLIC_V4, NON_PUBLIC_V6_IN_GLOBAL, NOT_AUTHORIZED,
+    Action, DEFAULT_METHODS, Denial, MAX_ARGUMENT_VALUE_BYTES, MAX_DESCRIPTION_BYTES,
+    MAX_SAFE_INTEGER, MAX_SELECTOR_BYTES, NON_PUBLIC_V4, NON_PUBLIC_V6_IN_GLOBAL, NOT_AUTHORIZED,
     PUBLIC_V4_EXCEPTIONS, PUBLIC_V6_EXCEPTIONS, Policy, ResolveError, Resolver, StaticResolver,
     is_public,
 };
@@ -218,12 +219,15 @@ fn field_text(max_inner: usize) -> impl Strategy<Value = String> {
         .prop_map(|(a, inner, z)| format!("{a}{}{z}", inner.concat()))
 }
 
+/// The largest number magnitude an argument may have.
+const SAFE: i64 = MAX_SAFE_INTEGER as i64;
+
 fn argument_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         any::<String>().prop_map(Value::String),
         "[ \\n\\t\"\\\\\u{2028}é]{0,6}".prop_map(Value::String),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
+        (-SAFE..=SAFE).prop_map(Value::from),
+        (0..=SAFE as u64).prop_map(Value::from),
         (-1.0e6f64..1.0e6).prop_map(Value::from),
         any::<bool>().prop_map(Value::Bool),
     ]
@@ -474,6 +478,159 @@ fn unlisted_host() -> impl Strategy<Value = String> {
 }
 
 // ---------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------
+// Strategies: any proposed action, valid or not, maximal sizes included.
+
+/// Text of about `len` bytes (up to 3 more), from characters that trimming,
+/// escaping and the control-character rule treat differently.
+fn sized_text(len: usize) -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            8 => Just("s"),
+            1 => Just(" "),
+            1 => Just("é"),
+            1 => Just("😀"),
+            1 => Just("\u{2028}"),
+            1 => Just("\""),
+            1 => Just("\n"),
+            1 => Just("\u{3000}"),
+        ],
+        1..8,
+    )
+    .prop_map(move |pieces| {
+        let mut out = String::new();
+        for piece in pieces.iter().cycle() {
+            if out.len() >= len {
+                break;
+            }
+            out.push_str(piece);
+        }
+        out
+    })
+}
+
+/// A length near a limit, or small.
+fn length_near(limit: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![
+        0..24usize,
+        (limit - 8)..(limit + 4),
+        (limit / 2 - 4)..(limit / 2 + 4)
+    ]
+}
+
+fn any_method() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        8 => (proptest::sample::select(DEFAULT_METHODS), "[ \\t\\n]{0,2}")
+            .prop_map(|(m, pad)| Value::String(format!("{pad}{}{pad}", m.to_uppercase()))),
+        8 => proptest::sample::select(DEFAULT_METHODS).prop_map(|m| Value::String(m.to_owned())),
+        1 => "[a-z ]{0,8}".prop_map(Value::String),
+        1 => Just(Value::Null),
+    ]
+}
+
+fn any_selector() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        10 => length_near(MAX_SELECTOR_BYTES).prop_flat_map(sized_text).prop_map(Value::String),
+        // Selectors whose default description crosses the description limit.
+        10 => (1010..1030usize).prop_flat_map(sized_text).prop_map(Value::String),
+        1 => Just(Value::from(7)),
+    ]
+}
+
+fn any_description() -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        4 => Just(None),
+        1 => Just(Some(Value::Null)),
+        1 => Just(Some(Value::String(" \n".to_owned()))),
+        6 => length_near(MAX_DESCRIPTION_BYTES)
+            .prop_flat_map(sized_text)
+            .prop_map(|t| Some(Value::String(t))),
+        1 => Just(Some(Value::Bool(true))),
+    ]
+}
+
+fn any_argument_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        4 => length_near(MAX_ARGUMENT_VALUE_BYTES).prop_flat_map(sized_text).prop_map(Value::String),
+        2 => argument_value(),
+        1 => any::<i64>().prop_map(Value::from),
+        1 => any::<u64>().prop_map(Value::from),
+        1 => any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        1 => Just(Value::Null),
+        1 => Just(json!([1])),
+    ]
+}
+
+fn any_arguments() -> impl Strategy<Value = Option<Value>> {
+    let key = prop_oneof![
+        8 => "[A-Za-z0-9_.-]{1,64}",
+        1 => "[A-Za-z0-9_.-]{64,66}",
+        1 => "[a-z é]{0,3}",
+    ];
+    prop_oneof![
+        1 => Just(None),
+        1 => Just(Some(Value::Null)),
+        6 => proptest::collection::btree_map(key, any_argument_value(), 0..34)
+            .prop_map(|m| Some(Value::Object(m.into_iter().collect()))),
+    ]
+}
+
+/// A proposed action: mostly well-formed, every field up to and across its limit.
+fn any_proposal() -> impl Strategy<Value = Value> {
+    (
+        any_method(),
+        any_selector(),
+        any_description(),
+        any_arguments(),
+    )
+        .prop_map(|(method, selector, description, arguments)| {
+            let mut object = serde_json::Map::new();
+            object.insert("method".into(), method);
+            object.insert("selector".into(), selector);
+            if let Some(d) = description {
+                object.insert("description".into(), d);
+            }
+            if let Some(a) = arguments {
+                object.insert("arguments".into(), a);
+            }
+            Value::Object(object)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every action the policy accepts reads back from its canonical JSON as
+    /// itself, and its JSON form (the `action` object of an `ok` result)
+    /// re-authorises to the same digest.
+    #[test]
+    fn every_accepted_action_reads_back_as_itself(proposal in any_proposal()) {
+        let policy = action_policy();
+        let Ok(action) = policy.authorize_action(&proposal) else {
+            return Ok(());
+        };
+        let text = action.canonical_json();
+        let read = Action::from_canonical_json(&text)
+            .unwrap_or_else(|e| panic!("canonical json of {proposal} does not read back: {e}"));
+        prop_assert_eq!(&read, &action);
+        prop_assert_eq!(read.digest(), action.digest());
+        let again = policy
+            .authorize_action(&action.to_json_value())
+            .unwrap_or_else(|e| panic!("json form of {proposal} is refused: {e}"));
+        prop_assert_eq!(&again, &action);
+        let reparsed = policy
+            .authorize_action(&serde_json::from_str(&text).unwrap())
+            .unwrap_or_else(|e| panic!("parsed canonical json of {proposal} is refused: {e}"));
+        prop_assert_eq!(reparsed.digest(), action.digest());
+        prop_assert!(action.selector().len() <= MAX_SELECTOR_BYTES);
+        let default = [action.method(), action.selector()].join(" ");
+        prop_assert!(
+            action.description().len() <= MAX_DESCRIPTION_BYTES || action.description() == default
+        );
+        prop_assert!(action.arguments().values().all(|v| v.len() <= MAX_ARGUMENT_VALUE_BYTES));
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]

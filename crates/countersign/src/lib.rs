@@ -52,6 +52,7 @@
 //! | `system-resolver` | yes | `policy::SystemResolver`: DNS through the operating system |
 //! | `redis` | no | `store::redis`: the Redis approval store and operation log |
 //! | `conformance` | no | `conformance`: the approval-store and operation-log conformance kits |
+//! | `egress-guard` | no | `egress`: the egress guard, a forward proxy confining a browser to the policy |
 //!
 //! # Crates
 //!
@@ -59,7 +60,8 @@
 //! directly instead: [`policy`] (`countersign-canonical-policy`),
 //! [`approval`] (`countersign-approval-core`), [`store`]
 //! (`countersign-store-memory`, `countersign-store-redis`), [`backend`]
-//! (`countersign-backend-fake`), [`act`] (`countersign-act-tool`) and
+//! (`countersign-backend-fake`), [`act`] (`countersign-act-tool`), `egress`
+//! (`countersign-egress-guard`) and
 //! `conformance` (`countersign-store-conformance`).
 
 pub mod policy {
@@ -119,6 +121,14 @@ pub mod act {
     pub use countersign_act_tool::*;
 }
 
+#[cfg(feature = "egress-guard")]
+pub mod egress {
+    //! The egress guard, a forward proxy that confines a browser's own
+    //! traffic to the policy: the `countersign-egress-guard` crate (feature
+    //! `egress-guard`).
+    pub use countersign_egress_guard::*;
+}
+
 #[cfg(feature = "conformance")]
 pub mod conformance {
     //! The conformance kits for approval stores and operation logs: the
@@ -149,8 +159,8 @@ pub mod prelude {
     pub use crate::store::memory::{InMemoryApprovalStore, InMemoryOperationStore};
 }
 
-/// The code blocks of `docs/guide.md`, `docs/architecture.md` and the
-/// workspace `README.md`, compiled and run as doc tests (they use the
+/// The code blocks of `docs/guide.md`, `docs/architecture.md`,
+/// `docs/security-model.md` and the workspace `README.md`, compiled and run as doc tests (they use the
 /// in-memory stores and the fake backend).
 #[cfg(all(doctest, feature = "memory", feature = "fake"))]
 pub mod docs {
@@ -159,6 +169,9 @@ pub mod docs {
 
     #[doc = include_str!("../../../docs/architecture.md")]
     pub struct Architecture;
+
+    #[doc = include_str!("../../../docs/security-model.md")]
+    pub struct SecurityModel;
 
     #[doc = include_str!("../../../README.md")]
     pub struct Readme;

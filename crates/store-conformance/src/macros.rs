@@ -95,6 +95,7 @@ macro_rules! __for_each_check {
                 consumed_is_checked_before_expiry,
                 expiry_is_checked_before_mismatch,
                 grants_are_independent,
+                every_field_at_its_maximum,
                 abandon_of_own_consume_restores_the_grant,
                 late_consume_of_abandoned_attempt_never_consumes,
                 abandon_outcomes,

@@ -10,8 +10,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    ActorId, Clock, OperationId, OperationLog, OperationRecord, OutcomeCode, RunId, SystemClock,
-    Timestamp,
+    ActorId, Clock, GivenApprovalId, OperationId, OperationLog, OperationRecord, OutcomeCode,
+    RunId, SystemClock, Timestamp,
 };
 use countersign_canonical_policy::{Action, ActionDigest};
 
@@ -66,7 +66,7 @@ impl LogCx {
                 .map_err(|e| self.fail(format!("could not generate an operation id: {e}")))?,
             actor_id: self.actor.clone(),
             run_id: run.clone(),
-            approval_id: None,
+            approval_id: GivenApprovalId::Absent,
             url: None,
             action_digest: None,
             outcome: OutcomeCode::NotAuthorized,
@@ -79,7 +79,7 @@ impl LogCx {
     /// A performed call's record: every field set.
     fn full(&self, run: &RunId, n: u64) -> Result<OperationRecord, CheckFailure> {
         let mut record = self.bare(run, n)?;
-        record.approval_id = Some(format!("apr_{n:032x}"));
+        record.approval_id = GivenApprovalId::from_text(&format!("apr_{n:032x}"));
         record.url = Some("https://shop.example.com/cart?item=1".to_owned());
         record.action_digest = Some(self.digest);
         record.outcome = OutcomeCode::Ok;
@@ -175,16 +175,24 @@ fn fresh_run(check: &'static str) -> Result<RunId, CheckFailure> {
 }
 
 /// A record with every field set and one with only the required ones come
-/// back field for field, from both queries.
+/// back field for field, from both queries; so do the approval ids a model
+/// may give that are not ids (a hostile string, a number).
 pub async fn records_round_trip(log: &dyn OperationLog) -> Result<(), CheckFailure> {
     let cx = LogCx::new("records_round_trip")?;
     let full = cx.full(&cx.run, 1)?;
     let mut bare = cx.bare(&cx.run, 2)?;
     bare.reason = "url `https://ünïcödé.example/` was refused: «not allowed»".to_owned();
-    cx.record(log, "record with every field", &full).await?;
-    cx.record(log, "record with only the required fields", &bare)
-        .await?;
-    for record in [&full, &bare] {
+    let mut malformed = cx.bare(&cx.run, 3)?;
+    malformed.approval_id =
+        GivenApprovalId::from_text(&format!("apr\n\u{202e}`{}", "x".repeat(10_000)));
+    let mut number = cx.bare(&cx.run, 4)?;
+    number.approval_id = GivenApprovalId::not_a_string("number");
+    let all = [full, bare, malformed, number];
+    for (n, record) in all.iter().enumerate() {
+        cx.record(log, &format!("record {n} of the round trip"), record)
+            .await?;
+    }
+    for record in &all {
         let answer = cx
             .by_id(log, "read back by operation id", &record.operation_id)
             .await?;
@@ -194,8 +202,7 @@ pub async fn records_round_trip(log: &dyn OperationLog) -> Result<(), CheckFailu
             )));
         }
     }
-    cx.expect_run(log, "read back by run", &cx.run, &[full, bare])
-        .await
+    cx.expect_run(log, "read back by run", &cx.run, &all).await
 }
 
 /// An operation id never recorded is `None`; a run never recorded has no

@@ -987,6 +987,186 @@ pub async fn grants_are_independent(store: &dyn ApprovalStore) -> Result<(), Che
         .await
 }
 
+/// A grant with every field at its maximum size reads back exactly and is
+/// consumed exactly once, like any other: ids of 128 and 256 bytes, a
+/// 1024-byte note, a long URL, a 2048-byte selector whose default
+/// description is longer than an explicit one may be, a 1024-byte explicit
+/// description, and 32 arguments with 64-byte keys and 8192-byte values
+/// full of characters JSON escapes. Every store must give the outcomes an
+/// ordinary grant gets; one that cannot read such a grant back would fail
+/// here.
+pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(), CheckFailure> {
+    use countersign_approval_core::{
+        ActorId, Approval, ApprovalId, AttemptId, MAX_HOST_ID_BYTES, MAX_NOTE_BYTES, MAX_TTL, RunId,
+    };
+    use countersign_canonical_policy::{
+        MAX_ARGUMENT_KEY_BYTES, MAX_ARGUMENT_VALUE_BYTES, MAX_ARGUMENTS, MAX_DESCRIPTION_BYTES,
+        MAX_SELECTOR_BYTES,
+    };
+
+    let cx = Ctx::new("every_field_at_its_maximum", store).await?;
+    let fail =
+        |what: &str, e: &dyn std::fmt::Display| cx.fail(format!("could not build {what}: {e}"));
+    // Exactly `bytes` bytes: `pattern` repeated, then ASCII filler.
+    let sized = |pattern: &str, bytes: usize| {
+        let mut text = pattern.repeat(bytes / pattern.len());
+        text.push_str(&"z".repeat(bytes - text.len()));
+        text
+    };
+
+    let actor =
+        ActorId::new(sized("actor «ä» ", MAX_HOST_ID_BYTES)).map_err(|e| fail("the actor", &e))?;
+    let run =
+        RunId::new(sized("run \"ü\" ", MAX_HOST_ID_BYTES)).map_err(|e| fail("the run", &e))?;
+    let policy = countersign_canonical_policy::Policy::builder()
+        .allow_host("*.example.com")
+        .resolver(countersign_canonical_policy::StaticResolver::answering_all(
+            [std::net::IpAddr::from([93, 184, 216, 34])],
+        ))
+        .build()
+        .map_err(|e| fail("the policy", &e))?;
+    let url = policy
+        .authorize_destination(&format!(
+            "https://{}.example.com/{}?q={}#{}",
+            "a".repeat(63),
+            "p%20ü/".repeat(700),
+            "\"x\"&".repeat(700),
+            "f".repeat(1000)
+        ))
+        .await
+        .map_err(|e| fail("the url", &e))?;
+    // Values with quotes, backslashes, controls, U+2028 and 4-byte characters.
+    let value = sized("\"\\\u{0}\n\t\u{2028}😀é ", MAX_ARGUMENT_VALUE_BYTES);
+    let arguments: serde_json::Map<String, serde_json::Value> = (0..MAX_ARGUMENTS)
+        .map(|i| {
+            let key = format!("{i:0>width$}", width = MAX_ARGUMENT_KEY_BYTES);
+            (key, serde_json::Value::String(value.clone()))
+        })
+        .collect();
+    let selector = sized("div[data-x=\"ü\\\\\"] > ", MAX_SELECTOR_BYTES);
+    // No description: the default, `dblclick` and the selector, is 2057 bytes.
+    let default_described = policy
+        .authorize_action(&serde_json::json!({
+            "method": "dblclick", "selector": selector, "arguments": arguments,
+        }))
+        .map_err(|e| fail("the action with the default description", &e))?;
+    let described = policy
+        .authorize_action(&serde_json::json!({
+            "method": "dblclick", "selector": selector, "arguments": arguments,
+            "description": sized("«described» \"", MAX_DESCRIPTION_BYTES),
+        }))
+        .map_err(|e| fail("the action with a description", &e))?;
+
+    let longest_id = |prefix: &str| format!("{prefix}{}", "9".repeat(128 - prefix.len()));
+    let mut grants = Vec::new();
+    for (i, action) in [&default_described, &described].into_iter().enumerate() {
+        let mut grant =
+            Approval::for_action(actor.clone(), run.clone(), &url, action, MAX_TTL, cx.t0)
+                .and_then(|a| a.with_note(sized("note «✓» \"", MAX_NOTE_BYTES)))
+                .map_err(|e| fail("the grant", &e))?;
+        // A 128-character id, unique to this run of the check.
+        let unique = cx.unknown_id()?;
+        grant.id = ApprovalId::parse(&longest_id(&format!("{unique}_{i}_")))
+            .ok_or_else(|| cx.fail("could not build a 128-character id"))?;
+        cx.issue(&grant).await?;
+        cx.stored("a maximal grant, as issued", &grant, GrantState::Active)
+            .await?;
+        grants.push(grant);
+    }
+    let attempt = AttemptId::parse(&longest_id(cx.attempt()?.as_str()))
+        .ok_or_else(|| cx.fail("could not build a 128-character attempt id"))?;
+    let other = cx.attempt()?;
+
+    for grant in &grants {
+        // The other grant's action differs by its description only.
+        let mut mismatched = grant.binding();
+        mismatched.action_digest = if grant.action_digest == default_described.digest() {
+            described.digest()
+        } else {
+            default_described.digest()
+        };
+        cx.consume(
+            "consume with the other maximal action",
+            &grant.id,
+            &mismatched,
+            cx.at(1),
+            &attempt,
+            MISMATCH,
+        )
+        .await?;
+        cx.stored(
+            "the maximal grant after a mismatch",
+            grant,
+            GrantState::Active,
+        )
+        .await?;
+    }
+
+    let [first, second] = &grants[..] else {
+        return Err(cx.fail("expected two grants"));
+    };
+    cx.consume(
+        "consume of the maximal grant with the default description",
+        &first.id,
+        &first.binding(),
+        cx.at(2),
+        &attempt,
+        OK,
+    )
+    .await?;
+    cx.stored(
+        "the consumed maximal grant",
+        first,
+        GrantState::Consumed {
+            at: cx.at(2),
+            by: attempt.clone(),
+        },
+    )
+    .await?;
+    cx.consume(
+        "replay by the same attempt",
+        &first.id,
+        &first.binding(),
+        cx.at(3),
+        &attempt,
+        REPLAY,
+    )
+    .await?;
+    cx.consume(
+        "consume by another attempt",
+        &first.id,
+        &first.binding(),
+        cx.at(3),
+        &other,
+        CONSUMED,
+    )
+    .await?;
+    cx.revoke(
+        "revoke of the consumed maximal grant",
+        &first.id,
+        RevokeOutcome::AlreadyConsumed,
+    )
+    .await?;
+
+    cx.revoke(
+        "revoke of the described maximal grant",
+        &second.id,
+        RevokeOutcome::Revoked,
+    )
+    .await?;
+    cx.stored("the revoked maximal grant", second, GrantState::Revoked)
+        .await?;
+    cx.consume(
+        "consume of the revoked maximal grant",
+        &second.id,
+        &second.binding(),
+        cx.at(4),
+        &other,
+        REVOKED,
+    )
+    .await
+}
+
 mod abandon;
 pub use abandon::{
     abandon_of_own_consume_restores_the_grant, abandon_outcomes, abandoned_attempts_are_bounded,

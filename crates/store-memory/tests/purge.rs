@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OperationId,
-    OperationLog, OperationRecord, OutcomeCode, RevokeOutcome, RunId, Timestamp,
+    ActorId, Approval, ApprovalStore, AttemptId, ConsumeOutcome, GivenApprovalId, GrantState,
+    OperationId, OperationLog, OperationRecord, OutcomeCode, RevokeOutcome, RunId, Timestamp,
 };
 use countersign_store_memory::{DEFAULT_RETENTION, InMemoryApprovalStore, InMemoryOperationStore};
 
@@ -142,7 +142,7 @@ fn record(finished: u64) -> OperationRecord {
         operation_id: OperationId::generate().unwrap(),
         actor_id: ActorId::new("actor").unwrap(),
         run_id: RunId::new("run").unwrap(),
-        approval_id: Some(format!("apr_{finished}")),
+        approval_id: GivenApprovalId::from_text(&format!("apr_{finished}")),
         url: None,
         action_digest: None,
         outcome: OutcomeCode::ApprovalRequired,

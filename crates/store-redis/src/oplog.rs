@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use countersign_approval_core::policy::ActionDigest;
 use countersign_approval_core::{
-    ActorId, OperationId, OperationLog, OperationRecord, OutcomeCode, RunId, StoreError, Timestamp,
+    ActorId, ApprovalId, GivenApprovalId, OperationId, OperationLog, OperationRecord, OutcomeCode,
+    RunId, StoreError, Timestamp,
 };
 use redis::{Cmd, Script, Value};
 
@@ -25,6 +26,8 @@ pub const MAX_RECORDS_LIMIT: u64 = 10_000_000;
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 /// The oldest server version the log runs on (`XTRIM MINID`), as (major, minor).
 const MIN_SERVER_VERSION: (u32, u32) = (6, 2);
+/// The JSON types a model may give instead of an approval id string.
+const JSON_TYPES: [&str; 4] = ["boolean", "number", "array", "object"];
 /// The record format written by this version of the log.
 const FORMAT_VERSION: &str = "1";
 
@@ -84,6 +87,9 @@ mod field {
     pub(super) const ACTOR: &str = "actor";
     pub(super) const RUN: &str = "run";
     pub(super) const APPROVAL: &str = "approval";
+    pub(super) const APPROVAL_BYTES: &str = "approval_bytes";
+    pub(super) const APPROVAL_PREFIX: &str = "approval_prefix";
+    pub(super) const APPROVAL_TYPE: &str = "approval_type";
     pub(super) const URL: &str = "url";
     pub(super) const DIGEST: &str = "digest";
     pub(super) const OUTCOME: &str = "outcome";
@@ -91,12 +97,15 @@ mod field {
     pub(super) const STARTED_AT: &str = "started_at";
     pub(super) const FINISHED_AT: &str = "finished_at";
 
-    pub(super) const ALL: [&str; 11] = [
+    pub(super) const ALL: [&str; 14] = [
         VERSION,
         OPERATION,
         ACTOR,
         RUN,
         APPROVAL,
+        APPROVAL_BYTES,
+        APPROVAL_PREFIX,
+        APPROVAL_TYPE,
         URL,
         DIGEST,
         OUTCOME,
@@ -315,8 +324,17 @@ fn encode(record: &OperationRecord) -> Vec<(&'static str, String)> {
             record.finished_at.as_millis().to_string(),
         ),
     ];
-    if let Some(approval) = &record.approval_id {
-        fields.push((field::APPROVAL, approval.clone()));
+    match &record.approval_id {
+        GivenApprovalId::WellFormed(id) => fields.push((field::APPROVAL, id.as_str().to_owned())),
+        GivenApprovalId::Malformed { bytes, prefix, .. } => {
+            fields.push((field::APPROVAL_BYTES, bytes.to_string()));
+            fields.push((field::APPROVAL_PREFIX, prefix.clone()));
+        }
+        GivenApprovalId::NotAString { json_type, .. } => {
+            fields.push((field::APPROVAL_TYPE, (*json_type).to_owned()));
+        }
+        // Absent, and any kind this version does not know: nothing stored.
+        _ => {}
     }
     if let Some(url) = &record.url {
         fields.push((field::URL, url.clone()));
@@ -366,7 +384,30 @@ fn decode(key: &str, flat: &[Value]) -> Result<OperationRecord, StoreError> {
             .map_err(|_| corrupt("actor is not a valid actor id"))?,
         run_id: RunId::new(required(field::RUN)?)
             .map_err(|_| corrupt("run is not a valid run id"))?,
-        approval_id: get(field::APPROVAL).map(str::to_owned),
+        approval_id: match (
+            get(field::APPROVAL),
+            get(field::APPROVAL_BYTES),
+            get(field::APPROVAL_PREFIX),
+            get(field::APPROVAL_TYPE),
+        ) {
+            (None, None, None, None) => GivenApprovalId::Absent,
+            (Some(id), None, None, None) => GivenApprovalId::WellFormed(
+                ApprovalId::parse(id).ok_or_else(|| corrupt("approval is not an approval id"))?,
+            ),
+            (None, Some(bytes), Some(prefix), None) => GivenApprovalId::malformed(
+                bytes
+                    .parse()
+                    .map_err(|_| corrupt("approval_bytes is not a length"))?,
+                prefix.to_owned(),
+            ),
+            (None, None, None, Some(json_type)) => GivenApprovalId::not_a_string(
+                JSON_TYPES
+                    .into_iter()
+                    .find(|known| *known == json_type)
+                    .ok_or_else(|| corrupt("approval_type is not a json type"))?,
+            ),
+            _ => return Err(corrupt("log entry mixes approval id fields")),
+        },
         url: get(field::URL).map(str::to_owned),
         action_digest: get(field::DIGEST)
             .map(|hex| {
@@ -501,7 +542,13 @@ mod tests {
         ];
         let record = decode("k", &flat(&good)).unwrap();
         assert_eq!(record.outcome, OutcomeCode::NotAuthorized);
-        assert_eq!(record.approval_id, None);
+        assert_eq!(record.approval_id, GivenApprovalId::Absent);
+        let mut mixed = good.to_vec();
+        mixed.extend([("approval", "apr_1"), ("approval_type", "number")]);
+        assert!(decode("k", &flat(&mixed)).is_err());
+        let mut typed = good.to_vec();
+        typed.push(("approval_type", "string"));
+        assert!(decode("k", &flat(&typed)).is_err());
         for (name, bad) in [
             ("v", "2"),
             ("outcome", "MAYBE"),

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use countersign_act_tool::{Act, Context};
 use countersign_approval_core::{
-    ActorId, ApprovalStore, OperationId, OperationLog, OperationRecord, OutcomeCode, RunId,
+    ActorId, ApprovalStore, GivenApprovalId, OperationId, OperationLog, OperationRecord,
+    OutcomeCode, RunId,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_redis::{OperationLogRetention, RedisOperationLog};
@@ -58,7 +59,7 @@ fn record(run: &RunId, n: u64) -> OperationRecord {
         operation_id: OperationId::generate().unwrap(),
         actor_id: ActorId::new("actor-1").unwrap(),
         run_id: run.clone(),
-        approval_id: Some("apr_0f3c5d8e9a1b2c3d4e5f60718293a4b5".to_owned()),
+        approval_id: GivenApprovalId::from_text("apr_0f3c5d8e9a1b2c3d4e5f60718293a4b5"),
         url: Some("https://docs.example.com/".to_owned()),
         action_digest: Some(
             "4f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
@@ -192,7 +193,10 @@ async fn act_writes_one_record_per_call_and_a_failed_write_changes_no_outcome() 
         records.iter().map(|r| r.outcome).collect::<Vec<_>>(),
         [OutcomeCode::Ok, OutcomeCode::ApprovalStale]
     );
-    assert_eq!(records[0].approval_id.as_deref(), Some(id.as_str()));
+    assert_eq!(
+        records[0].approval_id.well_formed().map(|i| i.as_str()),
+        Some(id.as_str())
+    );
     let op = performed.to_json()["operation_id"]
         .as_str()
         .unwrap()
