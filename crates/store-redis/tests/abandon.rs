@@ -13,10 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use countersign_act_tool::{ActResult, RetryPolicy};
-use countersign_approval_core::{ApprovalId, ApprovalStore, GrantState, OutcomeCode};
+use countersign_approval_core::{
+    AbandonOutcome, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode,
+    StaleReason, StoreError,
+};
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
-use countersign_store_redis::{Durability, RedisApprovalStore, RedisStoreOptions};
+use countersign_store_redis::{Durability, GrantScript, RedisApprovalStore, RedisStoreOptions};
 use support::{RedisServer, act_over, call, grant, now};
 
 const TTL: Duration = Duration::from_secs(600);
@@ -286,4 +289,67 @@ async fn unconfirmed_wait_leaves_no_grant_consumed_without_an_action() {
         );
     }
     each_performs_once(&store, &grants).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_abandon_script_is_reloaded_after_a_script_flush_and_parsed_strictly() {
+    let server = support::shared_server();
+    let store = support::store_on(server, "abandon-noscript").await;
+    let grants = issue(&store, 1).await;
+    let (id, binding) = {
+        let stored = store.get(&grants[0].0).await.unwrap().unwrap();
+        (stored.approval.id.clone(), stored.approval.binding())
+    };
+    let attempt = AttemptId::generate().unwrap();
+    let t = now();
+    assert_eq!(
+        store
+            .consume_once(&id, &binding, t, &attempt)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    assert_eq!(
+        store.abandon(&id, &attempt, t).await.unwrap(),
+        AbandonOutcome::Usable { restored: true }
+    );
+    let cached: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(store.script_sha(GrantScript::Abandon))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(cached, [true]);
+    // The record holds the attempt in `abandoned`; its late consume is refused.
+    let abandoned: String = redis::cmd("HGET")
+        .arg(store.grant_key(&id))
+        .arg("abandoned")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(abandoned, attempt.as_str());
+    assert_eq!(
+        store
+            .consume_once(&id, &binding, t, &attempt)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Stale(StaleReason::Abandoned)
+    );
+    // A damaged list is an error, never an outcome.
+    let _: () = redis::cmd("HSET")
+        .arg(store.grant_key(&id))
+        .arg("abandoned")
+        .arg("att_1  att_2")
+        .query(&mut conn)
+        .unwrap();
+    assert!(matches!(
+        store.abandon(&id, &attempt, t).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        store
+            .consume_once(&id, &binding, t, &AttemptId::generate().unwrap())
+            .await,
+        Err(StoreError::Corrupt { .. })
+    ));
 }
