@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
-    ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GivenApprovalId,
-    OperationId, OperationRecord, OutcomeCode, StaleReason,
+    AbandonOutcome, ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, StaleReason, StoreError,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -30,7 +30,11 @@ use crate::result::{ActError, ActResult, Performed};
 /// 5. `consume_once`: stale (expired, revoked, consumed, mismatched) ⇒
 ///    `APPROVAL_STALE`; a retryable store error is retried with the same
 ///    attempt id (a replay answer on a retry is success), other errors or
-///    exhausted retries ⇒ `STORE_UNAVAILABLE`;
+///    exhausted retries ⇒ `STORE_UNAVAILABLE`, after the tool gave the
+///    consume back with `abandon` (same attempt id, for at most
+///    [`Context::abandon_timeout`]): the message says whether the approval
+///    is still usable, used by another call, expired or revoked, or — when
+///    the abandon failed too — that it may have been used up;
 /// 6. `backend.perform`: ok, or `BACKEND_FAILED` (the grant stays consumed);
 /// 7. one operation record is written for every call, whatever happened.
 ///
@@ -84,8 +88,39 @@ fn stale_message(reason: StaleReason) -> &'static str {
         StaleReason::Consumed => "approval was already used",
         StaleReason::Expired => "approval has expired",
         StaleReason::Mismatch => "approval does not match this actor, run, url or action",
+        StaleReason::Abandoned => "approval attempt was given up; call again",
     }
 }
+
+/// What the model learns after a consume the tool gave up on was given
+/// back: nothing was performed, and whether the approval can still be used.
+fn unavailable_message(abandon: &Result<AbandonOutcome, StoreError>) -> &'static str {
+    match abandon {
+        Ok(AbandonOutcome::Usable { .. }) => {
+            "approval store is unavailable; nothing was performed; the approval is still usable"
+        }
+        Ok(AbandonOutcome::ConsumedByOther) => {
+            "approval store is unavailable; nothing was performed; the approval was used by \
+             another call"
+        }
+        Ok(AbandonOutcome::Expired) => {
+            "approval store is unavailable; nothing was performed; the approval has expired"
+        }
+        Ok(AbandonOutcome::Revoked) => {
+            "approval store is unavailable; nothing was performed; the approval was revoked"
+        }
+        Ok(AbandonOutcome::Unknown) => {
+            "approval store is unavailable; nothing was performed; the approval id is unknown"
+        }
+        Err(_) => {
+            "approval store is unavailable; nothing was performed; the approval may have been \
+             used up"
+        }
+    }
+}
+
+/// The shortest wait between two tries of an abandon.
+const MIN_ABANDON_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A fresh operation id. If the OS random source fails, a process-unique
 /// fallback (`op_fallback` + process id + counter) keeps the record and the
@@ -330,11 +365,14 @@ impl Act {
                 // A replay answers a retry whose earlier try was applied.
                 Ok(ConsumeOutcome::Consumed { replay: true }) if tries > 1 => return Ok(()),
                 Ok(ConsumeOutcome::Consumed { replay: true }) => {
-                    return Err(Refusal::with_reason(
-                        OutcomeCode::StoreUnavailable,
-                        unavailable,
-                        "store answered a replay for a new attempt",
-                    ));
+                    return Err(self
+                        .give_back(
+                            store,
+                            id,
+                            &attempt,
+                            "store answered a replay for a new attempt".to_owned(),
+                        )
+                        .await);
                 }
                 Ok(ConsumeOutcome::Stale(reason)) => {
                     return Err(Refusal::new(
@@ -349,30 +387,97 @@ impl Act {
                     ));
                 }
                 Err(error) if error.is_retryable() && tries < retry.max_attempts() => {
-                    tracing::warn!(
-                        actor = %context.actor_id(),
-                        run = %context.run_id(),
-                        approval_id = %id,
-                        attempt = %attempt,
-                        tries,
-                        %error,
-                        "browser_act: consume failed, retrying with the same attempt id",
-                    );
+                    log_retry(context, id, &attempt, tries, &error, "consume");
                     let delay = retry.delay_after(tries);
                     if !delay.is_zero() {
                         tokio::time::sleep(delay).await;
                     }
                 }
                 Err(error) => {
-                    return Err(Refusal::with_reason(
-                        OutcomeCode::StoreUnavailable,
-                        unavailable,
-                        format!("consume failed after {tries} tries: {error}"),
-                    ));
+                    return Err(self
+                        .give_back(
+                            store,
+                            id,
+                            &attempt,
+                            format!("consume failed after {tries} tries: {error}"),
+                        )
+                        .await);
                 }
             }
         }
     }
+
+    /// Gives back the consume of `attempt` the tool gave up on: calls
+    /// `abandon`, retrying retryable errors until the context's abandon
+    /// timeout, and words the refusal after what it answered.
+    async fn give_back(
+        &self,
+        store: &dyn ApprovalStore,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        why: String,
+    ) -> Refusal {
+        let context = &*self.context;
+        let budget = context.abandon_timeout();
+        let started = tokio::time::Instant::now();
+        let backoff = context.consume_retry().backoff().max(MIN_ABANDON_BACKOFF);
+        let mut tries: u32 = 0;
+        let answer = loop {
+            tries += 1;
+            let left = budget.saturating_sub(started.elapsed());
+            let answer =
+                match tokio::time::timeout(left, store.abandon(id, attempt, context.now())).await {
+                    Ok(answer) => answer,
+                    Err(_) => Err(StoreError::Timeout {
+                        message: format!("abandon: no answer within {} ms", budget.as_millis()),
+                    }),
+                };
+            match answer {
+                // An unconfirmed write was applied on the primary: repeating
+                // it cannot confirm it sooner.
+                Err(error)
+                    if error.is_retryable()
+                        && !matches!(error, StoreError::DurabilityUnconfirmed { .. })
+                        && started.elapsed() + backoff < budget =>
+                {
+                    log_retry(context, id, attempt, tries, &error, "abandon");
+                    tokio::time::sleep(backoff).await;
+                }
+                answer => break answer,
+            }
+        };
+        let reason = match &answer {
+            Ok(outcome) => format!("{why}; abandon: {}", outcome.as_str()),
+            Err(error) => format!("{why}; abandon failed after {tries} tries: {error}"),
+        };
+        Refusal::with_reason(
+            OutcomeCode::StoreUnavailable,
+            unavailable_message(&answer),
+            reason,
+        )
+    }
+}
+
+/// A warning that `call` (`consume` or `abandon`) failed and is tried
+/// again with the same attempt id.
+fn log_retry(
+    context: &Context,
+    id: &ApprovalId,
+    attempt: &AttemptId,
+    tries: u32,
+    error: &StoreError,
+    call: &'static str,
+) {
+    tracing::warn!(
+        actor = %context.actor_id(),
+        run = %context.run_id(),
+        approval_id = %id,
+        attempt = %attempt,
+        tries,
+        %error,
+        call,
+        "browser_act: a store call failed, retrying with the same attempt id",
+    );
 }
 
 /// One event per call. Argument values are never logged; the approval id

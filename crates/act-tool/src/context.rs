@@ -66,6 +66,10 @@ impl Default for RetryPolicy {
     }
 }
 
+/// How long the Act tool keeps trying to give back a consume it gave up on
+/// ([`ApprovalStore::abandon`]) before it answers: 1 s.
+pub const DEFAULT_ABANDON_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Everything the Act tool needs, chosen by the host, never by a model.
 ///
 /// The actor and run ids are the host's own: the model's tool call cannot
@@ -83,6 +87,7 @@ pub struct Context {
     approval_store: Option<Arc<dyn ApprovalStore>>,
     clock: Arc<dyn Clock>,
     consume_retry: RetryPolicy,
+    abandon_timeout: Duration,
 }
 
 impl fmt::Debug for Context {
@@ -94,6 +99,7 @@ impl fmt::Debug for Context {
             .field("has_approval_store", &self.approval_store.is_some())
             .field("now", &self.now())
             .field("consume_retry", &self.consume_retry)
+            .field("abandon_timeout", &self.abandon_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -102,7 +108,8 @@ impl Context {
     /// Starts a builder. Required: actor id, run id, backend, source policy
     /// and operation store. Optional: approval store (without one, every
     /// call is `APPROVAL_REQUIRED`), clock (default [`SystemClock`]) and
-    /// consume retry (default [`RetryPolicy::DEFAULT`]).
+    /// consume retry (default [`RetryPolicy::DEFAULT`]) and abandon timeout
+    /// (default [`DEFAULT_ABANDON_TIMEOUT`]).
     pub fn builder() -> ContextBuilder {
         ContextBuilder::default()
     }
@@ -143,6 +150,10 @@ impl Context {
     pub fn consume_retry(&self) -> RetryPolicy {
         self.consume_retry
     }
+    /// How long a consume the tool gave up on is given back for at most.
+    pub fn abandon_timeout(&self) -> Duration {
+        self.abandon_timeout
+    }
 }
 
 /// A [`Context`] could not be built because a required part is missing.
@@ -170,6 +181,7 @@ pub struct ContextBuilder {
     approval_store: Option<Arc<dyn ApprovalStore>>,
     clock: Option<Arc<dyn Clock>>,
     consume_retry: RetryPolicy,
+    abandon_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -183,6 +195,7 @@ impl fmt::Debug for ContextBuilder {
             .field("has_approval_store", &self.approval_store.is_some())
             .field("has_clock", &self.clock.is_some())
             .field("consume_retry", &self.consume_retry)
+            .field("abandon_timeout", &self.abandon_timeout)
             .finish()
     }
 }
@@ -249,6 +262,21 @@ impl ContextBuilder {
         self
     }
 
+    /// How long the tool keeps trying to give back a consume it gave up on
+    /// (default [`DEFAULT_ABANDON_TIMEOUT`]). When the store fails a
+    /// consume for good, the tool calls
+    /// [`ApprovalStore::abandon`](countersign_approval_core::ApprovalStore::abandon)
+    /// with the same attempt id, retrying retryable errors until this much
+    /// time has passed, and tells the model whether the approval is still
+    /// usable. The call's answer waits for it, so this bounds the extra
+    /// latency of a failed call. The bound uses tokio's timer: a call that
+    /// gives up on a consume needs a tokio runtime with the time driver
+    /// enabled (as the default retry backoff does).
+    pub fn abandon_timeout(mut self, timeout: Duration) -> Self {
+        self.abandon_timeout = Some(timeout);
+        self
+    }
+
     /// Builds the context, or names the first missing required part.
     pub fn build(self) -> Result<Context, ContextError> {
         let missing = |missing| ContextError { missing };
@@ -261,6 +289,7 @@ impl ContextBuilder {
             approval_store: self.approval_store,
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             consume_retry: self.consume_retry,
+            abandon_timeout: self.abandon_timeout.unwrap_or(DEFAULT_ABANDON_TIMEOUT),
         })
     }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::{BrokenLog, FlakyStore, Harness, URL, call_for, click, policy};
 use countersign_act_tool::approval::{
-    ActorId, ApprovalStore, ConsumeOutcome, GrantState, OutcomeCode, RunId, StoreError,
+    AbandonOutcome, ActorId, ApprovalStore, ConsumeOutcome, GrantState, OutcomeCode, RunId,
+    StoreError,
 };
 use countersign_act_tool::{Act, Context, RetryPolicy, issue_grant};
 use countersign_backend_fake::FakeBackend;
@@ -84,7 +85,7 @@ async fn always_failing_store_is_store_unavailable_and_performs_nothing() {
         .await;
     assert_eq!(
         result["error"]["message"],
-        "approval store is unavailable; nothing was performed"
+        "approval store is unavailable; nothing was performed; the approval is still usable"
     );
     let attempts = store.attempts();
     assert_eq!(attempts.len(), 3, "bounded by the retry policy");
@@ -93,8 +94,12 @@ async fn always_failing_store_is_store_unavailable_and_performs_nothing() {
     let record = h.last_record();
     assert_eq!(
         record.reason,
-        "consume failed after 3 tries: store timed out: no reply in 1s"
+        "consume failed after 3 tries: store timed out: no reply in 1s; abandon: usable"
     );
+    // The attempt the tool gave up on was given back, once.
+    let abandons = store.abandons();
+    assert_eq!(abandons.len(), 1);
+    assert_eq!(abandons[0].0, attempts[0]);
     // The grant was never touched: once the store recovers it works.
     store.fail_before(0);
     h.expect_ok(&call_for(URL, grant.id.as_str(), &click()))
@@ -142,7 +147,7 @@ async fn a_lost_reply_then_a_replay_is_ok_with_one_record() {
 }
 
 #[tokio::test]
-async fn a_lost_reply_with_no_retry_left_fails_closed() {
+async fn a_lost_reply_with_no_retry_left_is_given_back() {
     let store = Arc::new(FlakyStore::new(StoreError::unavailable("reply lost")));
     let h = Harness::build(
         Some(store.clone()),
@@ -158,12 +163,20 @@ async fn a_lost_reply_with_no_retry_left_fails_closed() {
     )
     .await;
     assert!(h.backend.is_empty());
-    // The consume was applied: the grant is used up, never performed twice.
+    assert_eq!(
+        h.last_record().reason,
+        "consume failed after 1 tries: store unavailable: reply lost; abandon: restored"
+    );
+    // The consume was applied, then given back: the next call performs it,
+    // once, and no later call performs it again.
+    h.expect_ok(&call_for(URL, grant.id.as_str(), &click()))
+        .await;
     h.expect_refused(
         &call_for(URL, grant.id.as_str(), &click()),
         "APPROVAL_STALE",
     )
     .await;
+    assert_eq!(h.backend.len(), 1);
 }
 
 #[tokio::test]
@@ -243,6 +256,14 @@ impl ApprovalStore for ReplayingStore {
     ) -> Result<ConsumeOutcome, StoreError> {
         Ok(ConsumeOutcome::Consumed { replay: true })
     }
+    async fn abandon(
+        &self,
+        id: &countersign_act_tool::approval::ApprovalId,
+        attempt: &countersign_act_tool::approval::AttemptId,
+        now: countersign_act_tool::approval::Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        self.0.abandon(id, attempt, now).await
+    }
 }
 
 #[tokio::test]
@@ -256,7 +277,127 @@ async fn a_replay_answer_to_a_first_try_fails_closed() {
     .await;
     assert_eq!(
         h.last_record().reason,
-        "store answered a replay for a new attempt"
+        "store answered a replay for a new attempt; abandon: usable"
+    );
+    assert!(h.backend.is_empty());
+}
+
+#[tokio::test]
+async fn a_consume_applied_but_unanswered_is_given_back_and_the_grant_stays_usable() {
+    let (store, h) = flaky(StoreError::Timeout {
+        message: "no reply in 250ms".into(),
+    });
+    let grant = h.grant_click().await;
+    // Every try is applied, and every answer is lost.
+    store.apply_then_fail(3);
+    let call = call_for(URL, grant.id.as_str(), &click());
+    let result = h.expect_refused(&call, "STORE_UNAVAILABLE").await;
+    assert_eq!(
+        result["error"]["message"],
+        "approval store is unavailable; nothing was performed; the approval is still usable"
+    );
+    assert!(h.backend.is_empty());
+    assert_eq!(
+        h.last_record().reason,
+        "consume failed after 3 tries: store timed out: no reply in 250ms; abandon: restored"
+    );
+    let stored = h.store().get(&grant.id).await.unwrap().unwrap();
+    assert_eq!(stored.state, GrantState::Active, "the consume was undone");
+    // The abandoned attempt's late consume can never use it...
+    let attempt = store.attempts()[0].clone();
+    let late = store
+        .inner
+        .consume_once(&grant.id, &grant.binding(), h.context.now(), &attempt)
+        .await
+        .unwrap();
+    assert_eq!(
+        late,
+        ConsumeOutcome::Stale(countersign_act_tool::approval::StaleReason::Abandoned)
+    );
+    // ... and the next call performs it, once.
+    h.expect_ok(&call).await;
+    assert_eq!(h.backend.len(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_abandon_is_bounded_and_says_the_approval_may_be_used_up() {
+    let store = Arc::new(FlakyStore::new(StoreError::unavailable("connection reset")));
+    let backend = FakeBackend::new();
+    let context = Context::builder()
+        .actor_id(ActorId::new("actor-1").unwrap())
+        .run_id(RunId::new("run-1").unwrap())
+        .backend(backend.clone())
+        .source_policy(policy())
+        .operation_store(countersign_store_memory::InMemoryOperationStore::new())
+        .approval_store(store.clone())
+        .consume_retry(RetryPolicy::no_retry())
+        .abandon_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let grant = issue_grant(&context, URL, &click(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    store.apply_then_fail(1);
+    store.fail_abandons(usize::MAX);
+    let act = Act::new(context);
+    let started = std::time::Instant::now();
+    let result = act
+        .execute_json(&call_for(URL, grant.id.as_str(), &click()))
+        .await;
+    assert_eq!(result["error"]["code"], "STORE_UNAVAILABLE");
+    assert_eq!(
+        result["error"]["message"],
+        "approval store is unavailable; nothing was performed; the approval may have been used up"
+    );
+    let abandons = store.abandons();
+    assert!(abandons.len() >= 2, "retried: {abandons:?}");
+    assert!(abandons.iter().all(|(_, answer)| answer.is_err()));
+    // Bounded: a 300 ms budget, however loaded the machine, ends well within a minute.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(backend.is_empty());
+    let stored = store.get(&grant.id).await.unwrap().unwrap();
+    assert!(matches!(stored.state, GrantState::Consumed { .. }));
+}
+
+#[tokio::test]
+async fn give_back_outcomes_are_told_truthfully() {
+    // Another call consumed the grant between the failed consume and the abandon.
+    let (store, h) = flaky(StoreError::corrupt("apr_x", "bad hash"));
+    let grant = h.grant_click().await;
+    store.fail_before(1);
+    store
+        .inner
+        .consume_once(
+            &grant.id,
+            &grant.binding(),
+            h.context.now(),
+            &countersign_act_tool::approval::AttemptId::generate().unwrap(),
+        )
+        .await
+        .unwrap();
+    let result = h
+        .expect_refused(
+            &call_for(URL, grant.id.as_str(), &click()),
+            "STORE_UNAVAILABLE",
+        )
+        .await;
+    assert_eq!(
+        result["error"]["message"],
+        "approval store is unavailable; nothing was performed; the approval was used by another call"
+    );
+    // A revoked grant.
+    let grant = h.grant_click().await;
+    h.store().revoke(&grant.id).await.unwrap();
+    store.fail_before(1);
+    let result = h
+        .expect_refused(
+            &call_for(URL, grant.id.as_str(), &click()),
+            "STORE_UNAVAILABLE",
+        )
+        .await;
+    assert_eq!(
+        result["error"]["message"],
+        "approval store is unavailable; nothing was performed; the approval was revoked"
     );
     assert!(h.backend.is_empty());
 }

@@ -191,6 +191,10 @@ pub enum StaleReason {
     Expired,
     /// Actor, run, URL or action differs; the grant stays usable.
     Mismatch,
+    /// This attempt was given back with
+    /// [`ApprovalStore::abandon`](crate::ApprovalStore::abandon); it can
+    /// never consume the grant.
+    Abandoned,
 }
 
 impl StaleReason {
@@ -201,6 +205,7 @@ impl StaleReason {
             StaleReason::Consumed => "consumed",
             StaleReason::Expired => "expired",
             StaleReason::Mismatch => "mismatch",
+            StaleReason::Abandoned => "abandoned",
         }
     }
 }
@@ -235,17 +240,22 @@ pub enum RevokeOutcome {
 
 /// Applies the consume rules of the store contract to one grant's current
 /// state, returning the outcome and, when the grant must be marked consumed,
-/// the new state.
+/// the new state. `abandoned` is the grant's list of attempts given back
+/// with [`ApprovalStore::abandon`](crate::ApprovalStore::abandon).
 ///
 /// Stores that keep grants in process call this under their lock; stores
 /// that run the check elsewhere (a Lua script, a SQL statement) must
 /// implement the same order, which the conformance kit checks.
 pub fn decide_consume(
     grant: &StoredGrant,
+    abandoned: &[AttemptId],
     binding: &Binding,
     now: Timestamp,
     attempt: &AttemptId,
 ) -> (ConsumeOutcome, Option<GrantState>) {
+    if abandoned.contains(attempt) {
+        return (ConsumeOutcome::Stale(StaleReason::Abandoned), None);
+    }
     match &grant.state {
         GrantState::Revoked => (ConsumeOutcome::Stale(StaleReason::Revoked), None),
         GrantState::Consumed { by, .. } => {

@@ -29,14 +29,15 @@
 //! let grant = StoredGrant { approval, state: GrantState::Active };
 //! let binding = Binding::new(&actor, &run, &url, &action);
 //! let attempt = AttemptId::generate()?;
-//! let (outcome, _) = decide_consume(&grant, &binding, now, &attempt);
+//! let (outcome, _) = decide_consume(&grant, &[], &binding, now, &attempt);
 //! assert_eq!(outcome, ConsumeOutcome::Consumed { replay: false });
 //! let late = Timestamp::from_millis(61_000);
-//! assert_eq!(decide_consume(&grant, &binding, late, &attempt).0, ConsumeOutcome::Stale(StaleReason::Expired));
+//! assert_eq!(decide_consume(&grant, &[], &binding, late, &attempt).0, ConsumeOutcome::Stale(StaleReason::Expired));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
 
+mod abandon;
 mod backend;
 mod grant;
 mod ids;
@@ -44,6 +45,7 @@ mod operation;
 mod store;
 mod time;
 
+pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
 pub use backend::{ActionRequest, Backend, BackendError};
 pub use grant::{
     Approval, ApprovalError, Binding, ConsumeOutcome, GrantState, MAX_NOTE_BYTES, MAX_TTL,

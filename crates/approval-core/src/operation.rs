@@ -120,6 +120,13 @@ impl GivenApprovalId {
         GivenApprovalId::NotAString { json_type }
     }
 
+    /// A malformed id rebuilt from the parts an operation log stored:
+    /// `bytes` and `prefix` exactly as [`from_text`](GivenApprovalId::from_text)
+    /// made them.
+    pub fn malformed(bytes: usize, prefix: String) -> Self {
+        GivenApprovalId::Malformed { bytes, prefix }
+    }
+
     /// The id, when the call gave one of an id's shape.
     pub fn well_formed(&self) -> Option<&ApprovalId> {
         match self {
@@ -172,16 +179,53 @@ pub struct OperationRecord {
     pub finished_at: Timestamp,
 }
 
-/// Where operation records go.
+/// Where operation records go, and the queries a host asks of them.
+///
+/// # Contract
+///
+/// `countersign-store-conformance` checks each rule (`operation_log_conformance_tests!`).
+///
+/// 1. **`record`** keeps one record per call, exactly as given: no call's
+///    record is lost or kept twice, whatever the concurrency, and a
+///    resend of the same record (same operation id) after an error keeps
+///    it once.
+/// 2. **`records_for_run`** answers every record still held for that run,
+///    in the order they were recorded; an unknown run answers none.
+/// 3. **`record_for_operation`** answers the record of that operation id,
+///    or `None` when there is none (never recorded, or past retention).
+/// 4. A log is **bounded**: it keeps at most the newest records up to the
+///    limit its host sets (and may drop records older than a retention
+///    time); a record it dropped is gone from both queries.
+/// 5. Failures are [`StoreError`]s; the caller's outcome stands (the Act
+///    tool reports a failed write through `tracing` and answers as it
+///    would have).
 #[async_trait]
 pub trait OperationLog: Send + Sync {
     /// Appends one record.
     async fn record(&self, record: OperationRecord) -> Result<(), StoreError>;
+
+    /// Every record held for `run`, oldest first.
+    async fn records_for_run(&self, run: &RunId) -> Result<Vec<OperationRecord>, StoreError>;
+
+    /// The record of operation `id`, if held.
+    async fn record_for_operation(
+        &self,
+        id: &OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError>;
 }
 
 #[async_trait]
 impl<L: OperationLog + ?Sized> OperationLog for std::sync::Arc<L> {
     async fn record(&self, record: OperationRecord) -> Result<(), StoreError> {
         (**self).record(record).await
+    }
+    async fn records_for_run(&self, run: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        (**self).records_for_run(run).await
+    }
+    async fn record_for_operation(
+        &self,
+        id: &OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
+        (**self).record_for_operation(id).await
     }
 }

@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    Approval, ApprovalId, AttemptId, Binding, ConsumeOutcome, RevokeOutcome, StoredGrant, Timestamp,
+    AbandonOutcome, Approval, ApprovalId, AttemptId, Binding, ConsumeOutcome, RevokeOutcome,
+    StoredGrant, Timestamp,
 };
 
 /// An infrastructure failure of a store. Callers fail closed: a store error
@@ -116,15 +117,16 @@ pub enum IssueError {
 /// 4. **`consume_once`** is one atomic check-and-mark, evaluated in this
 ///    order:
 ///    1. no grant with this id ⇒ [`ConsumeOutcome::Unknown`];
-///    2. revoked ⇒ `Stale(Revoked)`;
-///    3. consumed ⇒ `Consumed { replay: true }` when it was consumed by this
+///    2. `attempt` was abandoned (rule 8) ⇒ `Stale(Abandoned)`;
+///    3. revoked ⇒ `Stale(Revoked)`;
+///    4. consumed ⇒ `Consumed { replay: true }` when it was consumed by this
 ///       same `attempt` and `binding` equals the grant's binding, otherwise
 ///       `Stale(Consumed)`;
-///    4. `now >= expires_at` ⇒ `Stale(Expired)`;
-///    5. any field of `binding` (actor, run, URL, action digest) differs
+///    5. `now >= expires_at` ⇒ `Stale(Expired)`;
+///    6. any field of `binding` (actor, run, URL, action digest) differs
 ///       from the grant's ⇒ `Stale(Mismatch)`, and the grant **stays
 ///       usable**: a mismatch never burns it;
-///    6. otherwise the grant becomes `Consumed { at: now, by: attempt }` ⇒
+///    7. otherwise the grant becomes `Consumed { at: now, by: attempt }` ⇒
 ///       `Consumed { replay: false }`.
 ///
 ///    Atomic means: among any number of concurrent calls on one grant, from
@@ -139,7 +141,33 @@ pub enum IssueError {
 ///    own (that is [`StoreError::Corrupt`]).
 /// 7. A retry of `consume_once` with the same attempt id after an error
 ///    whose effect is unknown is safe: if the first call was applied, the
-///    retry answers `Consumed { replay: true }`.
+///    retry answers `Consumed { replay: true }` (unless the attempt was
+///    abandoned in between: then `Stale(Abandoned)`).
+/// 8. **`abandon`** gives back a consume whose answer was lost (a caller
+///    that never saw `Consumed` never acted on it). It is one atomic step,
+///    ordered entirely before or after any consume or revoke of the grant,
+///    and follows [`decide_abandon`](crate::decide_abandon):
+///    1. no grant with this id ⇒ [`AbandonOutcome::Unknown`], nothing is
+///       created;
+///    2. revoked ⇒ `Revoked`, nothing changes;
+///    3. the grant remembers `attempt` as abandoned, for as long as it keeps
+///       the grant, so that **no later `consume_once` by that attempt ever
+///       succeeds** — also one sent before the abandon that reaches the
+///       store after it (it answers `Stale(Abandoned)`);
+///    4. consumed by `attempt` ⇒ the grant is `Active` again (the consume
+///       is undone); consumed by another attempt ⇒ `ConsumedByOther`, the
+///       grant stays consumed;
+///    5. the answer is `Expired` when `now >= expires_at`, otherwise
+///       `Usable { restored }`, `restored` telling whether this call undid a
+///       consume.
+///
+///    A grant remembers at most
+///    [`MAX_ABANDONED_ATTEMPTS`](crate::MAX_ABANDONED_ATTEMPTS) attempts:
+///    abandoning one more revokes it (answer `Revoked`), or leaves it
+///    consumed when another attempt consumed it (`ConsumedByOther`).
+///    Abandon is idempotent: repeating it changes nothing more, and answers
+///    the grant's state then (`Usable { restored: false }` after a first
+///    `Usable { restored: true }`), so a caller may retry it after an error.
 ///
 /// The trait is object safe: hosts hold an `Arc<dyn ApprovalStore>`.
 #[async_trait]
@@ -162,6 +190,16 @@ pub trait ApprovalStore: Send + Sync {
         now: Timestamp,
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError>;
+
+    /// Gives back the consume of `attempt` whose answer was lost: afterwards
+    /// that attempt can never consume the grant, and if it had, the grant is
+    /// active again; see rule 8 of the contract.
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError>;
 }
 
 #[async_trait]
@@ -183,5 +221,13 @@ impl<S: ApprovalStore + ?Sized> ApprovalStore for std::sync::Arc<S> {
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
         (**self).consume_once(id, binding, now, attempt).await
+    }
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        (**self).abandon(id, attempt, now).await
     }
 }

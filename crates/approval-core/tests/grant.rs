@@ -1,41 +1,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Grant construction: TTL bounds, expiry, notes and the binding.
 
+mod common;
+
 use std::time::Duration;
 
-use countersign_approval_core::policy::{Action, AuthorizedUrl, Policy, StaticResolver};
+use common::fixtures;
 use countersign_approval_core::{
     ActorId, Approval, ApprovalError, Binding, MAX_NOTE_BYTES, MAX_TTL, RunId, StaleReason,
     Timestamp,
 };
-
-fn fixtures() -> (ActorId, RunId, AuthorizedUrl, Action) {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let policy = Policy::builder()
-                .allow_host("shop.example.com")
-                .resolver(StaticResolver::answering_all(["93.184.216.34"
-                    .parse()
-                    .unwrap()]))
-                .build()
-                .unwrap();
-            let url = policy
-                .authorize_destination("https://shop.example.com/cart")
-                .await
-                .unwrap();
-            let action = policy
-                .authorize_action(&serde_json::json!({"method": "click", "selector": "#buy"}))
-                .unwrap();
-            (
-                ActorId::new("actor").unwrap(),
-                RunId::new("run").unwrap(),
-                url,
-                action,
-            )
-        })
-}
 
 fn grant(ttl: Duration, now: Timestamp) -> Result<Approval, ApprovalError> {
     let (actor, run, url, action) = fixtures();

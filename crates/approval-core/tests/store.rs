@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActionRequest, Approval, ApprovalId, ApprovalStore, AttemptId, Backend, BackendError, Binding,
-    ConsumeOutcome, IssueError, OperationLog, OperationRecord, OutcomeCode, RevokeOutcome,
-    StaleReason, StoreError, StoredGrant, Timestamp,
+    AbandonOutcome, ActionRequest, Approval, ApprovalId, ApprovalStore, AttemptId, Backend,
+    BackendError, Binding, ConsumeOutcome, IssueError, OperationId, OperationLog, OperationRecord,
+    OutcomeCode, RevokeOutcome, RunId, StaleReason, StoreError, StoredGrant, Timestamp,
 };
 
 #[test]
@@ -85,6 +85,7 @@ fn outcome_words() {
         (StaleReason::Consumed, "consumed"),
         (StaleReason::Expired, "expired"),
         (StaleReason::Mismatch, "mismatch"),
+        (StaleReason::Abandoned, "abandoned"),
     ];
     for (reason, word) in reasons {
         assert_eq!(reason.as_str(), word);
@@ -127,11 +128,28 @@ impl ApprovalStore for Down {
     ) -> Result<ConsumeOutcome, StoreError> {
         Err(StoreError::unavailable("down"))
     }
+    async fn abandon(
+        &self,
+        _: &ApprovalId,
+        _: &AttemptId,
+        _: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
 }
 
 #[async_trait]
 impl OperationLog for Down {
     async fn record(&self, _: OperationRecord) -> Result<(), StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn records_for_run(&self, _: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn record_for_operation(
+        &self,
+        _: &OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
         Err(StoreError::unavailable("down"))
     }
 }

@@ -50,8 +50,8 @@
 //! | `memory` | yes | [`store::memory`]: process-local approval store and operation log |
 //! | `fake` | yes | [`backend::fake`]: `FakeBackend`, records actions, clicks nothing |
 //! | `system-resolver` | yes | `policy::SystemResolver`: DNS through the operating system |
-//! | `redis` | no | `store::redis`: the Redis approval store |
-//! | `conformance` | no | `conformance`: the store conformance kit |
+//! | `redis` | no | `store::redis`: the Redis approval store and operation log |
+//! | `conformance` | no | `conformance`: the approval-store and operation-log conformance kits |
 //! | `egress-guard` | no | `egress`: the egress guard, a forward proxy confining a browser to the policy |
 //!
 //! # Crates
@@ -93,8 +93,9 @@ pub mod store {
 
     #[cfg(feature = "redis")]
     pub mod redis {
-        //! The Redis approval store: the `countersign-store-redis` crate
-        //! (feature `redis`).
+        //! The Redis approval store and operation log
+        //! (`RedisApprovalStore`, `RedisOperationLog`): the
+        //! `countersign-store-redis` crate (feature `redis`).
         pub use countersign_store_redis::*;
     }
 }
@@ -130,8 +131,8 @@ pub mod egress {
 
 #[cfg(feature = "conformance")]
 pub mod conformance {
-    //! The store conformance kit: the `countersign-store-conformance` crate
-    //! (feature `conformance`).
+    //! The conformance kits for approval stores and operation logs: the
+    //! `countersign-store-conformance` crate (feature `conformance`).
     pub use countersign_store_conformance::*;
 }
 

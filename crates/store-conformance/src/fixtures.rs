@@ -5,8 +5,9 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome,
-    GrantState, IssueError, RevokeOutcome, RunId, StoredGrant, SystemClock, Timestamp,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock,
+    ConsumeOutcome, GrantState, IssueError, RevokeOutcome, RunId, StoredGrant, SystemClock,
+    Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl, Policy, StaticResolver};
 
@@ -220,6 +221,21 @@ impl<'a> Ctx<'a> {
                 ))
             })?;
         self.expect(step, "consume_once", answer, expected)
+    }
+
+    pub(crate) async fn abandon(
+        &self,
+        step: &str,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+        expected: AbandonOutcome,
+    ) -> Result<(), CheckFailure> {
+        let answer =
+            self.store.abandon(id, attempt, now).await.map_err(|e| {
+                self.fail(format!("{step}: abandon failed with a store error: {e}"))
+            })?;
+        self.expect(step, "abandon", answer, expected)
     }
 
     pub(crate) async fn revoke(

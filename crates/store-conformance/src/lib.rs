@@ -6,12 +6,16 @@
 //!
 //! - [`scenarios`]: one check per rule — each denial condition, replays by
 //!   the same attempt, revoke outcomes, duplicate issue, reads that never
-//!   consume, the expiry boundary, the order of the checks;
+//!   consume, the expiry boundary, the order of the checks, abandon
+//!   (restores, late consumes of an abandoned attempt, outcomes, the bound);
 //! - [`check_against_model`]: a model-based property test
 //!   (proptest-state-machine) comparing the store with [`ReferenceModel`]
-//!   over random sequences of issue / revoke / get / consume / clock advance;
+//!   over random sequences of issue / revoke / get / consume / abandon /
+//!   clock advance;
 //! - [`races`]: 64 concurrent consumes on each of 200 grants ⇒ exactly one
-//!   winner per grant; revokes racing consumes ⇒ exactly one of them wins.
+//!   winner per grant; revokes racing consumes ⇒ exactly one of them wins;
+//!   an abandon racing its attempt's late consume and other consumes ⇒ at
+//!   most one performance, never by the abandoned attempt.
 //!
 //! Every check returns `Result<(), CheckFailure>`; the error names the check
 //! and the step that went wrong. [`store_conformance_tests!`] turns all of
@@ -51,6 +55,10 @@
 //! .unwrap();
 //! ```
 //!
+//! Operation logs have a kit of their own: [`oplog`], run with
+//! [`operation_log_conformance_tests!`] (one record per call under
+//! concurrency, nothing lost, both queries in order, the bound kept).
+//!
 //! The kit's own tests run it against deliberately broken stores (a
 //! check-then-mark with a yield in between, a store that burns grants on
 //! mismatch, one whose reads consume, one that ignores expiry) and assert
@@ -60,11 +68,13 @@ mod failure;
 mod fixtures;
 mod macros;
 pub mod model;
+pub mod oplog;
 pub mod races;
 pub mod scenarios;
 
 pub use failure::CheckFailure;
 pub use model::{BindingField, ModelConfig, ReferenceModel, check_against_model};
+pub use oplog::OPERATION_LOG_CHECKS;
 pub use races::{RACE_CHECKS, RaceConfig};
 pub use scenarios::SCENARIO_CHECKS;
 

@@ -96,11 +96,16 @@ macro_rules! __for_each_check {
                 expiry_is_checked_before_mismatch,
                 grants_are_independent,
                 every_field_at_its_maximum,
+                abandon_of_own_consume_restores_the_grant,
+                late_consume_of_abandoned_attempt_never_consumes,
+                abandon_outcomes,
+                abandoned_attempts_are_bounded,
             ]
             races [
                 concurrent_consumes_have_one_winner,
                 concurrent_retries_of_one_attempt_have_one_winner,
                 revoke_racing_consume_has_one_winner,
+                abandon_racing_consumes_never_performs_twice,
             ]
         }
     };
@@ -152,5 +157,117 @@ macro_rules! __store_conformance_tests {
                 $crate::__private::run_model_check(|| $factory)
             }
         }
+    };
+}
+
+/// Expands into a module of `#[test]` functions, one per operation-log
+/// check, run against logs made by a factory.
+///
+/// ```text
+/// operation_log_conformance_tests!(MODULE_NAME, FACTORY);
+/// operation_log_conformance_tests!(MODULE_NAME, optional: FACTORY);
+/// ```
+///
+/// `FACTORY` is a closure taking `max_records: usize` and returning a
+/// future whose output is a fresh, empty log (any `OperationLog + 'static`)
+/// that keeps at most the newest `max_records` records — or, with
+/// `optional:`, `Option` of one (`None` skips every check). It is called
+/// afresh for every check, on a multi-thread tokio runtime. Checks:
+/// [`oplog::OPERATION_LOG_CHECKS`](crate::oplog::OPERATION_LOG_CHECKS).
+///
+/// ```
+/// use countersign_store_memory::InMemoryOperationStore;
+///
+/// countersign_store_conformance::operation_log_conformance_tests!(
+///     in_memory_log,
+///     |max_records| async move { InMemoryOperationStore::with_max_records(max_records) }
+/// );
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! operation_log_conformance_tests {
+    ($name:ident, optional: $factory:expr $(,)?) => {
+        $crate::__operation_log_conformance_tests! { @checks $name, $factory }
+    };
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__operation_log_conformance_tests! {
+            @checks $name,
+            |max_records: usize| {
+                let made = ($factory)(max_records);
+                async move { ::core::option::Option::Some(made.await) }
+            }
+        }
+    };
+}
+
+/// The one list of the operation-log checks:
+/// `__for_each_operation_log_check!([callback])` calls
+/// `callback! { [every check] }`, and the macro expands the groups. Not
+/// public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __for_each_operation_log_check {
+    ([$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+! {
+            $($args)*
+            [
+                records_round_trip,
+                unknown_queries_answer_nothing,
+                runs_are_separate_and_in_order,
+                a_resent_record_is_kept_once,
+                concurrent_records_are_each_kept_once,
+                the_oldest_records_beyond_the_bound_are_dropped,
+            ]
+        }
+    };
+}
+
+/// Expands the operation-log checks; not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __operation_log_conformance_tests {
+    (@checks $name:ident, $factory:expr) => {
+        $crate::__for_each_operation_log_check! {
+            [$crate::__operation_log_conformance_tests] @expand $name, $factory,
+        }
+    };
+    (@expand $name:ident, $factory:expr, [$($check:ident),* $(,)?]) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[test]
+                fn $check() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__operation_log_conformance_tests!(@run $check, $factory)
+                }
+            )*
+        }
+    };
+    (@run concurrent_records_are_each_kept_once, $factory:expr) => {
+        $crate::oplog::run_log_check(
+            "concurrent_records_are_each_kept_once",
+            $crate::oplog::DEFAULT_MAX_RECORDS,
+            $factory,
+            |log| async move { $crate::oplog::concurrent_records_are_each_kept_once(log).await },
+        )
+    };
+    (@run the_oldest_records_beyond_the_bound_are_dropped, $factory:expr) => {
+        $crate::oplog::run_log_check(
+            "the_oldest_records_beyond_the_bound_are_dropped",
+            $crate::oplog::BOUNDED_MAX_RECORDS,
+            $factory,
+            |log| async move {
+                $crate::oplog::the_oldest_records_beyond_the_bound_are_dropped(&*log).await
+            },
+        )
+    };
+    (@run $check:ident, $factory:expr) => {
+        $crate::oplog::run_log_check(
+            ::core::stringify!($check),
+            $crate::oplog::DEFAULT_MAX_RECORDS,
+            $factory,
+            |log| async move { $crate::oplog::$check(&*log).await },
+        )
     };
 }

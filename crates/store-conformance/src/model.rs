@@ -1,5 +1,5 @@
 //! The model-based property test: random sequences of issue, revoke, get,
-//! consume and clock advances, run against the store and against
+//! consume, abandon and clock advances, run against the store and against
 //! [`ReferenceModel`], an independent implementation of the contract over
 //! plain data. Any difference in any answer fails the check, and proptest
 //! shrinks the sequence to a minimal one that shows it.
@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome, GrantState,
-    IssueError, RevokeOutcome, StaleReason, StoredGrant, SystemClock, Timestamp,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome,
+    GrantState, IssueError, RevokeOutcome, StaleReason, StoredGrant, SystemClock, Timestamp,
 };
 use proptest::prelude::*;
 use proptest::strategy::{BoxedStrategy, Just, Union};
@@ -32,6 +32,11 @@ pub const MAX_GRANTS: usize = 6;
 /// How many distinct attempt ids one sequence uses; few, so attempts repeat
 /// and replays happen.
 pub const ATTEMPTS: usize = 4;
+
+// The model keeps abandoned attempts as bits of a u8 and never reaches the
+// store's bound on them.
+const _: () =
+    assert!(ATTEMPTS <= 8 && ATTEMPTS < countersign_approval_core::MAX_ABANDONED_ATTEMPTS);
 
 /// One of the four fields of a binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -192,6 +197,13 @@ pub enum Transition {
         /// Which of the [`ATTEMPTS`] attempt ids.
         attempt: usize,
     },
+    /// Abandon (give back) an attempt.
+    Abandon {
+        /// Which grant.
+        target: Target,
+        /// Which of the [`ATTEMPTS`] attempt ids.
+        attempt: usize,
+    },
     /// Move the clock forward.
     Advance {
         /// By how much.
@@ -233,6 +245,14 @@ pub struct ModelGrant {
     pub expires_at: u64,
     /// Its state.
     pub state: ModelGrantState,
+    /// The attempts abandoned on it, one bit per attempt number.
+    pub abandoned: u8,
+}
+
+impl ModelGrant {
+    fn is_abandoned(&self, attempt: usize) -> bool {
+        self.abandoned & (1 << (attempt % ATTEMPTS)) != 0
+    }
 }
 
 /// The model: the clock and the grants issued so far.
@@ -257,6 +277,8 @@ pub enum Expected {
     Get(Option<ModelGrant>),
     /// `consume_once` answers this.
     Consume(ConsumeOutcome),
+    /// `abandon` answers this.
+    Abandon(AbandonOutcome),
     /// Only the clock moved; the store is not called.
     ClockMoved,
 }
@@ -273,6 +295,7 @@ impl ModelState {
                     binding,
                     expires_at: self.now.saturating_add(ttl_ms),
                     state: ModelGrantState::Active,
+                    abandoned: 0,
                 });
                 Expected::Issued
             }
@@ -305,6 +328,9 @@ impl ModelState {
                     Request::Mismatch(field) => grant.binding.with_other(field),
                 };
                 let same_binding = asked == grant.binding;
+                if grant.is_abandoned(attempt) {
+                    return Expected::Consume(ConsumeOutcome::Stale(StaleReason::Abandoned));
+                }
                 Expected::Consume(match grant.state {
                     ModelGrantState::Revoked => ConsumeOutcome::Stale(StaleReason::Revoked),
                     ModelGrantState::Consumed { by, .. } if by == attempt && same_binding => {
@@ -326,6 +352,35 @@ impl ModelState {
                         };
                         ConsumeOutcome::Consumed { replay: false }
                     }
+                })
+            }
+            Transition::Abandon { target, attempt } => {
+                let now = self.now;
+                let Some(grant) = self.grant_mut(target) else {
+                    return Expected::Abandon(AbandonOutcome::Unknown);
+                };
+                // The model never holds more than ATTEMPTS (< the bound)
+                // abandoned attempts, so the bound is not modelled here; the
+                // `abandoned_attempts_are_bounded` scenario checks it.
+                if grant.state == ModelGrantState::Revoked {
+                    return Expected::Abandon(AbandonOutcome::Revoked);
+                }
+                grant.abandoned |= 1 << (attempt % ATTEMPTS);
+                let mut restored = false;
+                match grant.state {
+                    ModelGrantState::Consumed { by, .. } if by == attempt => {
+                        grant.state = ModelGrantState::Active;
+                        restored = true;
+                    }
+                    ModelGrantState::Consumed { .. } => {
+                        return Expected::Abandon(AbandonOutcome::ConsumedByOther);
+                    }
+                    _ => {}
+                }
+                Expected::Abandon(if now >= grant.expires_at {
+                    AbandonOutcome::Expired
+                } else {
+                    AbandonOutcome::Usable { restored }
                 })
             }
             Transition::Advance { ms } => {
@@ -417,6 +472,15 @@ impl ReferenceStateMachine for ReferenceModel {
                 .boxed(),
         ));
         options.push((
+            1,
+            (0..ATTEMPTS)
+                .prop_map(|attempt| Transition::Abandon {
+                    target: Target::Unknown,
+                    attempt,
+                })
+                .boxed(),
+        ));
+        options.push((
             2,
             (0u64..=3_000)
                 .prop_map(|ms| Transition::Advance { ms })
@@ -453,6 +517,15 @@ impl ReferenceStateMachine for ReferenceModel {
             ));
             options.push((
                 2,
+                (0..n, 0..ATTEMPTS)
+                    .prop_map(|(g, attempt)| Transition::Abandon {
+                        target: Target::Grant(g),
+                        attempt,
+                    })
+                    .boxed(),
+            ));
+            options.push((
+                2,
                 (0..n, any::<bool>())
                     .prop_map(|(grant, minus_one)| Transition::AdvanceToExpiry { grant, minus_one })
                     .boxed(),
@@ -471,10 +544,20 @@ impl ReferenceStateMachine for ReferenceModel {
             // Retries by the attempt that consumed the grant: replays.
             options.push((
                 3,
-                (proptest::sample::select(consumed), request())
+                (proptest::sample::select(consumed.clone()), request())
                     .prop_map(|((g, by), request)| Transition::Consume {
                         target: Target::Grant(g),
                         request,
+                        attempt: by,
+                    })
+                    .boxed(),
+            ));
+            // Abandons of the attempt that consumed the grant: restores.
+            options.push((
+                2,
+                proptest::sample::select(consumed)
+                    .prop_map(|(g, by)| Transition::Abandon {
+                        target: Target::Grant(g),
                         attempt: by,
                     })
                     .boxed(),
@@ -502,7 +585,10 @@ impl ReferenceStateMachine for ReferenceModel {
             Transition::Revoke(target) | Transition::Get(target) => names_existing(target),
             Transition::Consume {
                 target, attempt, ..
-            } => names_existing(target) && *attempt < ATTEMPTS,
+            }
+            | Transition::Abandon { target, attempt } => {
+                names_existing(target) && *attempt < ATTEMPTS
+            }
             Transition::Advance { .. } => true,
         }
     }
@@ -676,6 +762,22 @@ impl Harness<'_> {
                 } else {
                     Err(format!(
                         "consume_once answered {answer:?}, the model expected {outcome:?}"
+                    ))
+                }
+            }
+            (Transition::Abandon { target, attempt }, Expected::Abandon(outcome)) => {
+                let id = self.id(*target).map_err(|e| e.to_string())?;
+                let attempt = &self.attempts[attempt % ATTEMPTS];
+                let answer = self
+                    .store
+                    .abandon(&id, attempt, now)
+                    .await
+                    .map_err(|e| format!("abandon failed with a store error: {e}"))?;
+                if answer == *outcome {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "abandon answered {answer:?}, the model expected {outcome:?}"
                     ))
                 }
             }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome, GrantState,
-    RevokeOutcome, StaleReason, StoreError, SystemClock, Timestamp,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome,
+    GrantState, RevokeOutcome, StaleReason, StoreError, SystemClock, Timestamp,
 };
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Barrier;
@@ -144,6 +144,20 @@ impl Race {
         tokio::spawn(async move {
             barrier.wait().await;
             store.revoke(&id).await
+        })
+    }
+
+    fn spawn_abandon(
+        &self,
+        barrier: &Arc<Barrier>,
+        id: &ApprovalId,
+        attempt: AttemptId,
+    ) -> JoinHandle<Result<AbandonOutcome, StoreError>> {
+        let (store, barrier, id) = (Arc::clone(&self.store), Arc::clone(barrier), id.clone());
+        let now = self.t0.saturating_add(std::time::Duration::from_millis(2));
+        tokio::spawn(async move {
+            barrier.wait().await;
+            store.abandon(&id, &attempt, now).await
         })
     }
 
@@ -409,6 +423,148 @@ pub async fn revoke_racing_consume_has_one_winner(
                 )));
             }
         };
+        race.expect_state(grant, &id, expected_state).await?;
+    }
+    Ok(())
+}
+
+/// On each of `config.grants` grants, an abandon of attempt A races A's own
+/// (late) consume and `config.consumers` consumes by other attempts. A
+/// caller performs only on `Consumed { replay: false }` and never once it
+/// abandoned the attempt, so: at most one other attempt wins, the grant
+/// never ends consumed by A, and every answer fits one order of the calls —
+/// A's consume won only if the abandon then undid it
+/// (`Usable { restored: true }`), the abandon answered `ConsumedByOther`
+/// only if another attempt won, and with no winner among the others they
+/// all lost to A and the grant ends active. A last consume of A after the
+/// race answers `Stale(Abandoned)` and changes nothing.
+pub async fn abandon_racing_consumes_never_performs_twice(
+    store: Arc<dyn ApprovalStore>,
+    config: &RaceConfig,
+) -> Result<(), CheckFailure> {
+    let race = Race::new(
+        "abandon_racing_consumes_never_performs_twice",
+        store,
+        config,
+    )
+    .await?;
+    for grant in 0..config.grants {
+        let (id, binding) = race.issue().await?;
+        let abandoned = race.attempt()?;
+        let barrier = Arc::new(Barrier::new(config.consumers + 2));
+        // Alternate which of A's two calls is spawned first.
+        let (late, abandon) = if grant % 2 == 0 {
+            let late = race.spawn_consume(&barrier, &id, &binding, abandoned.clone());
+            (late, race.spawn_abandon(&barrier, &id, abandoned.clone()))
+        } else {
+            let abandon = race.spawn_abandon(&barrier, &id, abandoned.clone());
+            (
+                race.spawn_consume(&barrier, &id, &binding, abandoned.clone()),
+                abandon,
+            )
+        };
+        let others: Vec<_> = (0..config.consumers)
+            .map(|_| Ok(race.spawn_consume(&barrier, &id, &binding, race.attempt()?)))
+            .collect::<Result<_, CheckFailure>>()?;
+        let late = match race.join(late).await?.1 {
+            Ok(answer) => answer,
+            Err(e) => {
+                return Err(race.fail(format!(
+                    "grant {grant}: the abandoned attempt's consume failed with a store error: {e}"
+                )));
+            }
+        };
+        let abandon = race.join(abandon).await?.map_err(|e| {
+            race.fail(format!(
+                "grant {grant}: the racing abandon failed with a store error: {e}"
+            ))
+        })?;
+        let mut other_answers = Vec::with_capacity(config.consumers);
+        let mut winners = Vec::new();
+        for handle in others {
+            match race.join(handle).await? {
+                (attempt, Ok(answer)) => {
+                    if answer == (ConsumeOutcome::Consumed { replay: false }) {
+                        winners.push(attempt);
+                    }
+                    other_answers.push(answer);
+                }
+                (_, Err(e)) => {
+                    return Err(race.fail(format!(
+                        "grant {grant}: a racing consume failed with a store error: {e}"
+                    )));
+                }
+            }
+        }
+        let describe = || {
+            format!(
+                "the abandoned attempt's consume answered {late:?}, the abandon {abandon:?}, \
+                 the other consumes {other_answers:?}"
+            )
+        };
+        let late_won = late == ConsumeOutcome::Consumed { replay: false };
+        let consistent = matches!(
+            late,
+            ConsumeOutcome::Consumed { replay: false }
+                | ConsumeOutcome::Stale(StaleReason::Abandoned | StaleReason::Consumed)
+        ) && late_won == (abandon == AbandonOutcome::Usable { restored: true })
+            && matches!(
+                abandon,
+                AbandonOutcome::Usable { .. } | AbandonOutcome::ConsumedByOther
+            )
+            && (abandon != AbandonOutcome::ConsumedByOther || winners.len() == 1)
+            && other_answers.iter().all(|a| {
+                matches!(
+                    a,
+                    ConsumeOutcome::Consumed { replay: false }
+                        | ConsumeOutcome::Stale(StaleReason::Consumed)
+                )
+            });
+        if !consistent && winners.len() <= 1 {
+            return Err(race.fail(format!(
+                "grant {grant}: the answers fit no order of the calls ({})",
+                describe()
+            )));
+        }
+        let expected_state = match winners.as_slice() {
+            [winner] => GrantState::Consumed {
+                at: race.t0.saturating_add(std::time::Duration::from_millis(1)),
+                by: winner.clone(),
+            },
+            [] if late_won => GrantState::Active,
+            [] => {
+                return Err(race.fail(format!(
+                    "grant {grant}: no attempt won although the abandoned attempt did not hold \
+                     the grant ({})",
+                    describe()
+                )));
+            }
+            many => {
+                return Err(race.fail(format!(
+                    "grant {grant} of {}: {} other attempts answered Consumed {{ replay: false }}, \
+                     expected at most one performance ({})",
+                    config.grants,
+                    many.len(),
+                    describe()
+                )));
+            }
+        };
+        race.expect_state(grant, &id, expected_state.clone())
+            .await?;
+        // One more late consume of A, arriving after everything: refused as
+        // abandoned, and nothing changes.
+        let later = race.t0.saturating_add(std::time::Duration::from_millis(3));
+        let answer = race
+            .store
+            .consume_once(&id, &binding, later, &abandoned)
+            .await
+            .map_err(|e| race.fail(format!("grant {grant}: the last late consume failed: {e}")))?;
+        if answer != ConsumeOutcome::Stale(StaleReason::Abandoned) {
+            return Err(race.fail(format!(
+                "grant {grant}: a late consume of the abandoned attempt after the race answered \
+                 {answer:?}, expected Stale(Abandoned)"
+            )));
+        }
         race.expect_state(grant, &id, expected_state).await?;
     }
     Ok(())

@@ -1166,3 +1166,9 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
     )
     .await
 }
+
+mod abandon;
+pub use abandon::{
+    abandon_of_own_consume_restores_the_grant, abandon_outcomes, abandoned_attempts_are_bounded,
+    late_consume_of_abandoned_attempt_never_consumes,
+};

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
-    IssueError, RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp, decide_consume,
-    decide_revoke,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GrantState, IssueError, RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp,
+    decide_abandon, decide_consume, decide_revoke,
 };
 use countersign_store_conformance::{
     CheckFailure, MODEL_CHECK, ModelConfig, RACE_CHECKS, RaceConfig, SCENARIO_CHECKS,
@@ -28,11 +28,15 @@ enum Defect {
     ReadsConsume,
     /// Expiry is never checked.
     IgnoresExpiry,
+    /// `abandon` undoes the attempt's consume but does not remember the
+    /// attempt, so its late consume still succeeds.
+    ForgetsAbandonedAttempts,
 }
 
 struct TestStore {
     defect: Defect,
     grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
+    abandoned: Mutex<HashMap<ApprovalId, Vec<AttemptId>>>,
 }
 
 impl TestStore {
@@ -40,7 +44,17 @@ impl TestStore {
         TestStore {
             defect,
             grants: Mutex::new(HashMap::new()),
+            abandoned: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn abandoned(&self, id: &ApprovalId) -> Vec<AttemptId> {
+        self.abandoned
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -99,7 +113,8 @@ impl ApprovalStore for TestStore {
             let Some(grant) = self.grants.lock().unwrap().get(id).cloned() else {
                 return Ok(ConsumeOutcome::Unknown);
             };
-            let (outcome, next) = decide_consume(&grant, binding, now, attempt);
+            let abandoned = self.abandoned(id);
+            let (outcome, next) = decide_consume(&grant, &abandoned, binding, now, attempt);
             tokio::task::yield_now().await;
             if let Some(next) = next
                 && let Some(stored) = self.grants.lock().unwrap().get_mut(id)
@@ -108,6 +123,7 @@ impl ApprovalStore for TestStore {
             }
             return Ok(outcome);
         }
+        let abandoned = self.abandoned(id);
         let mut grants = self.grants.lock().unwrap();
         let Some(grant) = grants.get_mut(id) else {
             return Ok(ConsumeOutcome::Unknown);
@@ -116,7 +132,7 @@ impl ApprovalStore for TestStore {
         if self.defect == Defect::IgnoresExpiry {
             seen.approval.expires_at = Timestamp::from_millis(u64::MAX);
         }
-        let (outcome, next) = decide_consume(&seen, binding, now, attempt);
+        let (outcome, next) = decide_consume(&seen, &abandoned, binding, now, attempt);
         if let Some(next) = next {
             grant.state = next;
         }
@@ -129,6 +145,28 @@ impl ApprovalStore for TestStore {
             };
         }
         Ok(outcome)
+    }
+
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return Ok(AbandonOutcome::Unknown);
+        };
+        let mut abandoned = self.abandoned.lock().unwrap();
+        let list = abandoned.entry(id.clone()).or_default();
+        let decision = decide_abandon(grant, list, now, attempt);
+        if decision.remember && self.defect != Defect::ForgetsAbandonedAttempts {
+            list.push(attempt.clone());
+        }
+        if let Some(next) = decision.state {
+            grant.state = next;
+        }
+        Ok(decision.outcome)
     }
 }
 
@@ -226,13 +264,12 @@ fn non_atomic_check_then_mark_is_caught_by_the_race_checks() {
         ],
     );
     // Run one at a time the store answers correctly: only races can tell.
-    let mut caught: Vec<_> = failures.keys().copied().collect();
-    caught.sort_unstable();
-    assert_eq!(caught, {
-        let mut races = RACE_CHECKS.to_vec();
-        races.sort_unstable();
-        races
-    });
+    for caught in failures.keys() {
+        assert!(
+            RACE_CHECKS.contains(caught),
+            "`{caught}` is not a race check"
+        );
+    }
     let message = failures["concurrent_consumes_have_one_winner"].to_string();
     assert!(
         message.contains("expected exactly one"),
@@ -288,5 +325,27 @@ fn ignoring_expiry_is_caught() {
         "unexpected message: {message}"
     );
     let model = model(Defect::IgnoresExpiry).unwrap_err();
+    assert_eq!(model.check(), MODEL_CHECK);
+}
+
+#[test]
+fn forgetting_abandoned_attempts_is_caught() {
+    let failures = run_all(Defect::ForgetsAbandonedAttempts, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "abandon_of_own_consume_restores_the_grant",
+            "late_consume_of_abandoned_attempt_never_consumes",
+            "abandon_outcomes",
+            "abandoned_attempts_are_bounded",
+            "abandon_racing_consumes_never_performs_twice",
+        ],
+    );
+    let message = failures["late_consume_of_abandoned_attempt_never_consumes"].to_string();
+    assert!(
+        message.contains("Abandoned"),
+        "unexpected message: {message}"
+    );
+    let model = model(Defect::ForgetsAbandonedAttempts).unwrap_err();
     assert_eq!(model.check(), MODEL_CHECK);
 }

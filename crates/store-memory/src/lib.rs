@@ -36,15 +36,15 @@
 //! # }).unwrap();
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState,
-    IssueError, OperationLog, OperationRecord, RevokeOutcome, StoreError, StoredGrant, Timestamp,
-    decide_consume, decide_revoke,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GrantState, IssueError, OperationId, OperationLog, OperationRecord, RevokeOutcome, RunId,
+    StoreError, StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 
 /// The default time records are kept after they stop mattering.
@@ -58,10 +58,17 @@ fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
         .map_err(|_| StoreError::unavailable("in-memory store is poisoned by a panic"))
 }
 
+/// One grant and the attempts given back on it.
+#[derive(Debug)]
+struct Entry {
+    grant: StoredGrant,
+    abandoned: Vec<AttemptId>,
+}
+
 /// Grants in process memory. Cheap to share behind an `Arc`.
 #[derive(Debug, Default)]
 pub struct InMemoryApprovalStore {
-    grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
+    grants: Mutex<HashMap<ApprovalId, Entry>>,
 }
 
 impl InMemoryApprovalStore {
@@ -89,7 +96,7 @@ impl InMemoryApprovalStore {
     pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
         let mut grants = lock(&self.grants)?;
         let before = grants.len();
-        grants.retain(|_, grant| {
+        grants.retain(|_, Entry { grant, .. }| {
             let last = match &grant.state {
                 GrantState::Consumed { at, .. } => (*at).max(grant.approval.expires_at),
                 _ => grant.approval.expires_at,
@@ -109,9 +116,12 @@ impl ApprovalStore for InMemoryApprovalStore {
         }
         grants.insert(
             approval.id.clone(),
-            StoredGrant {
-                approval,
-                state: GrantState::Active,
+            Entry {
+                grant: StoredGrant {
+                    approval,
+                    state: GrantState::Active,
+                },
+                abandoned: Vec::new(),
             },
         );
         Ok(())
@@ -119,18 +129,18 @@ impl ApprovalStore for InMemoryApprovalStore {
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(grant) = grants.get_mut(id) else {
+        let Some(entry) = grants.get_mut(id) else {
             return Ok(RevokeOutcome::Unknown);
         };
-        let (outcome, next) = decide_revoke(&grant.state);
+        let (outcome, next) = decide_revoke(&entry.grant.state);
         if let Some(next) = next {
-            grant.state = next;
+            entry.grant.state = next;
         }
         Ok(outcome)
     }
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
-        Ok(lock(&self.grants)?.get(id).cloned())
+        Ok(lock(&self.grants)?.get(id).map(|entry| entry.grant.clone()))
     }
 
     async fn consume_once(
@@ -141,49 +151,95 @@ impl ApprovalStore for InMemoryApprovalStore {
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(grant) = grants.get_mut(id) else {
+        let Some(entry) = grants.get_mut(id) else {
             return Ok(ConsumeOutcome::Unknown);
         };
-        let (outcome, next) = decide_consume(grant, binding, now, attempt);
+        let (outcome, next) = decide_consume(&entry.grant, &entry.abandoned, binding, now, attempt);
         if let Some(next) = next {
-            grant.state = next;
+            entry.grant.state = next;
         }
         Ok(outcome)
+    }
+
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let Some(entry) = grants.get_mut(id) else {
+            return Ok(AbandonOutcome::Unknown);
+        };
+        let decision = decide_abandon(&entry.grant, &entry.abandoned, now, attempt);
+        if decision.remember {
+            entry.abandoned.push(attempt.clone());
+        }
+        if let Some(next) = decision.state {
+            entry.grant.state = next;
+        }
+        Ok(decision.outcome)
     }
 }
 
 /// Operation records in process memory, in the order they were written.
+///
+/// Unbounded by default ([`new`](Self::new)); [`with_max_records`](Self::with_max_records)
+/// keeps only the newest records, and [`purge`](Self::purge) drops old ones.
 #[derive(Debug, Default)]
 pub struct InMemoryOperationStore {
-    records: Mutex<Vec<OperationRecord>>,
+    log: Mutex<Log>,
+    max_records: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    records: VecDeque<OperationRecord>,
+    ids: HashSet<OperationId>,
 }
 
 impl InMemoryOperationStore {
-    /// An empty log.
+    /// An empty, unbounded log.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty log that keeps at most the newest `max_records` records
+    /// (at least one): recording one more drops the oldest.
+    pub fn with_max_records(max_records: usize) -> Self {
+        InMemoryOperationStore {
+            log: Mutex::default(),
+            max_records: Some(max_records.max(1)),
+        }
+    }
+
     /// A copy of every record, oldest first.
     pub fn records(&self) -> Result<Vec<OperationRecord>, StoreError> {
-        Ok(lock(&self.records)?.clone())
+        Ok(lock(&self.log)?.records.iter().cloned().collect())
     }
 
     /// How many records are held.
     pub fn len(&self) -> Result<usize, StoreError> {
-        Ok(lock(&self.records)?.len())
+        Ok(lock(&self.log)?.records.len())
     }
 
     /// Whether no record is held.
     pub fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(lock(&self.records)?.is_empty())
+        Ok(lock(&self.log)?.records.is_empty())
     }
 
     /// Drops records that finished at or before `now - retention`; returns how many.
     pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
-        let mut records = lock(&self.records)?;
+        let mut log = lock(&self.log)?;
+        let Log { records, ids } = &mut *log;
         let before = records.len();
-        records.retain(|r| r.finished_at.saturating_add(retention) > now);
+        records.retain(|r| {
+            let keep = r.finished_at.saturating_add(retention) > now;
+            if !keep {
+                ids.remove(&r.operation_id);
+            }
+            keep
+        });
         Ok(before - records.len())
     }
 }
@@ -191,7 +247,39 @@ impl InMemoryOperationStore {
 #[async_trait]
 impl OperationLog for InMemoryOperationStore {
     async fn record(&self, record: OperationRecord) -> Result<(), StoreError> {
-        lock(&self.records)?.push(record);
+        let mut log = lock(&self.log)?;
+        if !log.ids.insert(record.operation_id.clone()) {
+            // A resend of a record already held: kept once.
+            return Ok(());
+        }
+        log.records.push_back(record);
+        if let Some(max) = self.max_records {
+            while log.records.len() > max {
+                if let Some(dropped) = log.records.pop_front() {
+                    log.ids.remove(&dropped.operation_id);
+                }
+            }
+        }
         Ok(())
+    }
+
+    async fn records_for_run(&self, run: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        Ok(lock(&self.log)?
+            .records
+            .iter()
+            .filter(|r| r.run_id == *run)
+            .cloned()
+            .collect())
+    }
+
+    async fn record_for_operation(
+        &self,
+        id: &OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
+        let log = lock(&self.log)?;
+        if !log.ids.contains(id) {
+            return Ok(None);
+        }
+        Ok(log.records.iter().find(|r| r.operation_id == *id).cloned())
     }
 }

@@ -1,8 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! The in-memory store passes the whole conformance kit.
+//! The in-memory store and log pass the whole conformance kit.
 
-use countersign_store_memory::InMemoryApprovalStore;
+use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 
 countersign_store_conformance::store_conformance_tests!(in_memory, async {
     InMemoryApprovalStore::new()
 });
+
+countersign_store_conformance::operation_log_conformance_tests!(
+    in_memory_operation_log,
+    |max_records| async move { InMemoryOperationStore::with_max_records(max_records) }
+);

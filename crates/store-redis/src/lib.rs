@@ -46,7 +46,7 @@
 //!
 //! Each grant is one hash at `{prefix}:grant:{<id>}`; the braces around the
 //! id are literal, a cluster hash tag, so every key of a grant lives in one
-//! slot. Issue, get, revoke and consume are each one Lua script on that one
+//! slot. Issue, get, revoke, consume and abandon are each one Lua script on that one
 //! key, sent with `EVALSHA` and resent with `EVAL` when the server answers
 //! `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The hash holds
 //! every field of the [`Approval`](countersign_approval_core::Approval), its
@@ -68,15 +68,57 @@
 //! caller retries with the same attempt id and gets a replay. A client whose
 //! calls time out or whose connection dies is replaced by a fresh one.
 //!
+//! # Operation log
+//!
+//! [`RedisOperationLog`] keeps the Act tool's operation records for every
+//! worker, over the store's connection:
+//!
+//! ```text
+//! {prefix}:oplog:{log}                   stream: one entry per record, oldest first
+//! {prefix}:oplog:{log}:run:<run id>      stream: the entry ids of one run's records
+//! {prefix}:oplog:{log}:op:<operation id> string: the entry id of one operation's record
+//! ```
+//!
+//! `{log}` is a literal hash tag, so one script writes all three keys
+//! atomically (one record per operation id, a resend adds nothing). Each
+//! write trims the streams to [`OperationLogRetention`]'s `max_records`
+//! (`XADD … MAXLEN`) and to its `max_age` (`XTRIM … MINID`, by the server's
+//! clock), and sets the keys to expire after `max_age`. It needs Redis 6.2.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use countersign_approval_core::{OperationLog, RunId};
+//! use countersign_store_redis::{
+//!     OperationLogRetention, RedisApprovalStore, RedisOperationLog, RedisStoreOptions,
+//! };
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = RedisApprovalStore::connect(RedisStoreOptions::single("redis://127.0.0.1:6380/")).await?;
+//! let retention = OperationLogRetention::new(100_000, Duration::from_secs(7 * 24 * 3600))?;
+//! let log = Arc::new(RedisOperationLog::for_store(&store, retention).await?);
+//! // Give `log.clone()` to `Context::builder().operation_store(...)`; later:
+//! for record in log.records_for_run(&RunId::new("run-1")?).await? {
+//!     println!("{} {} {}", record.operation_id, record.outcome, record.reason);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
 //! `docs/redis.md` in the repository covers persistence settings, failover
 //! and what each error means for a host.
 
 mod conn;
+mod oplog;
 mod options;
 mod record;
 mod scripts;
 mod store;
 
+pub use oplog::{
+    DEFAULT_MAX_AGE, DEFAULT_MAX_RECORDS, MAX_RECORDS_LIMIT, OperationLogRetention,
+    RedisOperationLog,
+};
 pub use options::{
     ConnectError, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
     DEFAULT_RETENTION, Durability, InvalidOptions, MAX_KEY_PREFIX_BYTES, MAX_RETENTION,

@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, AttemptId, GrantState, RunId, StoreError, StoredGrant, Timestamp,
+    ActorId, Approval, ApprovalId, AttemptId, GrantState, MAX_ABANDONED_ATTEMPTS, RunId,
+    StoreError, StoredGrant, Timestamp,
 };
 use redis::Value;
 
@@ -32,9 +33,10 @@ pub(crate) mod field {
     pub(crate) const CONSUMED_AT: &str = "consumed_at";
     pub(crate) const CONSUMED_BY: &str = "consumed_by";
     pub(crate) const ISSUE_TOKEN: &str = "issue_token";
+    pub(crate) const ABANDONED: &str = "abandoned";
 
     /// Every field a v=1 record may hold.
-    pub(crate) const ALL: [&str; 17] = [
+    pub(crate) const ALL: [&str; 18] = [
         VERSION,
         ID,
         ACTOR,
@@ -52,6 +54,7 @@ pub(crate) mod field {
         CONSUMED_AT,
         CONSUMED_BY,
         ISSUE_TOKEN,
+        ABANDONED,
     ];
 }
 
@@ -208,6 +211,34 @@ pub(crate) fn decode(
     })
 }
 
+/// Reads the attempts abandoned on a grant from the same HGETALL reply
+/// [`decode`] reads: the space-separated `abandoned` field, or none. Accepts
+/// only distinct attempt ids, at most [`MAX_ABANDONED_ATTEMPTS`].
+pub(crate) fn decode_abandoned(key: &str, flat: &[Value]) -> Result<Vec<AttemptId>, StoreError> {
+    let corrupt = |message: &str| StoreError::corrupt(key, message);
+    let Some(list) = flat
+        .chunks_exact(2)
+        .find(|pair| text(&pair[0]) == Some(field::ABANDONED))
+        .map(|pair| text(&pair[1]).ok_or_else(|| corrupt("field is not utf-8 text")))
+        .transpose()?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut attempts: Vec<AttemptId> = Vec::new();
+    for word in list.split(' ') {
+        let attempt = AttemptId::parse(word)
+            .ok_or_else(|| corrupt("abandoned is not a list of attempt ids"))?;
+        if attempts.contains(&attempt) {
+            return Err(corrupt("abandoned repeats an attempt id"));
+        }
+        attempts.push(attempt);
+    }
+    if attempts.len() > MAX_ABANDONED_ATTEMPTS {
+        return Err(corrupt("abandoned holds more attempts than the bound"));
+    }
+    Ok(attempts)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -250,5 +281,54 @@ mod tests {
             );
         }
         assert_eq!(prelude.matches(" = true").count(), field::ALL.len());
+    }
+}
+
+#[cfg(test)]
+mod abandoned_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    fn flat(value: &str) -> Vec<Value> {
+        vec![
+            Value::BulkString(b"state".to_vec()),
+            Value::BulkString(b"active".to_vec()),
+            Value::BulkString(field::ABANDONED.as_bytes().to_vec()),
+            Value::BulkString(value.as_bytes().to_vec()),
+        ]
+    }
+
+    #[test]
+    fn abandoned_lists_are_read_strictly() {
+        assert_eq!(
+            decode_abandoned("k", &flat("att_1 att_2")).unwrap().len(),
+            2
+        );
+        assert_eq!(decode_abandoned("k", &[]).unwrap(), Vec::<AttemptId>::new());
+        let full: Vec<String> = (0..MAX_ABANDONED_ATTEMPTS)
+            .map(|n| format!("att_{n}"))
+            .collect();
+        assert_eq!(
+            decode_abandoned("k", &flat(&full.join(" "))).unwrap().len(),
+            MAX_ABANDONED_ATTEMPTS
+        );
+        let too_many = format!("{} att_x", full.join(" "));
+        for bad in [
+            "",
+            "att_1  att_2",
+            "att_1 att_1",
+            "att_1 a.b",
+            " att_1",
+            &too_many,
+        ] {
+            assert!(
+                matches!(
+                    decode_abandoned("k", &flat(bad)),
+                    Err(StoreError::Corrupt { .. })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -1,10 +1,10 @@
-//! The four Lua scripts, each one atomic operation on one grant's hash.
+//! The five Lua scripts, each one atomic operation on one grant's hash.
 
 use redis::{Cmd, Script};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
-/// One of the store's four Lua scripts, each one atomic operation on one
+/// One of the store's five Lua scripts, each one atomic operation on one
 /// grant's hash. Their SHA-1s are what `EVALSHA` names (see
 /// [`RedisApprovalStore::script_sha`](crate::RedisApprovalStore::script_sha)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,24 +18,28 @@ pub enum GrantScript {
     Revoke,
     /// The check-and-mark of `consume_once`.
     Consume,
+    /// Gives back an attempt's consume (`abandon`).
+    Abandon,
 }
 
 impl GrantScript {
     /// Every script.
-    pub const ALL: [GrantScript; 4] = [
+    pub const ALL: [GrantScript; 5] = [
         GrantScript::Issue,
         GrantScript::Get,
         GrantScript::Revoke,
         GrantScript::Consume,
+        GrantScript::Abandon,
     ];
 
-    /// The script's name: `issue`, `get`, `revoke` or `consume`.
+    /// The script's name: `issue`, `get`, `revoke`, `consume` or `abandon`.
     pub fn name(self) -> &'static str {
         match self {
             GrantScript::Issue => "issue",
             GrantScript::Get => "get",
             GrantScript::Revoke => "revoke",
             GrantScript::Consume => "consume",
+            GrantScript::Abandon => "abandon",
         }
     }
 
@@ -45,6 +49,7 @@ impl GrantScript {
             GrantScript::Get => include_str!("lua/get.lua"),
             GrantScript::Revoke => include_str!("lua/revoke.lua"),
             GrantScript::Consume => include_str!("lua/consume.lua"),
+            GrantScript::Abandon => include_str!("lua/abandon.lua"),
         }
     }
 }
@@ -95,13 +100,14 @@ impl LoadedScript {
     }
 }
 
-/// All four scripts.
+/// All five scripts.
 #[derive(Debug, Clone)]
 pub(crate) struct Scripts {
     issue: LoadedScript,
     get: LoadedScript,
     revoke: LoadedScript,
     consume: LoadedScript,
+    abandon: LoadedScript,
 }
 
 impl Scripts {
@@ -111,6 +117,7 @@ impl Scripts {
             get: LoadedScript::new(GrantScript::Get),
             revoke: LoadedScript::new(GrantScript::Revoke),
             consume: LoadedScript::new(GrantScript::Consume),
+            abandon: LoadedScript::new(GrantScript::Abandon),
         }
     }
 
@@ -120,6 +127,7 @@ impl Scripts {
             GrantScript::Get => &self.get,
             GrantScript::Revoke => &self.revoke,
             GrantScript::Consume => &self.consume,
+            GrantScript::Abandon => &self.abandon,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The store: connecting, the start-up probe, and the four operations.
+//! The store: connecting, the start-up probe, and the five operations.
 
 use std::fmt;
 use std::future::Future;
@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, IssueError,
-    RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp, decide_consume, decide_revoke,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, RevokeOutcome, StaleReason, StoreError,
+    StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
@@ -60,7 +61,7 @@ impl fmt::Debug for RedisApprovalStore {
 }
 
 /// A failed call as the trait reports it.
-fn redis_error(what: &str, err: &RedisError) -> StoreError {
+pub(crate) fn redis_error(what: &str, err: &RedisError) -> StoreError {
     if err.is_timeout() {
         return StoreError::Timeout {
             message: format!("{what}: {err}"),
@@ -78,12 +79,12 @@ fn redis_error(what: &str, err: &RedisError) -> StoreError {
     StoreError::unavailable(format!("{what}: {err}"))
 }
 
-fn is_noscript(err: &RedisError) -> bool {
+pub(crate) fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 /// Awaits `fut` for at most `limit`.
-async fn timed<T>(
+pub(crate) async fn timed<T>(
     what: &str,
     limit: Duration,
     fut: impl Future<Output = redis::RedisResult<T>>,
@@ -147,15 +148,18 @@ fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, St
 /// between their read and their write.
 const MAX_READS: usize = 4;
 
-/// The record carried by a reply, read strictly.
-fn reply_record(
+/// The record carried by a reply and the attempts abandoned on it, read strictly.
+fn reply_record_abandoned(
     script: GrantScript,
     id: &ApprovalId,
     key: &str,
     payload: Option<Value>,
-) -> Result<StoredGrant, StoreError> {
+) -> Result<(StoredGrant, Vec<AttemptId>), StoreError> {
     match payload {
-        Some(Value::Array(flat)) => record::decode(id, key, &flat),
+        Some(Value::Array(flat)) => Ok((
+            record::decode(id, key, &flat)?,
+            record::decode_abandoned(key, &flat)?,
+        )),
         _ => Err(StoreError::corrupt(
             key,
             format!("the {} script replied without the record", script.name()),
@@ -248,7 +252,7 @@ fn server_major_version(info: &str) -> Option<u32> {
 }
 
 impl RedisApprovalStore {
-    /// Connects, then probes the server before answering: it loads the four
+    /// Connects, then probes the server before answering: it loads the five
     /// scripts and runs the read script once (a server that cannot run them
     /// is refused with [`StoreError::Unsupported`]), refuses a single server
     /// that is a replica, and refuses a wrong topology
@@ -320,6 +324,16 @@ impl RedisApprovalStore {
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The store's connection, shared with an operation log over it.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The limit of one round trip.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
     }
 
     /// The SHA-1 that `EVALSHA` uses for `script`.
@@ -633,7 +647,7 @@ impl RedisApprovalStore {
         &self,
         id: &ApprovalId,
         key: &str,
-    ) -> Result<Option<(StoredGrant, String)>, StoreError> {
+    ) -> Result<Option<(StoredGrant, Vec<AttemptId>, String)>, StoreError> {
         let (reply, _) = self
             .run(GrantScript::Get, key, &[id.as_str()], false)
             .await?;
@@ -642,8 +656,9 @@ impl RedisApprovalStore {
             ("missing", None) if reply.payload.is_none() => Ok(None),
             ("corrupt", None) => Err(corrupt_reply(key, reply.payload)),
             ("found", Some(fingerprint)) => {
-                let grant = reply_record(GrantScript::Get, id, key, reply.payload)?;
-                Ok(Some((grant, fingerprint)))
+                let (grant, abandoned) =
+                    reply_record_abandoned(GrantScript::Get, id, key, reply.payload)?;
+                Ok(Some((grant, abandoned, fingerprint)))
             }
             _ => Err(StoreError::corrupt(
                 key,
@@ -804,7 +819,7 @@ impl ApprovalStore for RedisApprovalStore {
         for _ in 0..MAX_READS {
             // Every check that can refuse the record runs here, before the
             // script may mark it; the script writes only if it is unchanged.
-            let Some((before, fingerprint)) = self.read_validated(id, &key).await? else {
+            let Some((before, _, fingerprint)) = self.read_validated(id, &key).await? else {
                 return Ok(RevokeOutcome::Unknown);
             };
             let args = [
@@ -844,7 +859,10 @@ impl ApprovalStore for RedisApprovalStore {
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
         let key = self.grant_key(id);
-        Ok(self.read_validated(id, &key).await?.map(|(grant, _)| grant))
+        Ok(self
+            .read_validated(id, &key)
+            .await?
+            .map(|(grant, _, _)| grant))
     }
 
     async fn consume_once(
@@ -860,7 +878,8 @@ impl ApprovalStore for RedisApprovalStore {
         for _ in 0..MAX_READS {
             // Every check that can refuse the record runs here, before the
             // script may mark it; the script writes only if it is unchanged.
-            let Some((before, fingerprint)) = self.read_validated(id, &key).await? else {
+            let Some((before, abandoned, fingerprint)) = self.read_validated(id, &key).await?
+            else {
                 return Ok(ConsumeOutcome::Unknown);
             };
             let args = [
@@ -886,6 +905,7 @@ impl ApprovalStore for RedisApprovalStore {
                 "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
                 "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
                 "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
+                "stale_abandoned" => ConsumeOutcome::Stale(StaleReason::Abandoned),
                 _ => {
                     return Err(StoreError::corrupt(
                         key,
@@ -895,7 +915,7 @@ impl ApprovalStore for RedisApprovalStore {
             };
             // The script saw the very record validated above (same
             // fingerprint); the library's own rules must reach its outcome.
-            if decide_consume(&before, binding, now, attempt).0 != outcome {
+            if decide_consume(&before, &abandoned, binding, now, attempt).0 != outcome {
                 return Err(disagreement(&key, GrantScript::Consume));
             }
             if let ConsumeOutcome::Consumed { .. } = outcome {
@@ -904,6 +924,54 @@ impl ApprovalStore for RedisApprovalStore {
             return Ok(outcome);
         }
         Err(kept_changing(&key))
+    }
+
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let key = self.grant_key(id);
+        let now_text = now.as_millis().to_string();
+        let limit = MAX_ABANDONED_ATTEMPTS.to_string();
+        let args = [
+            id.as_str(),
+            now_text.as_str(),
+            attempt.as_str(),
+            self.retention_ms.as_str(),
+            limit.as_str(),
+        ];
+        let (reply, wait) = self.run(GrantScript::Abandon, &key, &args, true).await?;
+        let reply = parse_reply(GrantScript::Abandon, &key, reply)?;
+        let outcome = match reply.status.as_str() {
+            "unknown" if reply.payload.is_none() => return Ok(AbandonOutcome::Unknown),
+            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+            "restored" => AbandonOutcome::Usable { restored: true },
+            "usable" => AbandonOutcome::Usable { restored: false },
+            "consumed_by_other" => AbandonOutcome::ConsumedByOther,
+            "expired" => AbandonOutcome::Expired,
+            "revoked" | "retired" => AbandonOutcome::Revoked,
+            _ => {
+                return Err(StoreError::corrupt(
+                    key,
+                    "unexpected reply from the abandon script",
+                ));
+            }
+        };
+        let (before, abandoned) =
+            reply_record_abandoned(GrantScript::Abandon, id, &key, reply.payload)?;
+        let decision = decide_abandon(&before, &abandoned, now, attempt);
+        // `retired` is the revoke that a full list causes: it must be exactly that.
+        let retired = reply.status == "retired";
+        if decision.outcome != outcome || retired != (decision.state == Some(GrantState::Revoked)) {
+            return Err(disagreement(&key, GrantScript::Abandon));
+        }
+        // Every answer but an untouched revoked grant wrote (at least the expiry).
+        if outcome != AbandonOutcome::Revoked || retired {
+            self.confirm(wait)?;
+        }
+        Ok(outcome)
     }
 }
 

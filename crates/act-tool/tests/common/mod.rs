@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_act_tool::approval::{
-    ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, IssueError,
-    ManualClock, OperationLog, OperationRecord, OutcomeCode, RevokeOutcome, RunId, StoreError,
-    StoredGrant, Timestamp,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
+    ConsumeOutcome, IssueError, ManualClock, OperationLog, OperationRecord, OutcomeCode,
+    RevokeOutcome, RunId, StoreError, StoredGrant, Timestamp,
 };
 use countersign_act_tool::policy::{Policy, StaticResolver};
 use countersign_act_tool::{Act, Context, RetryPolicy, issue_grant};
@@ -205,11 +205,14 @@ pub fn check_message(message: &str) {
 ///
 /// `fail_before(n)`: the next n consumes return `error` without touching
 /// the grant. `apply_then_fail(n)`: the next n consumes are applied, then
-/// answer `error` (a lost reply). Every attempt id is kept.
+/// answer `error` (a lost reply). `fail_abandons(n)`: the next n abandons
+/// answer `error` without touching the grant. Every attempt id is kept.
 pub struct FlakyStore {
     pub inner: InMemoryApprovalStore,
     fail_before: AtomicUsize,
     apply_then_fail: AtomicUsize,
+    fail_abandons: AtomicUsize,
+    pub abandons: Mutex<Vec<(AttemptId, Result<AbandonOutcome, StoreError>)>>,
     error: StoreError,
     pub attempts: Mutex<Vec<AttemptId>>,
     pub answers: Mutex<Vec<Result<ConsumeOutcome, StoreError>>>,
@@ -221,6 +224,8 @@ impl FlakyStore {
             inner: InMemoryApprovalStore::new(),
             fail_before: AtomicUsize::new(0),
             apply_then_fail: AtomicUsize::new(0),
+            fail_abandons: AtomicUsize::new(0),
+            abandons: Mutex::new(Vec::new()),
             error,
             attempts: Mutex::new(Vec::new()),
             answers: Mutex::new(Vec::new()),
@@ -233,6 +238,14 @@ impl FlakyStore {
 
     pub fn apply_then_fail(&self, n: usize) {
         self.apply_then_fail.store(n, Ordering::SeqCst);
+    }
+
+    pub fn fail_abandons(&self, n: usize) {
+        self.fail_abandons.store(n, Ordering::SeqCst);
+    }
+
+    pub fn abandons(&self) -> Vec<(AttemptId, Result<AbandonOutcome, StoreError>)> {
+        self.abandons.lock().unwrap().clone()
     }
 
     pub fn attempts(&self) -> Vec<AttemptId> {
@@ -282,6 +295,23 @@ impl ApprovalStore for FlakyStore {
         self.answers.lock().unwrap().push(answer.clone());
         answer
     }
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let answer = if Self::take(&self.fail_abandons) {
+            Err(self.error.clone())
+        } else {
+            self.inner.abandon(id, attempt, now).await
+        };
+        self.abandons
+            .lock()
+            .unwrap()
+            .push((attempt.clone(), answer.clone()));
+        answer
+    }
 }
 
 /// An operation log whose writes always fail.
@@ -290,6 +320,15 @@ pub struct BrokenLog;
 #[async_trait]
 impl OperationLog for BrokenLog {
     async fn record(&self, _record: OperationRecord) -> Result<(), StoreError> {
+        Err(StoreError::unavailable("log is down"))
+    }
+    async fn records_for_run(&self, _run: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
+        Err(StoreError::unavailable("log is down"))
+    }
+    async fn record_for_operation(
+        &self,
+        _id: &countersign_act_tool::approval::OperationId,
+    ) -> Result<Option<OperationRecord>, StoreError> {
         Err(StoreError::unavailable("log is down"))
     }
 }

@@ -12,6 +12,7 @@ if status == 'corrupt' then return {'corrupt', f} end
 if fingerprint(flat) ~= ARGV[9] then return {'changed'} end
 if not is_uint(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
 local retention = tonumber(ARGV[8])
+if contains(abandoned_list(f), attempt) then return {'stale_abandoned', flat} end
 if f.state == 'revoked' then return {'stale_revoked', flat} end
 local same = f.actor == ARGV[4] and f.run == ARGV[5] and f.url == ARGV[6]
   and f.digest == ARGV[7]

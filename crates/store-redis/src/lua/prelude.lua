@@ -8,6 +8,7 @@ local KNOWN = {
   digest = true, issued_at = true, expires_at = true, note = true,
   page_revision = true, operation_id = true, session_id = true, state = true,
   consumed_at = true, consumed_by = true, issue_token = true,
+  abandoned = true,
 }
 local REQUIRED = {
   'v', 'id', 'actor', 'run', 'url', 'action', 'digest', 'issued_at',
@@ -50,6 +51,22 @@ local function keep_until(key, base, retention)
   redis.call('PEXPIREAT', key, string.format('%d', at))
 end
 
+-- The attempt ids in a record's space-separated `abandoned` field.
+local function abandoned_list(f)
+  local list = {}
+  if f.abandoned ~= nil then
+    for attempt in string.gmatch(f.abandoned, '%S+') do list[#list + 1] = attempt end
+  end
+  return list
+end
+
+local function contains(list, item)
+  for _, x in ipairs(list) do
+    if x == item then return true end
+  end
+  return false
+end
+
 -- Reads the grant at key and checks that it is a v=1 record for id.
 -- Returns 'missing'; or 'corrupt' and a reason; or 'ok', the fields by name
 -- and the flat HGETALL reply.
@@ -76,6 +93,11 @@ local function load(key, id)
   end
   if not is_uint(f.issued_at) or not is_uint(f.expires_at) then
     return 'corrupt', 'timestamp is not a decimal integer'
+  end
+  local a = f.abandoned
+  if a ~= nil and (string.find(a, '^[A-Za-z0-9_%- ]+$') == nil or string.find(a, '^ ') ~= nil
+      or string.find(a, ' $') ~= nil or string.find(a, '  ', 1, true) ~= nil) then
+    return 'corrupt', 'abandoned is not a list of attempt ids'
   end
   if f.state == 'consumed' then
     if not is_uint(f.consumed_at) or f.consumed_by == nil then
