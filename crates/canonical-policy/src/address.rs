@@ -217,3 +217,69 @@ pub fn is_public(addr: IpAddr) -> bool {
         IpAddr::V6(v6) => is_public_v6(v6),
     }
 }
+
+/// First and last address of `net/len` as numbers, with the family width.
+fn span(net: IpAddr, len: u8) -> (u128, u128) {
+    let (width, value) = match net {
+        IpAddr::V4(a) => (32u32, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (128u32, u128::from(a)),
+    };
+    let host_bits = width.saturating_sub(u32::from(len));
+    let host_mask = u128::MAX.checked_shr(128 - host_bits).unwrap_or(0);
+    (value & !host_mask, (value & !host_mask) | host_mask)
+}
+
+/// The first and one-past-last address of each row, as numbers.
+fn edges<A: Copy + Into<IpAddr>>(
+    rows: &'static [(A, u8, &'static str)],
+) -> impl Iterator<Item = u128> {
+    rows.iter().flat_map(|&(net, len, _)| {
+        let (first, last) = span(net.into(), len);
+        [Some(first), last.checked_add(1)].into_iter().flatten()
+    })
+}
+
+/// A public address inside `net/len`, if there is one.
+///
+/// `is_public` is constant between consecutive edges of the tables' blocks
+/// (inside the NAT64 prefix: of the IPv4 blocks it embeds), so checking the
+/// range's first address and every edge inside it is exact.
+pub(crate) fn public_address_in(net: IpAddr, len: u8) -> Option<IpAddr> {
+    let (first, last) = span(net, len);
+    let v4_edges = || edges(NON_PUBLIC_V4).chain(edges(PUBLIC_V4_EXCEPTIONS));
+    let candidates: Vec<u128> = match net {
+        IpAddr::V4(_) => v4_edges().collect(),
+        IpAddr::V6(_) => {
+            let (nat64, nat64_len) = NAT64_WELL_KNOWN;
+            let (global, global_len) = GLOBAL_UNICAST_V6;
+            let (nat64_first, nat64_last) = span(IpAddr::V6(nat64), nat64_len);
+            let (global_first, global_last) = span(IpAddr::V6(global), global_len);
+            edges(NON_PUBLIC_V6_IN_GLOBAL)
+                .chain(edges(PUBLIC_V6_EXCEPTIONS))
+                .chain([nat64_first, global_first])
+                .chain(
+                    [nat64_last.checked_add(1), global_last.checked_add(1)]
+                        .into_iter()
+                        .flatten(),
+                )
+                .chain(v4_edges().map(|edge| nat64_first | edge))
+                .collect()
+        }
+    };
+    let mut inside: Vec<u128> = std::iter::once(first)
+        .chain(
+            candidates
+                .into_iter()
+                .filter(|c| (first..=last).contains(c)),
+        )
+        .collect();
+    // The lowest public address, so that the build error names a stable one.
+    inside.sort_unstable();
+    inside
+        .into_iter()
+        .map(|value| match net {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(u32::try_from(value).unwrap_or(u32::MAX))),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(value)),
+        })
+        .find(|&addr| is_public(addr))
+}

@@ -44,6 +44,82 @@ pub enum PolicyBuildError {
     /// The port allow-list was given but is empty.
     #[error("the port allow-list, when given, must not be empty")]
     NoPorts,
+    /// A special-use range is malformed or holds a public address.
+    #[error("special-use range `{range}` is invalid: {reason}")]
+    InvalidSpecialUseRange {
+        /// The range as given.
+        range: String,
+        /// Why it was refused.
+        reason: String,
+    },
+}
+
+/// A block of non-public addresses the host allows explicitly, e.g. `10.0.0.0/8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SpecialUseRange {
+    net: IpAddr,
+    len: u8,
+}
+
+impl SpecialUseRange {
+    fn parse(entry: &str) -> Result<SpecialUseRange, PolicyBuildError> {
+        let invalid = |reason: String| PolicyBuildError::InvalidSpecialUseRange {
+            range: entry.to_owned(),
+            reason,
+        };
+        let (net, len) = entry
+            .trim()
+            .split_once('/')
+            .ok_or_else(|| invalid("expected an IP address, `/` and a prefix length".to_owned()))?;
+        let net: IpAddr = net
+            .parse()
+            .map_err(|_| invalid("expected an IP address before `/`".to_owned()))?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let len = match len.parse::<u8>() {
+            Ok(value) if value <= max && len.bytes().all(|b| b.is_ascii_digit()) => value,
+            _ => return Err(invalid(format!("prefix length must be 0 to {max}"))),
+        };
+        let range = SpecialUseRange { net, len };
+        if range.masked() != net {
+            return Err(invalid("address has bits set after the prefix".to_owned()));
+        }
+        if let Some(public) = crate::address::public_address_in(net, len) {
+            return Err(invalid(format!("it holds public address `{public}`")));
+        }
+        Ok(range)
+    }
+
+    fn masked(&self) -> IpAddr {
+        match self.net {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        }
+    }
+
+    /// Same family and same prefix; an IPv4-mapped IPv6 address is not in an IPv4 range.
+    fn contains(&self, addr: IpAddr) -> bool {
+        addr.is_ipv4() == self.net.is_ipv4()
+            && SpecialUseRange {
+                net: addr,
+                len: self.len,
+            }
+            .masked()
+                == self.net
+    }
+}
+
+impl fmt::Display for SpecialUseRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.net, self.len)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -115,6 +191,7 @@ pub struct PolicyBuilder {
     schemes: Option<Vec<String>>,
     methods: Option<Vec<String>>,
     ports: Option<Vec<u16>>,
+    special_use: Vec<String>,
 }
 
 impl fmt::Debug for PolicyBuilder {
@@ -124,6 +201,7 @@ impl fmt::Debug for PolicyBuilder {
             .field("schemes", &self.schemes)
             .field("methods", &self.methods)
             .field("ports", &self.ports)
+            .field("special_use", &self.special_use)
             .finish_non_exhaustive()
     }
 }
@@ -185,6 +263,35 @@ impl PolicyBuilder {
         self
     }
 
+    /// Lets addresses in one special-use block pass the public-address check:
+    /// `range` is CIDR text, e.g. `127.0.0.2/32` (a test site on loopback) or
+    /// `10.0.0.0/8` (an intranet). Never on by default.
+    ///
+    /// Hosts must still be on the allow-list (an IP literal too), and every
+    /// address a name resolves to must be public or inside an allowed range.
+    /// [`build`](Self::build) refuses a malformed range, one with bits set
+    /// after the prefix, and one that holds any public address. An IPv4
+    /// range does not admit the IPv4-mapped IPv6 form of its addresses.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use countersign_canonical_policy::{Policy, StaticResolver};
+    ///
+    /// let policy = Policy::builder()
+    ///     .allow_host("intranet.test")
+    ///     .allow_special_use("10.0.0.0/8")
+    ///     .resolver(StaticResolver::answering_all(["10.1.2.3".parse().unwrap()]))
+    ///     .build()
+    ///     .unwrap();
+    /// let url = policy.authorize_destination("https://intranet.test/").await.unwrap();
+    /// assert_eq!(url.addresses(), ["10.1.2.3".parse::<std::net::IpAddr>().unwrap()]);
+    /// # });
+    /// ```
+    pub fn allow_special_use(mut self, range: impl Into<String>) -> Self {
+        self.special_use.push(range.into());
+        self
+    }
+
     /// Checks the settings and builds the policy.
     pub fn build(self) -> Result<Policy, PolicyBuildError> {
         if self.hosts.is_empty() {
@@ -243,6 +350,12 @@ impl PolicyBuilder {
             None => None,
         };
 
+        let special_use = self
+            .special_use
+            .iter()
+            .map(|r| SpecialUseRange::parse(r))
+            .collect::<Result<BTreeSet<_>, _>>()?;
+
         Ok(Policy {
             inner: Arc::new(PolicyInner {
                 hosts,
@@ -250,6 +363,7 @@ impl PolicyBuilder {
                 schemes,
                 methods,
                 ports,
+                special_use,
             }),
         })
     }
@@ -261,6 +375,7 @@ struct PolicyInner {
     schemes: BTreeSet<String>,
     methods: BTreeSet<String>,
     ports: Option<BTreeSet<u16>>,
+    special_use: BTreeSet<SpecialUseRange>,
 }
 
 /// Decides which destinations and actions a model may propose.
@@ -292,6 +407,15 @@ impl fmt::Debug for Policy {
             .field("schemes", &self.inner.schemes)
             .field("methods", &self.inner.methods)
             .field("ports", &self.inner.ports)
+            .field(
+                "special_use",
+                &self
+                    .inner
+                    .special_use
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -311,7 +435,8 @@ impl Policy {
     /// addresses that were checked.
     ///
     /// Order: parse (WHATWG), scheme, userinfo, host allow-list, port,
-    /// then every resolved address must be public.
+    /// then every resolved address must be public (or inside a range given to
+    /// [`PolicyBuilder::allow_special_use`]).
     pub async fn authorize_destination(&self, input: &str) -> Result<AuthorizedUrl, Denial> {
         let mut url = Url::parse(input).map_err(|e| Denial::UnparsableUrl {
             reason: e.to_string(),
@@ -368,13 +493,18 @@ impl Policy {
             return Err(Denial::HostNotAllowed { host: shown });
         }
         self.check_port(url)?;
-        if !is_public(ip) {
+        if !self.may_connect(ip) {
             return Err(Denial::NonPublicAddress {
                 host: shown,
                 address: ip,
             });
         }
         Ok(vec![ip])
+    }
+
+    /// Public, or inside a special-use range the host allowed.
+    fn may_connect(&self, ip: IpAddr) -> bool {
+        is_public(ip) || self.inner.special_use.iter().any(|r| r.contains(ip))
     }
 
     fn check_port(&self, url: &Url) -> Result<(), Denial> {
@@ -402,7 +532,7 @@ impl Policy {
                 host: host.to_owned(),
             });
         }
-        if let Some(bad) = answer.iter().find(|ip| !is_public(**ip)) {
+        if let Some(bad) = answer.iter().find(|ip| !self.may_connect(**ip)) {
             return Err(Denial::NonPublicAddress {
                 host: host.to_owned(),
                 address: *bad,
@@ -438,8 +568,8 @@ impl Policy {
     }
 }
 
-/// A destination the policy accepted: the canonical URL and the public
-/// addresses its host had when checked.
+/// A destination the policy accepted: the canonical URL and the addresses
+/// its host had when checked (public, or in an allowed special-use range).
 ///
 /// A live backend should connect only to [`addresses`](Self::addresses) (DNS
 /// rebinding defence) and re-authorise every redirect or navigation.

@@ -148,8 +148,8 @@ pub mod prelude {
     pub use crate::store::memory::{InMemoryApprovalStore, InMemoryOperationStore};
 }
 
-/// The code blocks of `docs/guide.md`, `docs/architecture.md` and the
-/// workspace `README.md`, compiled and run as doc tests (they use the
+/// The code blocks of `docs/guide.md`, `docs/architecture.md`,
+/// `docs/security-model.md` and the workspace `README.md`, compiled and run as doc tests (they use the
 /// in-memory stores and the fake backend).
 #[cfg(all(doctest, feature = "memory", feature = "fake"))]
 pub mod docs {
@@ -158,6 +158,9 @@ pub mod docs {
 
     #[doc = include_str!("../../../docs/architecture.md")]
     pub struct Architecture;
+
+    #[doc = include_str!("../../../docs/security-model.md")]
+    pub struct SecurityModel;
 
     #[doc = include_str!("../../../README.md")]
     pub struct Readme;
