@@ -108,7 +108,9 @@ impl Chromium {
                 }
             }
         });
-        let proxy = options.proxy().map(|p| (p.to_owned(), "<-loopback>".to_owned()));
+        let proxy = options
+            .proxy()
+            .map(|p| (p.to_owned(), "<-loopback>".to_owned()));
         Ok(Chromium {
             running: Arc::new(Running {
                 browser,
@@ -293,7 +295,9 @@ impl Tab {
             .await
             .map_err(|e| ChromiumError::protocol("Runtime.callFunctionOn", e))?;
         if let Some(details) = &answer.result.exception_details {
-            return Err(ChromiumError::Script(crate::perform::exception_text(details)));
+            return Err(ChromiumError::Script(crate::perform::exception_text(
+                details,
+            )));
         }
         Ok(answer.result.result.value.clone().unwrap_or_default())
     }

@@ -3,8 +3,8 @@
 
 use chromiumoxide::cdp::browser_protocol::dom::FocusParams;
 use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams,
-    DispatchMouseEventType, InsertTextParams, MouseButton,
+    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
+    InsertTextParams, MouseButton,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{
     CallArgument, CallFunctionOnParams, ExceptionDetails, RemoteObjectId, RemoteObjectType,
@@ -23,7 +23,12 @@ pub(crate) type Refused = String;
 /// Shortens user text quoted in a message.
 fn quoted(text: &str) -> String {
     const LIMIT: usize = 64;
-    let shown: String = text.chars().take(LIMIT).collect::<String>().escape_debug().to_string();
+    let shown: String = text
+        .chars()
+        .take(LIMIT)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
     if text.chars().count() > LIMIT {
         format!("{shown}…")
     } else {
@@ -80,7 +85,10 @@ impl Plan {
                 only(&["key"])?;
                 let key = argument("key");
                 let definition = get_key_definition(&key).ok_or_else(|| {
-                    format!("`press` does not know the key `{}`; nothing was dispatched", quoted(&key))
+                    format!(
+                        "`press` does not know the key `{}`; nothing was dispatched",
+                        quoted(&key)
+                    )
                 })?;
                 Plan::Press(definition)
             }
@@ -207,13 +215,11 @@ impl Tab {
         // Landed URL and revision.
         let frame = self.main_frame().await.map_err(|e| e.to_string())?;
         self.check_landed(&frame, approved_url).await?;
-        if let Some(expected) = expected {
-            if *expected != frame.revision {
-                return Err(
-                    "the page has loaded a new document since approval; nothing was dispatched"
-                        .to_owned(),
-                );
-            }
+        if expected.is_some_and(|expected| *expected != frame.revision) {
+            return Err(
+                "the page has loaded a new document since approval; nothing was dispatched"
+                    .to_owned(),
+            );
         }
 
         // Strict target.
@@ -229,8 +235,9 @@ impl Tab {
         // Method-specific preparation that dispatches nothing.
         let option = match &plan {
             Plan::Select(value) => {
-                let place: OptionPlace =
-                    self.call_on(&element, OPTION, Some(Value::from(value.as_str()))).await?;
+                let place: OptionPlace = self
+                    .call_on(&element, OPTION, Some(Value::from(value.as_str())))
+                    .await?;
                 if !place.found {
                     return Err(format!(
                         "`{}` has no option with value `{}`; nothing was dispatched",
@@ -249,16 +256,15 @@ impl Tab {
             }
             _ => None,
         };
-        if let Plan::Check(wanted) = plan {
-            if described.checked == wanted {
-                // A user would not click a box already in the wanted state.
-                return Ok(());
-            }
-        }
-        if let Some(place) = &option {
-            if place.current == place.target {
-                return Ok(());
-            }
+        // A user would not click a box already in the wanted state, nor
+        // pick the option already chosen.
+        let already = match (&plan, &option) {
+            (Plan::Check(wanted), _) => described.checked == *wanted,
+            (_, Some(place)) => place.current == place.target,
+            _ => false,
+        };
+        if already {
+            return Ok(());
         }
 
         // The page must be the one checked above, right before input.
@@ -315,7 +321,8 @@ impl Tab {
                 let Some(place) = option else {
                     return Err("internal: select without an option".to_owned());
                 };
-                self.select_by_keyboard(&element, place, selector, &value).await
+                self.select_by_keyboard(&element, place, selector, &value)
+                    .await
             }
         }
     }
@@ -415,10 +422,16 @@ impl Tab {
             if place.current == place.target {
                 return Ok(());
             }
-            let key = if place.current < place.target { "ArrowDown" } else { "ArrowUp" };
+            let key = if place.current < place.target {
+                "ArrowDown"
+            } else {
+                "ArrowUp"
+            };
             let before = place.current;
             self.press_key(named_key(key)?).await?;
-            place = self.call_on(element, OPTION, Some(Value::from(value))).await?;
+            place = self
+                .call_on(element, OPTION, Some(Value::from(value)))
+                .await?;
             if place.current == before {
                 break;
             }
@@ -439,9 +452,14 @@ impl Tab {
     ) -> Result<(), Refused> {
         let mut event = DispatchMouseEventParams::builder().r#type(kind).x(x).y(y);
         if let Some(count) = count {
-            event = event.button(MouseButton::Left).buttons(1).click_count(count);
+            event = event
+                .button(MouseButton::Left)
+                .buttons(1)
+                .click_count(count);
         }
-        let event = event.build().map_err(|e| protocol("Input.dispatchMouseEvent", e))?;
+        let event = event
+            .build()
+            .map_err(|e| protocol("Input.dispatchMouseEvent", e))?;
         self.inner
             .page
             .execute(event)
@@ -451,7 +469,8 @@ impl Tab {
     }
 
     async fn mouse_move(&self, x: f64, y: f64) -> Result<(), Refused> {
-        self.mouse(DispatchMouseEventType::MouseMoved, x, y, None).await
+        self.mouse(DispatchMouseEventType::MouseMoved, x, y, None)
+            .await
     }
 
     /// A move, then `count` press/release pairs with rising click counts:
@@ -459,8 +478,10 @@ impl Tab {
     async fn click(&self, x: f64, y: f64, count: i64) -> Result<(), Refused> {
         self.mouse_move(x, y).await?;
         for n in 1..=count {
-            self.mouse(DispatchMouseEventType::MousePressed, x, y, Some(n)).await?;
-            self.mouse(DispatchMouseEventType::MouseReleased, x, y, Some(n)).await?;
+            self.mouse(DispatchMouseEventType::MousePressed, x, y, Some(n))
+                .await?;
+            self.mouse(DispatchMouseEventType::MouseReleased, x, y, Some(n))
+                .await?;
         }
         Ok(())
     }
@@ -468,8 +489,10 @@ impl Tab {
     /// The protocol's `DOM.focus`: what a click or Tab would do to focus,
     /// without the click's other effects.
     async fn focus(&self, element: &RemoteObjectId) -> Result<(), Refused> {
-        let mut focus = FocusParams::default();
-        focus.object_id = Some(element.clone());
+        let focus = FocusParams {
+            object_id: Some(element.clone()),
+            ..FocusParams::default()
+        };
         self.inner
             .page
             .execute(focus)
@@ -507,7 +530,9 @@ impl Tab {
                 .unmodified_text(text.clone()),
             None => down.r#type(DispatchKeyEventType::RawKeyDown),
         };
-        let down = down.build().map_err(|e| protocol("Input.dispatchKeyEvent", e))?;
+        let down = down
+            .build()
+            .map_err(|e| protocol("Input.dispatchKeyEvent", e))?;
         let up = DispatchKeyEventParams::builder()
             .r#type(DispatchKeyEventType::KeyUp)
             .key(definition.key)
@@ -559,9 +584,10 @@ fn named_key(name: &str) -> Result<&'static KeyDefinition, Refused> {
 }
 
 fn argument(value: Value) -> CallArgument {
-    let mut argument = CallArgument::default();
-    argument.value = Some(value);
-    argument
+    CallArgument {
+        value: Some(value),
+        ..CallArgument::default()
+    }
 }
 
 /// Playwright's strict-mode checks for one resolved element.
@@ -581,7 +607,10 @@ fn check_target(plan: &Plan, selector: &str, element: &Described) -> Result<(), 
         Plan::Fill(_) | Plan::Type(_) if !element.editable => {
             return refuse("is not an editable field");
         }
-        Plan::Check(_) if element.tag != "input" || !matches!(element.r#type.as_str(), "checkbox" | "radio") => {
+        Plan::Check(_)
+            if element.tag != "input"
+                || !matches!(element.r#type.as_str(), "checkbox" | "radio") =>
+        {
             return refuse("is not a checkbox or radio button");
         }
         Plan::Check(false) if element.r#type == "radio" => {
@@ -635,7 +664,9 @@ mod tests {
             ("select", json!({"value": "b"})),
             ("press", json!({"key": "Enter"})),
         ] {
-            let planned = Plan::of(&action(json!({"method": method, "selector": "#x", "arguments": args})));
+            let planned = Plan::of(&action(
+                json!({"method": method, "selector": "#x", "arguments": args}),
+            ));
             assert!(planned.is_ok(), "{method}: {planned:?}");
         }
     }
@@ -651,7 +682,9 @@ mod tests {
             "`fill` needs the argument `text`; nothing was dispatched"
         );
         assert_eq!(
-            refusal(json!({"method": "fill", "selector": "#x", "arguments": {"text": "a", "value": "b"}})),
+            refusal(
+                json!({"method": "fill", "selector": "#x", "arguments": {"text": "a", "value": "b"}})
+            ),
             "`fill` takes no argument `value`; nothing was dispatched"
         );
         assert_eq!(

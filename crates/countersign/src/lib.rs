@@ -51,6 +51,7 @@
 //! | `fake` | yes | [`backend::fake`]: `FakeBackend`, records actions, clicks nothing |
 //! | `system-resolver` | yes | `policy::SystemResolver`: DNS through the operating system |
 //! | `redis` | no | `store::redis`: the Redis approval store |
+//! | `chromium` | no | `backend::chromium`: performs actions as real input in headless Chromium |
 //! | `conformance` | no | `conformance`: the store conformance kit |
 //!
 //! # Crates
@@ -59,7 +60,7 @@
 //! directly instead: [`policy`] (`countersign-canonical-policy`),
 //! [`approval`] (`countersign-approval-core`), [`store`]
 //! (`countersign-store-memory`, `countersign-store-redis`), [`backend`]
-//! (`countersign-backend-fake`), [`act`] (`countersign-act-tool`) and
+//! (`countersign-backend-fake`, `countersign-backend-chromium`), [`act`] (`countersign-act-tool`) and
 //! `conformance` (`countersign-store-conformance`).
 
 pub mod policy {
@@ -100,7 +101,8 @@ pub mod store {
 pub mod backend {
     //! What performs approved actions.
     //!
-    //! The trait is [`Backend`]; the fake sits behind the `fake` feature.
+    //! The trait is [`Backend`]; the fake sits behind the `fake` feature,
+    //! the live Chromium backend behind the `chromium` feature.
 
     pub use countersign_approval_core::{ActionRequest, Backend, BackendError};
 
@@ -109,6 +111,14 @@ pub mod backend {
         //! A backend that records actions and performs nothing: the
         //! `countersign-backend-fake` crate (feature `fake`).
         pub use countersign_backend_fake::*;
+    }
+
+    #[cfg(feature = "chromium")]
+    pub mod chromium {
+        //! A backend that performs approved actions as real input in
+        //! headless Chromium over the DevTools protocol: the
+        //! `countersign-backend-chromium` crate (feature `chromium`).
+        pub use countersign_backend_chromium::*;
     }
 }
 
