@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use countersign_approval_core::{ActionRequest, Backend, BackendError};
 
 use crate::Tab;
-use crate::observation::PageRevision;
+use crate::observation::PageObservation;
 
 /// Performs approved actions as real input in one [`Tab`].
 ///
@@ -33,16 +33,37 @@ impl ChromiumBackend {
         &self.tab
     }
 
-    /// Performs `request` only if the main frame still shows `expected`
-    /// (the revision the host observed when it approved), besides every
-    /// check [`perform`](Backend::perform) makes.
-    pub async fn perform_on_revision(
+    /// Performs `request` only on the page the host approved on: `approved`
+    /// must name this tab's session and tab, the grant's URL, and the
+    /// revision the main frame still shows. Besides every check
+    /// [`perform`](Backend::perform) makes, the revision is compared again
+    /// immediately before input is dispatched.
+    pub async fn perform_on_page(
         &self,
         request: &ActionRequest,
-        expected: &PageRevision,
+        approved: &PageObservation,
     ) -> Result<(), BackendError> {
+        if approved.session() != self.tab.session() {
+            return Err(BackendError::new(
+                "the approval was given in another browser session; nothing was dispatched",
+            ));
+        }
+        if approved.target() != self.tab.target() {
+            return Err(BackendError::new(
+                "the approval was given in another tab; nothing was dispatched",
+            ));
+        }
+        if approved.url() != &request.url {
+            return Err(BackendError::new(
+                "the approval was given on another url; nothing was dispatched",
+            ));
+        }
         self.tab
-            .perform_action(request.url.as_str(), &request.action, Some(expected))
+            .perform_action(
+                request.url.as_str(),
+                &request.action,
+                Some(approved.revision()),
+            )
             .await
             .map_err(BackendError::new)
     }

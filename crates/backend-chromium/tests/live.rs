@@ -54,6 +54,7 @@ fn live_backend_in_headless_chromium() {
             a_navigation_since_approval_is_refused,
             a_redirect_that_lands_elsewhere_is_refused,
             a_changed_revision_is_refused,
+            an_observation_from_another_tab_or_session_is_refused,
             loopback_other_than_the_site_stays_refused,
             sixteen_concurrent_acts_click_once,
         ] {
@@ -314,7 +315,7 @@ async fn a_changed_revision_is_refused(f: &Fixture) {
     let refused = f
         .tab
         .backend()
-        .perform_on_revision(&request, approved.revision())
+        .perform_on_page(&request, &approved)
         .await
         .unwrap_err();
     assert_eq!(
@@ -326,10 +327,65 @@ async fn a_changed_revision_is_refused(f: &Fixture) {
     let current = f.tab.observe().await.unwrap();
     f.tab
         .backend()
-        .perform_on_revision(&request, current.revision())
+        .perform_on_page(&request, &current)
         .await
         .unwrap();
     assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
+    f.load("/").await;
+    let home = f.policy.authorize_destination(&f.url("/")).await.unwrap();
+    let request = f
+        .request("/", json!({"method": "click", "selector": "#counter"}))
+        .await;
+
+    let same_session_tab = f.session.open(&home).await.unwrap();
+    let other_tab = same_session_tab.observe().await.unwrap();
+    let refused = f
+        .tab
+        .backend()
+        .perform_on_page(&request, &other_tab)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the approval was given in another tab; nothing was dispatched"
+    );
+
+    let other_session = f.chromium.new_session(f.policy.clone()).await.unwrap();
+    let elsewhere = other_session
+        .open(&home)
+        .await
+        .unwrap()
+        .observe()
+        .await
+        .unwrap();
+    assert_ne!(elsewhere.session(), f.session.id());
+    let refused = f
+        .tab
+        .backend()
+        .perform_on_page(&request, &elsewhere)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the approval was given in another browser session; nothing was dispatched"
+    );
+
+    // The other tabs' grants do not reach this tab either way.
+    assert_eq!(f.text("#clicks").await, "0");
+    assert_eq!(f.trusted_events().await, 0);
+    let other_backend = same_session_tab.backend();
+    let own = f.tab.observe().await.unwrap();
+    let refused = other_backend
+        .perform_on_page(&request, &own)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the approval was given in another tab; nothing was dispatched"
+    );
 }
 
 async fn loopback_other_than_the_site_stays_refused(f: &Fixture) {
