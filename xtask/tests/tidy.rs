@@ -33,6 +33,7 @@ const CRATES: &[&str] = &[
     "backend-fake",
     "canonical-policy",
     "countersign",
+    "egress-guard",
     "store-conformance",
     "store-memory",
     "store-redis",

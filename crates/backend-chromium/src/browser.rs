@@ -30,9 +30,14 @@ const FLAGS: &[&str] = &[
     "--disable-default-apps",
     "--disable-breakpad",
     "--disable-extensions",
-    // A page restored from the back/forward cache would come back with its
-    // old loader id; without the cache every history step is a new document.
-    "--disable-features=BackForwardCache",
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--no-pings",
+    // One switch (Chromium keeps only the last of a repeated one). Without
+    // the back/forward cache every history step is a new document, so it
+    // gets a new revision; the rest is background traffic of the browser's
+    // own (autofill, hints, translation, media routing).
+    "--disable-features=BackForwardCache,AutofillServerCommunication,OptimizationHints,Translate,MediaRouter",
 ];
 
 struct Running {

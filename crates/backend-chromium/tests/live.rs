@@ -33,7 +33,7 @@ fn live_backend_in_headless_chromium() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let fixture = Fixture::start(support::options().allow_unproxied_egress()).await;
+        let fixture = Fixture::start(support::options()).await;
         let mut failed = Vec::new();
         for (name, case) in cases![
             observation_names_session_tab_url_and_revision,
@@ -56,6 +56,7 @@ fn live_backend_in_headless_chromium() {
             a_changed_revision_is_refused,
             an_observation_from_another_tab_or_session_is_refused,
             loopback_other_than_the_site_stays_refused,
+            the_browsers_own_traffic_passes_the_guard,
             sixteen_concurrent_acts_click_once,
         ] {
             eprintln!("case {name}");
@@ -395,6 +396,28 @@ async fn loopback_other_than_the_site_stays_refused(f: &Fixture) {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), "NOT_AUTHORIZED");
+}
+
+async fn the_browsers_own_traffic_passes_the_guard(f: &Fixture) {
+    f.load("/").await;
+    f.guard.take_refusals();
+    // A page script asks for 127.0.0.1, which the policy refuses: the
+    // request goes to the guard (no implicit loopback bypass) and fails.
+    let port = f.site.port();
+    let fetched = f
+        .read(&format!(
+            "fetch('http://127.0.0.1:{port}/').then(() => 'loaded', () => 'failed')"
+        ))
+        .await;
+    assert_eq!(fetched, "failed");
+    let refusals: Vec<_> = f
+        .guard
+        .take_refusals()
+        .into_iter()
+        .filter(|r| r.host() == "127.0.0.1")
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].port(), Some(port));
 }
 
 async fn sixteen_concurrent_acts_click_once(f: &Fixture) {

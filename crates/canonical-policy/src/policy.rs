@@ -426,6 +426,12 @@ impl Policy {
         PolicyBuilder::default()
     }
 
+    /// Whether `scheme` (`http` or `https`, compared case-insensitively) is
+    /// allowed. An egress guard uses it to judge what a tunnel may carry.
+    pub fn allows_scheme(&self, scheme: &str) -> bool {
+        self.inner.schemes.contains(&scheme.to_ascii_lowercase())
+    }
+
     /// The allowed methods.
     pub fn allowed_methods(&self) -> impl Iterator<Item = &str> {
         self.inner.methods.iter().map(String::as_str)

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `PolicyBuilder::allow_special_use`: named special-use ranges pass the
-//! public-address check, nothing else does.
+//! public-address check, nothing else does; and `Policy::allows_scheme`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -332,4 +332,19 @@ proptest! {
             .build();
         prop_assert_eq!(built.is_err(), any_public);
     }
+}
+
+#[test]
+fn allows_scheme_reports_the_scheme_set() {
+    let https_only = Policy::builder()
+        .allow_host("site.test")
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap();
+    assert!(https_only.allows_scheme("https"));
+    assert!(https_only.allows_scheme("HTTPS"));
+    assert!(!https_only.allows_scheme("http"));
+    let both = policy(&["site.test"], &[], &[]);
+    assert!(both.allows_scheme("http") && both.allows_scheme("https"));
+    assert!(!both.allows_scheme("ws"));
 }

@@ -53,6 +53,7 @@
 //! | `redis` | no | `store::redis`: the Redis approval store |
 //! | `chromium` | no | `backend::chromium`: performs actions as real input in headless Chromium |
 //! | `conformance` | no | `conformance`: the store conformance kit |
+//! | `egress-guard` | no | `egress`: the egress guard, a forward proxy confining a browser to the policy |
 //!
 //! # Crates
 //!
@@ -60,7 +61,8 @@
 //! directly instead: [`policy`] (`countersign-canonical-policy`),
 //! [`approval`] (`countersign-approval-core`), [`store`]
 //! (`countersign-store-memory`, `countersign-store-redis`), [`backend`]
-//! (`countersign-backend-fake`, `countersign-backend-chromium`), [`act`] (`countersign-act-tool`) and
+//! (`countersign-backend-fake`, `countersign-backend-chromium`), [`act`]
+//! (`countersign-act-tool`), `egress` (`countersign-egress-guard`) and
 //! `conformance` (`countersign-store-conformance`).
 
 pub mod policy {
@@ -126,6 +128,14 @@ pub mod act {
     //! The Act tool, its context, toolset and JSON surface: the
     //! `countersign-act-tool` crate.
     pub use countersign_act_tool::*;
+}
+
+#[cfg(feature = "egress-guard")]
+pub mod egress {
+    //! The egress guard, a forward proxy that confines a browser's own
+    //! traffic to the policy: the `countersign-egress-guard` crate (feature
+    //! `egress-guard`).
+    pub use countersign_egress_guard::*;
 }
 
 #[cfg(feature = "conformance")]

@@ -9,6 +9,7 @@ use axum::routing::get;
 use countersign_approval_core::{ActionRequest, ActorId, ApprovalId, OperationId, RunId};
 use countersign_backend_chromium::{Chromium, ChromiumOptions, Session, Tab};
 use countersign_canonical_policy::{Policy, StaticResolver};
+use countersign_egress_guard::EgressGuard;
 use serde_json::Value;
 
 /// The test page: widgets for every method, each counting trusted events.
@@ -56,8 +57,10 @@ pub fn options() -> ChromiumOptions {
     ChromiumOptions::new().executable(executable).no_sandbox()
 }
 
-/// One browser, one session and one tab, with the page server.
+/// One browser behind an in-process egress guard, one session and one tab,
+/// with the page server.
 pub struct Fixture {
+    pub guard: EgressGuard,
     pub chromium: Chromium,
     pub session: Session,
     pub tab: Tab,
@@ -66,9 +69,14 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// Launches Chromium with `options` and the guard as its egress proxy.
     pub async fn start(options: ChromiumOptions) -> Fixture {
         let site = serve().await;
         let policy = policy();
+        let guard = EgressGuard::bind(policy.clone(), "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let options = options.egress_proxy(format!("http://{}", guard.local_addr()));
         let chromium = Chromium::launch(options).await.unwrap();
         let session = chromium.new_session(policy.clone()).await.unwrap();
         let home = policy
@@ -77,6 +85,7 @@ impl Fixture {
             .unwrap();
         let tab = session.open(&home).await.unwrap();
         Fixture {
+            guard,
             chromium,
             session,
             tab,
