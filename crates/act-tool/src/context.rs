@@ -83,6 +83,7 @@ pub struct Context {
     approval_store: Option<Arc<dyn ApprovalStore>>,
     clock: Arc<dyn Clock>,
     consume_retry: RetryPolicy,
+    accept_unbound_grants: bool,
 }
 
 impl fmt::Debug for Context {
@@ -94,6 +95,7 @@ impl fmt::Debug for Context {
             .field("has_approval_store", &self.approval_store.is_some())
             .field("now", &self.now())
             .field("consume_retry", &self.consume_retry)
+            .field("accept_unbound_grants", &self.accept_unbound_grants)
             .finish_non_exhaustive()
     }
 }
@@ -143,6 +145,11 @@ impl Context {
     pub fn consume_retry(&self) -> RetryPolicy {
         self.consume_retry
     }
+    /// Whether a grant bound to no page may be performed by a backend that
+    /// has pages (see [`ContextBuilder::accept_unbound_grants`]).
+    pub fn accepts_unbound_grants(&self) -> bool {
+        self.accept_unbound_grants
+    }
 }
 
 /// A [`Context`] could not be built because a required part is missing.
@@ -170,6 +177,7 @@ pub struct ContextBuilder {
     approval_store: Option<Arc<dyn ApprovalStore>>,
     clock: Option<Arc<dyn Clock>>,
     consume_retry: RetryPolicy,
+    accept_unbound_grants: bool,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -183,6 +191,7 @@ impl fmt::Debug for ContextBuilder {
             .field("has_approval_store", &self.approval_store.is_some())
             .field("has_clock", &self.clock.is_some())
             .field("consume_retry", &self.consume_retry)
+            .field("accept_unbound_grants", &self.accept_unbound_grants)
             .finish()
     }
 }
@@ -249,6 +258,20 @@ impl ContextBuilder {
         self
     }
 
+    /// Lets a backend that has pages (a live browser) perform grants bound
+    /// to no page, issued with [`issue_grant`](crate::issue_grant) rather
+    /// than [`issue_page_grant`](crate::issue_page_grant).
+    ///
+    /// **Risk:** such a grant names a URL and an action but not the
+    /// document, tab or browser session. The backend still refuses a page
+    /// whose URL differs, but a reload, a form post that lands on the same
+    /// URL, or another tab showing that URL would receive the action the
+    /// host approved on a page it never saw. Off by default.
+    pub fn accept_unbound_grants(mut self) -> Self {
+        self.accept_unbound_grants = true;
+        self
+    }
+
     /// Builds the context, or names the first missing required part.
     pub fn build(self) -> Result<Context, ContextError> {
         let missing = |missing| ContextError { missing };
@@ -261,6 +284,7 @@ impl ContextBuilder {
             approval_store: self.approval_store,
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             consume_retry: self.consume_retry,
+            accept_unbound_grants: self.accept_unbound_grants,
         })
     }
 }

@@ -96,7 +96,7 @@ pub use act::Act;
 pub use call::{ARGUMENT_NAMES, ActCall};
 pub use context::{Context, ContextBuilder, ContextError, RetryPolicy};
 pub use definition::{TOOL_NAME, ToolDefinition};
-pub use grant::{GrantError, issue_grant};
+pub use grant::{GrantError, issue_grant, issue_page_grant};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};
 

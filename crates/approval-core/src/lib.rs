@@ -41,6 +41,7 @@ mod backend;
 mod grant;
 mod ids;
 mod operation;
+mod page;
 mod store;
 mod time;
 
@@ -54,6 +55,7 @@ pub use ids::{
     RunId,
 };
 pub use operation::{OperationLog, OperationRecord, OutcomeCode};
+pub use page::{MAX_PAGE_ID_BYTES, PageBinding};
 pub use store::{ApprovalStore, IssueError, StoreError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 

@@ -1,10 +1,9 @@
 //! The [`Backend`] implementation.
 
 use async_trait::async_trait;
-use countersign_approval_core::{ActionRequest, Backend, BackendError};
+use countersign_approval_core::{ActionRequest, Backend, BackendError, PageBinding};
 
 use crate::Tab;
-use crate::observation::PageObservation;
 
 /// Performs approved actions as real input in one [`Tab`].
 ///
@@ -32,48 +31,58 @@ impl ChromiumBackend {
     pub fn tab(&self) -> &Tab {
         &self.tab
     }
+}
 
-    /// Performs `request` only on the page the host approved on: `approved`
-    /// must name this tab's session and tab, the grant's URL, and the
-    /// revision the main frame still shows. Besides every check
-    /// [`perform`](Backend::perform) makes, the revision is compared again
-    /// immediately before input is dispatched.
-    pub async fn perform_on_page(
+#[async_trait]
+impl Backend for ChromiumBackend {
+    /// Performs `request` with every check above but the revision: for a
+    /// grant bound to no page (which Act hands over only when the host
+    /// accepts unbound grants).
+    async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
+        self.tab
+            .perform_action(request.url.as_str(), &request.action, None)
+            .await
+            .map_err(BackendError::new)
+    }
+
+    /// This tab's session, target and current revision.
+    async fn current_page(&self) -> Result<Option<PageBinding>, BackendError> {
+        let frame = self
+            .tab
+            .main_frame()
+            .await
+            .map_err(|e| BackendError::new(e.to_string()))?;
+        Ok(Some(PageBinding {
+            session_id: self.tab.session().as_str().to_owned(),
+            target_id: self.tab.target().as_str().to_owned(),
+            page_revision: frame.revision.as_str().to_owned(),
+        }))
+    }
+
+    /// Performs `request` only on `page`: it must name this tab's session
+    /// and tab, and the main frame must show its revision both when the
+    /// checks begin and immediately before input is dispatched.
+    async fn perform_on_page(
         &self,
         request: &ActionRequest,
-        approved: &PageObservation,
+        page: &PageBinding,
     ) -> Result<(), BackendError> {
-        if approved.session() != self.tab.session() {
+        if page.session_id != self.tab.session().as_str() {
             return Err(BackendError::new(
                 "the approval was given in another browser session; nothing was dispatched",
             ));
         }
-        if approved.target() != self.tab.target() {
+        if page.target_id != self.tab.target().as_str() {
             return Err(BackendError::new(
                 "the approval was given in another tab; nothing was dispatched",
-            ));
-        }
-        if approved.url() != &request.url {
-            return Err(BackendError::new(
-                "the approval was given on another url; nothing was dispatched",
             ));
         }
         self.tab
             .perform_action(
                 request.url.as_str(),
                 &request.action,
-                Some(approved.revision()),
+                Some(&page.page_revision),
             )
-            .await
-            .map_err(BackendError::new)
-    }
-}
-
-#[async_trait]
-impl Backend for ChromiumBackend {
-    async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
-        self.tab
-            .perform_action(request.url.as_str(), &request.action, None)
             .await
             .map_err(BackendError::new)
     }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use countersign_approval_core::PageBinding;
 use countersign_canonical_policy::AuthorizedUrl;
 
 macro_rules! opaque_id {
@@ -73,5 +74,14 @@ impl PageObservation {
     /// The main frame's current document.
     pub fn revision(&self) -> &PageRevision {
         &self.revision
+    }
+    /// What a page-bound grant binds: session, tab and revision (the URL is
+    /// bound separately, as in every grant).
+    pub fn binding(&self) -> PageBinding {
+        PageBinding {
+            session_id: self.session.as_str().to_owned(),
+            target_id: self.target.as_str().to_owned(),
+            page_revision: self.revision.as_str().to_owned(),
+        }
     }
 }

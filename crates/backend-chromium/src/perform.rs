@@ -15,7 +15,6 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::browser::{MainFrame, Tab};
-use crate::observation::PageRevision;
 
 /// Why an action was not (fully) performed; becomes the backend's message.
 pub(crate) type Refused = String;
@@ -200,14 +199,14 @@ fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
 
 impl Tab {
     /// Performs `action` if the page is at `approved_url` (and, when given,
-    /// still shows `expected` revision), the selector names exactly one
+    /// still shows the `expected` revision), the selector names exactly one
     /// suitable element, and the page has not changed by the moment input
     /// is dispatched.
     pub(crate) async fn perform_action(
         &self,
         approved_url: &str,
         action: &Action,
-        expected: Option<&PageRevision>,
+        expected: Option<&str>,
     ) -> Result<(), Refused> {
         let plan = Plan::of(action)?;
         let _one_at_a_time = self.inner.input.lock().await;
@@ -215,7 +214,7 @@ impl Tab {
         // Landed URL and revision.
         let frame = self.main_frame().await.map_err(|e| e.to_string())?;
         self.check_landed(&frame, approved_url).await?;
-        if expected.is_some_and(|expected| *expected != frame.revision) {
+        if expected.is_some_and(|expected| expected != frame.revision.as_str()) {
             return Err(
                 "the page has loaded a new document since approval; nothing was dispatched"
                     .to_owned(),

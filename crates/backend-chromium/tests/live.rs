@@ -8,10 +8,11 @@ mod support;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use countersign_act_tool::{Act, Context, issue_grant};
-use countersign_approval_core::{ActorId, Backend, RunId};
+use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
+use countersign_approval_core::{ActorId, ApprovalId, ApprovalStore, Backend, GrantState, RunId};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 use futures_util::FutureExt;
 use serde_json::{Value, json};
@@ -57,6 +58,10 @@ fn live_backend_in_headless_chromium() {
             an_observation_from_another_tab_or_session_is_refused,
             loopback_other_than_the_site_stays_refused,
             the_browsers_own_traffic_passes_the_guard,
+            act_performs_a_page_bound_grant_once,
+            a_navigation_between_approval_and_act_is_stale_and_burns_nothing,
+            a_grant_from_another_tab_or_session_is_stale,
+            an_unbound_grant_needs_the_hosts_opt_in,
             sixteen_concurrent_acts_click_once,
         ] {
             eprintln!("case {name}");
@@ -316,7 +321,7 @@ async fn a_changed_revision_is_refused(f: &Fixture) {
     let refused = f
         .tab
         .backend()
-        .perform_on_page(&request, &approved)
+        .perform_on_page(&request, &approved.binding())
         .await
         .unwrap_err();
     assert_eq!(
@@ -328,7 +333,7 @@ async fn a_changed_revision_is_refused(f: &Fixture) {
     let current = f.tab.observe().await.unwrap();
     f.tab
         .backend()
-        .perform_on_page(&request, &current)
+        .perform_on_page(&request, &current.binding())
         .await
         .unwrap();
     assert_eq!(f.text("#clicks").await, "1");
@@ -346,7 +351,7 @@ async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
     let refused = f
         .tab
         .backend()
-        .perform_on_page(&request, &other_tab)
+        .perform_on_page(&request, &other_tab.binding())
         .await
         .unwrap_err();
     assert_eq!(
@@ -366,7 +371,7 @@ async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
     let refused = f
         .tab
         .backend()
-        .perform_on_page(&request, &elsewhere)
+        .perform_on_page(&request, &elsewhere.binding())
         .await
         .unwrap_err();
     assert_eq!(
@@ -380,7 +385,7 @@ async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
     let other_backend = same_session_tab.backend();
     let own = f.tab.observe().await.unwrap();
     let refused = other_backend
-        .perform_on_page(&request, &own)
+        .perform_on_page(&request, &own.binding())
         .await
         .unwrap_err();
     assert_eq!(
@@ -420,28 +425,139 @@ async fn the_browsers_own_traffic_passes_the_guard(f: &Fixture) {
     assert_eq!(refusals[0].port(), Some(port));
 }
 
-async fn sixteen_concurrent_acts_click_once(f: &Fixture) {
-    f.load("/").await;
-    let context = Context::builder()
+/// Act with the in-memory store and this tab's backend.
+struct Host {
+    context: Context,
+    approvals: Arc<InMemoryApprovalStore>,
+    act: Act,
+}
+
+fn host(f: &Fixture, accept_unbound: bool) -> Host {
+    let approvals = Arc::new(InMemoryApprovalStore::new());
+    let mut builder = Context::builder()
         .actor_id(ActorId::new("live-actor").unwrap())
         .run_id(RunId::new("live-run").unwrap())
         .backend(f.tab.backend())
         .source_policy(f.policy.clone())
         .operation_store(InMemoryOperationStore::new())
-        .approval_store(InMemoryApprovalStore::new())
-        .build()
-        .unwrap();
-    let action = json!({"method": "click", "selector": "#counter"});
-    let grant = issue_grant(&context, &f.url("/"), &action, Duration::from_secs(60))
+        .approval_store(approvals.clone());
+    if accept_unbound {
+        builder = builder.accept_unbound_grants();
+    }
+    let context = builder.build().unwrap();
+    Host {
+        act: Act::new(context.clone()),
+        context,
+        approvals,
+    }
+}
+
+const CLICK: fn() -> Value = || json!({"method": "click", "selector": "#counter"});
+
+fn click_call(f: &Fixture, approval_id: &str) -> Value {
+    json!({
+        "url": f.url("/"), "approval_id": approval_id,
+        "method": "click", "selector": "#counter",
+    })
+}
+
+async fn approve_here(f: &Fixture, host: &Host) -> String {
+    let page = f.tab.observe().await.unwrap().binding();
+    let grant = issue_page_grant(&host.context, &page, &f.url("/"), &CLICK(), TTL)
         .await
         .unwrap();
-    let act = Act::new(context);
-    let call = json!({
-        "url": f.url("/"), "approval_id": grant.id.as_str(),
-        "method": "click", "selector": "#counter",
-    });
+    grant.id.as_str().to_owned()
+}
+
+const TTL: Duration = Duration::from_secs(60);
+
+async fn act_performs_a_page_bound_grant_once(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let id = approve_here(f, &host).await;
+    let first = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(first["status"], "ok", "{first}");
+    let replay = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(replay["error"]["code"], "APPROVAL_STALE");
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn a_navigation_between_approval_and_act_is_stale_and_burns_nothing(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let id = approve_here(f, &host).await;
+    f.load("/").await; // same URL, a new document
+    let answer = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(answer["error"]["code"], "APPROVAL_STALE", "{answer}");
+    assert_eq!(f.trusted_events().await, 0);
+    let grant = host
+        .approvals
+        .get(&ApprovalId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(grant.state, GrantState::Active);
+    // The old document never comes back (every load has a new revision),
+    // so the grant stays unused until it expires; a new approval works.
+    let fresh = approve_here(f, &host).await;
+    let answer = host.act.execute_json(&click_call(f, &fresh)).await;
+    assert_eq!(answer["status"], "ok", "{answer}");
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn a_grant_from_another_tab_or_session_is_stale(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let home = f.policy.authorize_destination(&f.url("/")).await.unwrap();
+    let other_tab = f.session.open(&home).await.unwrap();
+    let other_session = f.chromium.new_session(f.policy.clone()).await.unwrap();
+    let elsewhere = other_session.open(&home).await.unwrap();
+    for tab in [&other_tab, &elsewhere] {
+        let page = tab.observe().await.unwrap().binding();
+        let grant = issue_page_grant(&host.context, &page, &f.url("/"), &CLICK(), TTL)
+            .await
+            .unwrap();
+        let answer = host
+            .act
+            .execute_json(&click_call(f, grant.id.as_str()))
+            .await;
+        assert_eq!(answer["error"]["code"], "APPROVAL_STALE", "{answer}");
+    }
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn an_unbound_grant_needs_the_hosts_opt_in(f: &Fixture) {
+    f.load("/").await;
+    let strict = host(f, false);
+    let grant = issue_grant(&strict.context, &f.url("/"), &CLICK(), TTL)
+        .await
+        .unwrap();
+    let answer = strict
+        .act
+        .execute_json(&click_call(f, grant.id.as_str()))
+        .await;
+    assert_eq!(answer["error"]["code"], "APPROVAL_REQUIRED", "{answer}");
+    assert_eq!(f.trusted_events().await, 0);
+
+    let lenient = host(f, true);
+    let grant = issue_grant(&lenient.context, &f.url("/"), &CLICK(), TTL)
+        .await
+        .unwrap();
+    let answer = lenient
+        .act
+        .execute_json(&click_call(f, grant.id.as_str()))
+        .await;
+    assert_eq!(answer["status"], "ok", "{answer}");
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn sixteen_concurrent_acts_click_once(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let id = approve_here(f, &host).await;
+    let call = click_call(f, &id);
     let calls = (0..16).map(|_| {
-        let act = act.clone();
+        let act = host.act.clone();
         let call = call.clone();
         tokio::spawn(async move { act.execute_json(&call).await })
     });
