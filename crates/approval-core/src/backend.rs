@@ -50,6 +50,10 @@ pub trait Backend: Send + Sync {
 
     /// The page this backend would act on now, for page-bound grants; `None`
     /// (the default) for a backend that has no page, such as the fake.
+    ///
+    /// A backend that drives a live page must answer `Some`: on `None` the
+    /// Act tool reads no grant before consuming and performs every grant,
+    /// page-bound or not, through [`perform`](Backend::perform).
     async fn current_page(&self) -> Result<Option<PageBinding>, BackendError> {
         Ok(None)
     }
