@@ -33,11 +33,21 @@ const FLAGS: &[&str] = &[
     "--disable-client-side-phishing-detection",
     "--disable-domain-reliability",
     "--no-pings",
-    // One switch (Chromium keeps only the last of a repeated one). Without
-    // the back/forward cache every history step is a new document, so it
-    // gets a new revision; the rest is background traffic of the browser's
-    // own (autofill, hints, translation, media routing).
-    "--disable-features=BackForwardCache,AutofillServerCommunication,OptimizationHints,Translate,MediaRouter",
+    "--no-startup-window",
+    "--no-service-autorun",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-field-trial-config",
+    "--disable-search-engine-choice-screen",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    // Without the back/forward cache every history step is a new document,
+    // so it gets a new revision.
+    "--disable-back-forward-cache",
+    // One switch (Chromium keeps only the last of a repeated one): the
+    // browser's own background traffic (autofill, hints, translation,
+    // media routing, certificate-transparency updates, lens).
+    "--disable-features=BackForwardCache,AutofillServerCommunication,OptimizationHints,Translate,MediaRouter,DialMediaRouteProvider,CertificateTransparencyComponentUpdater,LensOverlay,GlobalMediaControls,NetworkTimeServiceQuerying",
 ];
 
 struct Running {

@@ -154,10 +154,11 @@ pub mod prelude {
 
     pub use crate::act::{
         Act, ActCall, ActResult, Context, GrantError, RetryPolicy, Toolset, issue_grant,
+        issue_page_grant,
     };
     pub use crate::approval::{
-        ActorId, Approval, ApprovalId, ApprovalStore, Backend, Clock, ManualClock, OperationLog,
-        OutcomeCode, RevokeOutcome, RunId, SystemClock, Timestamp,
+        ActorId, Approval, ApprovalId, ApprovalStore, Backend, Clock, GrantState, ManualClock,
+        OperationLog, OutcomeCode, PageBinding, RevokeOutcome, RunId, SystemClock, Timestamp,
     };
     #[cfg(feature = "fake")]
     pub use crate::backend::fake::FakeBackend;
