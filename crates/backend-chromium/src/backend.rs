@@ -14,7 +14,8 @@ use crate::Tab;
 /// or radio button for `check` and `uncheck`, a single-choice `<select>` for
 /// `select`, and not covered by another element for the pointer methods);
 /// and the main frame must still show the document it showed when the
-/// checks began. Any failure dispatches nothing and says why.
+/// checks began (for a page-bound grant, the approved document, and in
+/// this tab and session). Any failure dispatches nothing and says why.
 ///
 /// One action at a time per tab: concurrent calls queue.
 #[derive(Debug, Clone)]

@@ -23,8 +23,11 @@
 //! ```
 //!
 //! A host launches once, opens a [`Session`] (a browser context) per
-//! approval scope and a [`Tab`] in it, observes the page to approve an
-//! action, and hands [`Tab::backend`] to the Act tool's context:
+//! approval scope and a [`Tab`] in it, hands [`Tab::backend`] to the Act
+//! tool's context, and approves each action on the page it observed: the
+//! observation's [`binding`](PageObservation::binding) goes into the grant
+//! (`countersign_act_tool::issue_page_grant`), and Act performs the grant
+//! only while the tab still shows that document:
 //!
 //! ```no_run
 //! use countersign_backend_chromium::{Chromium, ChromiumOptions};
@@ -41,8 +44,9 @@
 //! let tab = session.open(&url).await?;
 //! let seen = tab.observe().await?; // session, tab, canonical URL, revision
 //! assert_eq!(seen.url(), &url);
+//! let page = seen.binding(); // what a page-bound grant binds
 //! let backend = tab.backend(); // `impl Backend`, for the Act tool's context
-//! # let _ = backend;
+//! # let _ = (backend, page);
 //! # Ok(())
 //! # }
 //! ```
@@ -71,7 +75,9 @@
 //!
 //! # What it promises
 //!
-//! See [`ChromiumBackend`] for the checks made before input is dispatched.
+//! See [`ChromiumBackend`] for the checks made before input is dispatched,
+//! and `docs/security-model.md` ("Live actions") for what a page-bound
+//! grant promises.
 //! The last check and the first input event are separate protocol
 //! messages: a page that changes in between (a timer, a server push) is not
 //! caught. A page-bound grant shortens the window; it cannot close it.
