@@ -158,6 +158,13 @@ impl Chromium {
         })
     }
 
+    /// The browser's DevTools WebSocket address, for attaching a tool such as
+    /// a debugger or a benchmark. Whoever holds it controls the browser
+    /// without any grant: keep it inside the host.
+    pub fn devtools_url(&self) -> &str {
+        self.running.browser.websocket_address()
+    }
+
     /// Asks the browser to exit. Dropping the last handle kills it instead.
     pub async fn close(self) -> Result<(), ChromiumError> {
         self.running
