@@ -3,6 +3,7 @@
 //! `--quick` only checks that every benchmark still runs.
 
 mod act_bench;
+mod egress_bench;
 mod harness;
 mod live_bench;
 mod memory_bench;
@@ -75,6 +76,11 @@ fn run(quick: bool) -> Result<(), String> {
         if let Some(row) = live_bench::click(live)? {
             push(row);
         }
+    }
+    if wanted("egress") {
+        let (row, section) = egress_bench::page_load(quick)?;
+        push(row);
+        extra.push(section);
     }
 
     if quick {

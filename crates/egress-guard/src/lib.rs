@@ -68,6 +68,22 @@ pub use refusal::{Refusal, RequestKind};
 use proxy::Shared;
 use refusal::RefusalLog;
 
+/// The Chromium flags that send every request through the guard listening
+/// on `proxy`: `--proxy-server=http://PROXY` and
+/// `--proxy-bypass-list=<-loopback>`, which removes Chromium's implicit
+/// bypass for loopback names so that they are judged too.
+///
+/// ```
+/// let args = countersign_egress_guard::chromium_proxy_args("127.0.0.1:8080".parse().unwrap());
+/// assert_eq!(args, ["--proxy-server=http://127.0.0.1:8080", "--proxy-bypass-list=<-loopback>"]);
+/// ```
+pub fn chromium_proxy_args(proxy: SocketAddr) -> [String; 2] {
+    [
+        format!("--proxy-server=http://{proxy}"),
+        "--proxy-bypass-list=<-loopback>".to_owned(),
+    ]
+}
+
 /// Settings of an [`EgressGuard`]; see [`EgressGuard::builder`].
 #[derive(Debug, Clone)]
 pub struct EgressGuardBuilder {
@@ -189,6 +205,12 @@ impl EgressGuard {
     /// The address of the first listener: give it to the browser as its proxy.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The Chromium flags that send every request of a browser through the
+    /// first listener; see [`chromium_proxy_args`].
+    pub fn chromium_args(&self) -> [String; 2] {
+        chromium_proxy_args(self.local_addr)
     }
 
     /// Every refusal kept so far, oldest first.

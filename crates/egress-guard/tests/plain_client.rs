@@ -459,3 +459,22 @@ async fn an_unresolvable_name_is_refused() {
         "host `site.test` could not be resolved: resolver is set to fail"
     );
 }
+
+#[tokio::test]
+async fn the_refusal_log_keeps_the_newest_entries() {
+    let guard = EgressGuard::builder(policy(&["site.test"], names()))
+        .max_refusals(2)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    for host in ["a.test", "b.test", "c.test"] {
+        let (status, _) = get(guard.local_addr(), &format!("http://{host}/"), "").await;
+        assert_eq!(status, 403);
+    }
+    let hosts: Vec<String> = guard
+        .refusals()
+        .iter()
+        .map(|r| r.host().to_owned())
+        .collect();
+    assert_eq!(hosts, ["b.test", "c.test"]);
+}

@@ -140,9 +140,13 @@ async fn serve_page(State(state): State<Arc<SiteState>>, request: Request) -> Re
                     HeaderValue::from_str(&value).unwrap(),
                 );
             }
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            let headers = response.headers_mut();
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            // Readable from any page, so only the guard can stop a fetch.
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
             response
         }
     }
