@@ -5,6 +5,7 @@
 mod act_bench;
 mod egress_bench;
 mod harness;
+mod live_bench;
 mod memory_bench;
 mod policy_bench;
 mod redis_bench;
@@ -65,6 +66,16 @@ fn run(quick: bool) -> Result<(), String> {
     }
     if wanted("act") {
         extra.push(act_bench::end_to_end(budget.scaled(4))?);
+    }
+    if wanted("live") {
+        // A click is a few DevTools round trips: fewer, smaller samples.
+        let live = Budget {
+            samples: if quick { 3 } else { 21 },
+            iters: if quick { 2 } else { 20 },
+        };
+        if let Some(row) = live_bench::click(live)? {
+            push(row);
+        }
     }
     if wanted("egress") {
         let (row, section) = egress_bench::page_load(quick)?;

@@ -9,7 +9,8 @@
 //! On a fresh machine `cargo xtask ci` installs what it needs and is missing:
 //! cargo-deny (`cargo install --locked cargo-deny`) and, when run as root
 //! with `apt-get`, `redis-server` and `redis-cli` (Debian's `redis-server`
-//! and `redis-tools`); otherwise it stops first, saying what to install.
+//! and `redis-tools`) and Chromium (Debian's `chromium`); otherwise it stops
+//! first, saying what to install.
 //!
 //! ```text
 //! cargo xtask test          the workspace tests with all features
@@ -86,8 +87,32 @@ fn cargo_program() -> String {
     env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// Installs cargo-deny and the Redis server and client when they are
-/// missing, or says precisely what to install.
+/// A program the tests need, and the Debian packages that bring it.
+struct NeededProgram {
+    /// What is looked for on `PATH` (or at this path).
+    programs: &'static [&'static str],
+    /// Debian's packages that install it.
+    packages: &'static [&'static str],
+    /// Who needs it, for the message.
+    why: &'static str,
+}
+
+/// What the tests need beyond cargo, and where it comes from.
+const NEEDED_PROGRAMS: &[NeededProgram] = &[
+    NeededProgram {
+        programs: &["redis-server", "redis-cli"],
+        packages: &["redis-server", "redis-tools"],
+        why: "the Redis store's tests (they start their own servers on loopback ports)",
+    },
+    NeededProgram {
+        programs: &["/usr/bin/chromium"],
+        packages: &["chromium"],
+        why: "the live backend's and the egress guard's tests (headless Chromium)",
+    },
+];
+
+/// Installs cargo-deny and the programs of [`NEEDED_PROGRAMS`] when they
+/// are missing, or says precisely what to install.
 fn require_tools() -> Result<(), String> {
     if !installed(&cargo_program(), &["deny"]) {
         eprintln!("xtask ci: cargo-deny is missing; installing it");
@@ -97,31 +122,42 @@ fn require_tools() -> Result<(), String> {
             )
         })?;
     }
-    let redis_missing = ["redis-server", "redis-cli"]
-        .into_iter()
-        .any(|program| !installed(program, &[]));
-    if redis_missing {
-        let root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-        if !root || !installed("apt-get", &[]) {
-            return Err(
-                "redis-server and redis-cli are required by the Redis store's tests \
-                 (they start their own servers on loopback ports): install them, e.g. \
-                 `apt-get install redis-server redis-tools` on Debian"
-                    .to_owned(),
-            );
-        }
-        eprintln!("xtask ci: redis-server or redis-cli is missing; installing them");
-        run("apt-get", &["update", "-qq"], &[])?;
-        run(
-            "apt-get",
-            &["install", "-y", "-qq", "redis-server", "redis-tools"],
-            &[("DEBIAN_FRONTEND", "noninteractive")],
-        )?;
+    let missing: Vec<&NeededProgram> = NEEDED_PROGRAMS
+        .iter()
+        .filter(|needed| {
+            needed
+                .programs
+                .iter()
+                .any(|program| !installed(program, &[]))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let packages: Vec<&str> = missing
+        .iter()
+        .flat_map(|needed| needed.packages.iter().copied())
+        .collect();
+    if !root || !installed("apt-get", &[]) {
+        let what: Vec<String> = missing
+            .iter()
+            .map(|needed| format!("{} for {}", needed.programs.join(" and "), needed.why))
+            .collect();
+        return Err(format!(
+            "required and missing: {}; install them, e.g. `apt-get install {}` on Debian",
+            what.join("; "),
+            packages.join(" ")
+        ));
+    }
+    eprintln!("xtask ci: installing {}", packages.join(" "));
+    run("apt-get", &["update", "-qq"], &[])?;
+    let mut args = vec!["install", "-y", "-qq"];
+    args.extend(packages);
+    run("apt-get", &args, &[("DEBIAN_FRONTEND", "noninteractive")])
 }
 
 /// The policy crate's tests (the digest vectors among them) with

@@ -29,6 +29,7 @@ fn crate_dirs() -> Vec<PathBuf> {
 const CRATES: &[&str] = &[
     "act-tool",
     "approval-core",
+    "backend-chromium",
     "backend-fake",
     "canonical-policy",
     "countersign",

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
     AbandonOutcome, ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, StaleReason, StoreError,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StaleReason,
+    StoreError,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -27,6 +28,15 @@ use crate::result::{ActError, ActResult, Performed};
 /// 3. the policy refuses the URL, then the action ⇒ `NOT_AUTHORIZED`;
 /// 4. the approval id is malformed ⇒ `APPROVAL_REQUIRED`; unknown (the
 ///    store's first consume check) ⇒ `APPROVAL_REQUIRED`;
+///
+///    only when the backend has pages (its `current_page` is `Some`, as a
+///    live browser's is): the grant is read first; unknown ⇒
+///    `APPROVAL_REQUIRED`; bound to a page other than the backend's current
+///    one ⇒ `APPROVAL_STALE`, and the grant is **not** consumed; bound to
+///    no page ⇒ `APPROVAL_REQUIRED` unless the context
+///    [accepts unbound grants](crate::ContextBuilder::accept_unbound_grants);
+///    a backend or store error here ⇒ `BACKEND_FAILED` or
+///    `STORE_UNAVAILABLE`, nothing consumed;
 /// 5. `consume_once`: stale (expired, revoked, consumed, mismatched) ⇒
 ///    `APPROVAL_STALE`; a retryable store error is retried with the same
 ///    attempt id (a replay answer on a retry is success), other errors or
@@ -35,7 +45,10 @@ use crate::result::{ActError, ActResult, Performed};
 ///    [`Context::abandon_timeout`]): the message says whether the approval
 ///    is still usable, used by another call, expired or revoked, or — when
 ///    the abandon failed too — that it may have been used up;
-/// 6. `backend.perform`: ok, or `BACKEND_FAILED` (the grant stays consumed);
+/// 6. `backend.perform` (`perform_on_page` for a page-bound grant, which
+///    re-checks the page immediately before input): ok, or
+///    `BACKEND_FAILED` (the grant stays consumed: the backend may have
+///    acted);
 /// 7. one operation record is written for every call, whatever happened.
 ///
 /// Cheap to clone; `Send + Sync`, so one `Act` may serve concurrent calls.
@@ -310,6 +323,9 @@ impl Act {
             ));
         };
 
+        // 4b. A backend with pages acts only on the page the grant names.
+        let page = self.check_page(store.as_ref(), &approval_id).await?;
+
         // 4–5. One atomic check-and-mark; an unknown id is its first answer.
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
         self.consume(store.as_ref(), &approval_id, &binding).await?;
@@ -323,7 +339,16 @@ impl Act {
             url,
             action,
         };
-        if let Err(error) = context.backend().perform(&action_request).await {
+        let performed = match &page {
+            Some(page) => {
+                context
+                    .backend()
+                    .perform_on_page(&action_request, page)
+                    .await
+            }
+            None => context.backend().perform(&action_request).await,
+        };
+        if let Err(error) = performed {
             return Err(Refusal::with_reason(
                 OutcomeCode::BackendFailed,
                 "backend failed to perform the action; the approval was used up",
@@ -336,6 +361,52 @@ impl Act {
             url: action_request.url,
             action: action_request.action,
         })
+    }
+
+    /// For a backend with pages: the grant's page, if it is the backend's
+    /// current page; refusals consume nothing. `None` for a backend without
+    /// pages (no extra store read) or an accepted unbound grant.
+    async fn check_page(
+        &self,
+        store: &dyn ApprovalStore,
+        id: &ApprovalId,
+    ) -> Result<Option<PageBinding>, Refusal> {
+        let context = &*self.context;
+        let current = context.backend().current_page().await.map_err(|error| {
+            Refusal::with_reason(
+                OutcomeCode::BackendFailed,
+                "backend could not observe the page; nothing was performed",
+                error.to_string(),
+            )
+        })?;
+        let Some(current) = current else {
+            return Ok(None);
+        };
+        let grant = store.get(id).await.map_err(|error| {
+            Refusal::with_reason(
+                OutcomeCode::StoreUnavailable,
+                "approval store is unavailable; nothing was performed",
+                format!("reading the grant's page failed: {error}"),
+            )
+        })?;
+        let Some(grant) = grant else {
+            return Err(Refusal::new(
+                OutcomeCode::ApprovalRequired,
+                "approval id is unknown; the host must issue an approval for this action",
+            ));
+        };
+        match grant.approval.page() {
+            Some(bound) if bound == current => Ok(Some(bound)),
+            Some(_) => Err(Refusal::new(
+                OutcomeCode::ApprovalStale,
+                "the page changed since approval (another document, tab or session); the approval was not used",
+            )),
+            None if context.accepts_unbound_grants() => Ok(None),
+            None => Err(Refusal::new(
+                OutcomeCode::ApprovalRequired,
+                "approval is not bound to a page; the host must approve on the page the browser shows",
+            )),
+        }
     }
 
     async fn consume(

@@ -88,6 +88,7 @@ pub struct Context {
     clock: Arc<dyn Clock>,
     consume_retry: RetryPolicy,
     abandon_timeout: Duration,
+    accept_unbound_grants: bool,
 }
 
 impl fmt::Debug for Context {
@@ -100,6 +101,7 @@ impl fmt::Debug for Context {
             .field("now", &self.now())
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
+            .field("accept_unbound_grants", &self.accept_unbound_grants)
             .finish_non_exhaustive()
     }
 }
@@ -154,6 +156,12 @@ impl Context {
     pub fn abandon_timeout(&self) -> Duration {
         self.abandon_timeout
     }
+
+    /// Whether a grant bound to no page may be performed by a backend that
+    /// has pages (see [`ContextBuilder::accept_unbound_grants`]).
+    pub fn accepts_unbound_grants(&self) -> bool {
+        self.accept_unbound_grants
+    }
 }
 
 /// A [`Context`] could not be built because a required part is missing.
@@ -182,6 +190,7 @@ pub struct ContextBuilder {
     clock: Option<Arc<dyn Clock>>,
     consume_retry: RetryPolicy,
     abandon_timeout: Option<Duration>,
+    accept_unbound_grants: bool,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -196,6 +205,7 @@ impl fmt::Debug for ContextBuilder {
             .field("has_clock", &self.clock.is_some())
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
+            .field("accept_unbound_grants", &self.accept_unbound_grants)
             .finish()
     }
 }
@@ -277,6 +287,20 @@ impl ContextBuilder {
         self
     }
 
+    /// Lets a backend that has pages (a live browser) perform grants bound
+    /// to no page, issued with [`issue_grant`](crate::issue_grant) rather
+    /// than [`issue_page_grant`](crate::issue_page_grant).
+    ///
+    /// **Risk:** such a grant names a URL and an action but not the
+    /// document, tab or browser session. The backend still refuses a page
+    /// whose URL differs, but a reload, a form post that lands on the same
+    /// URL, or another tab showing that URL would receive the action the
+    /// host approved on a page it never saw. Off by default.
+    pub fn accept_unbound_grants(mut self) -> Self {
+        self.accept_unbound_grants = true;
+        self
+    }
+
     /// Builds the context, or names the first missing required part.
     pub fn build(self) -> Result<Context, ContextError> {
         let missing = |missing| ContextError { missing };
@@ -290,6 +314,7 @@ impl ContextBuilder {
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             consume_retry: self.consume_retry,
             abandon_timeout: self.abandon_timeout.unwrap_or(DEFAULT_ABANDON_TIMEOUT),
+            accept_unbound_grants: self.accept_unbound_grants,
         })
     }
 }

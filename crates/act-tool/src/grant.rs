@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use countersign_approval_core::{Approval, ApprovalError, IssueError};
+use countersign_approval_core::{Approval, ApprovalError, IssueError, PageBinding};
 use countersign_canonical_policy::Denial;
 use serde_json::Value;
 
@@ -39,6 +39,31 @@ pub async fn issue_grant(
     action: &Value,
     ttl: Duration,
 ) -> Result<Approval, GrantError> {
+    issue(context, url, action, ttl, None).await
+}
+
+/// As [`issue_grant`], and binds the grant to `page`: the browser session,
+/// tab and document revision the host observed when it approved (a live
+/// backend reports them). Act performs the grant only while the backend's
+/// current page is that page; on any other page the call is
+/// `APPROVAL_STALE` and the grant stays unused.
+pub async fn issue_page_grant(
+    context: &Context,
+    page: &PageBinding,
+    url: &str,
+    action: &Value,
+    ttl: Duration,
+) -> Result<Approval, GrantError> {
+    issue(context, url, action, ttl, Some(page)).await
+}
+
+async fn issue(
+    context: &Context,
+    url: &str,
+    action: &Value,
+    ttl: Duration,
+    page: Option<&PageBinding>,
+) -> Result<Approval, GrantError> {
     let store = context
         .approval_store()
         .ok_or(GrantError::NoApprovalStore)?;
@@ -53,6 +78,10 @@ pub async fn issue_grant(
         ttl,
         context.now(),
     )?;
+    let approval = match page {
+        Some(page) => approval.bound_to_page(page)?,
+        None => approval,
+    };
     store.issue(approval.clone()).await?;
     tracing::info!(
         approval_id = %approval.id,

@@ -30,6 +30,10 @@ pub enum ApprovalError {
     /// No id could be generated.
     #[error(transparent)]
     Randomness(#[from] RandomnessError),
+    /// A page binding's session, target or revision id is empty, too long,
+    /// or not printable ASCII without `/`.
+    #[error("page ids must be 1 to 256 printable ascii characters without `/`")]
+    InvalidPage,
 }
 
 /// What a grant binds: who, in which run, on which page, doing exactly what.
@@ -80,11 +84,14 @@ pub struct Approval {
     pub expires_at: Timestamp,
     /// A note from the approver, for audit.
     pub approver_note: Option<String>,
-    /// Reserved for live backends; always `None` in this release.
+    /// For a page-bound grant, the revision of the page it was approved on
+    /// (see [`Approval::bound_to_page`]); `None` otherwise.
     pub page_revision: Option<String>,
     /// Reserved for live backends; always `None` in this release.
     pub operation_id: Option<String>,
-    /// Reserved for live backends; always `None` in this release.
+    /// For a page-bound grant, the browser session and tab it was approved
+    /// in, as `session/target` (see [`Approval::bound_to_page`]); `None`
+    /// otherwise.
     pub session_id: Option<String>,
 }
 

@@ -42,6 +42,7 @@ mod backend;
 mod grant;
 mod ids;
 mod operation;
+mod page;
 mod store;
 mod time;
 
@@ -56,6 +57,7 @@ pub use ids::{
     RunId,
 };
 pub use operation::{GivenApprovalId, OperationLog, OperationRecord, OutcomeCode};
+pub use page::{MAX_PAGE_ID_BYTES, PageBinding};
 pub use store::{ApprovalStore, IssueError, StoreError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 

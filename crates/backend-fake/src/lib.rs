@@ -53,7 +53,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use countersign_approval_core::{ActionRequest, Backend, BackendError};
+use countersign_approval_core::{ActionRequest, Backend, BackendError, PageBinding};
 
 #[derive(Debug, Default)]
 struct State {
@@ -61,6 +61,7 @@ struct State {
     failures: usize,
     fail_next: usize,
     fail_all: bool,
+    page: Option<PageBinding>,
 }
 
 /// A backend that records each action it is asked to perform and performs
@@ -116,7 +117,18 @@ impl FakeBackend {
         self.state().fail_all = fail;
     }
 
-    /// Forgets every record and failure count, and clears the failure switches.
+    /// Makes the fake act like a backend with pages, showing `page` (or, with
+    /// `None`, like one without pages, the default). With a page, Act reads
+    /// the grant before consuming and hands page-bound grants to
+    /// [`perform_on_page`](Backend::perform_on_page), which records only
+    /// while the page is still `page`. Lets tests exercise page-bound grants
+    /// without a browser.
+    pub fn set_page(&self, page: Option<PageBinding>) {
+        self.state().page = page;
+    }
+
+    /// Forgets every record and failure count, and clears the failure
+    /// switches and the page.
     pub fn clear(&self) {
         *self.state() = State::default();
     }
@@ -140,5 +152,22 @@ impl Backend for FakeBackend {
         }
         state.records.push(request.clone());
         Ok(())
+    }
+
+    async fn current_page(&self) -> Result<Option<PageBinding>, BackendError> {
+        Ok(self.state().page.clone())
+    }
+
+    async fn perform_on_page(
+        &self,
+        request: &ActionRequest,
+        page: &PageBinding,
+    ) -> Result<(), BackendError> {
+        if self.state().page.as_ref() != Some(page) {
+            return Err(BackendError::new(
+                "the page changed before the action; nothing was recorded",
+            ));
+        }
+        self.perform(request).await
     }
 }

@@ -51,6 +51,7 @@
 //! | `fake` | yes | [`backend::fake`]: `FakeBackend`, records actions, clicks nothing |
 //! | `system-resolver` | yes | `policy::SystemResolver`: DNS through the operating system |
 //! | `redis` | no | `store::redis`: the Redis approval store and operation log |
+//! | `chromium` | no | `backend::chromium`: performs actions as real input in headless Chromium |
 //! | `conformance` | no | `conformance`: the approval-store and operation-log conformance kits |
 //! | `egress-guard` | no | `egress`: the egress guard, a forward proxy confining a browser to the policy |
 //!
@@ -60,8 +61,8 @@
 //! directly instead: [`policy`] (`countersign-canonical-policy`),
 //! [`approval`] (`countersign-approval-core`), [`store`]
 //! (`countersign-store-memory`, `countersign-store-redis`), [`backend`]
-//! (`countersign-backend-fake`), [`act`] (`countersign-act-tool`), `egress`
-//! (`countersign-egress-guard`) and
+//! (`countersign-backend-fake`, `countersign-backend-chromium`), [`act`]
+//! (`countersign-act-tool`), `egress` (`countersign-egress-guard`) and
 //! `conformance` (`countersign-store-conformance`).
 
 pub mod policy {
@@ -103,7 +104,8 @@ pub mod store {
 pub mod backend {
     //! What performs approved actions.
     //!
-    //! The trait is [`Backend`]; the fake sits behind the `fake` feature.
+    //! The trait is [`Backend`]; the fake sits behind the `fake` feature,
+    //! the live Chromium backend behind the `chromium` feature.
 
     pub use countersign_approval_core::{ActionRequest, Backend, BackendError};
 
@@ -112,6 +114,14 @@ pub mod backend {
         //! A backend that records actions and performs nothing: the
         //! `countersign-backend-fake` crate (feature `fake`).
         pub use countersign_backend_fake::*;
+    }
+
+    #[cfg(feature = "chromium")]
+    pub mod chromium {
+        //! A backend that performs approved actions as real input in
+        //! headless Chromium over the DevTools protocol: the
+        //! `countersign-backend-chromium` crate (feature `chromium`).
+        pub use countersign_backend_chromium::*;
     }
 }
 
@@ -145,10 +155,11 @@ pub mod prelude {
 
     pub use crate::act::{
         Act, ActCall, ActResult, Context, GrantError, RetryPolicy, Toolset, issue_grant,
+        issue_page_grant,
     };
     pub use crate::approval::{
-        ActorId, Approval, ApprovalId, ApprovalStore, Backend, Clock, ManualClock, OperationLog,
-        OutcomeCode, RevokeOutcome, RunId, SystemClock, Timestamp,
+        ActorId, Approval, ApprovalId, ApprovalStore, Backend, Clock, GrantState, ManualClock,
+        OperationLog, OutcomeCode, PageBinding, RevokeOutcome, RunId, SystemClock, Timestamp,
     };
     #[cfg(feature = "fake")]
     pub use crate::backend::fake::FakeBackend;

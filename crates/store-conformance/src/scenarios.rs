@@ -665,8 +665,8 @@ pub async fn reads_never_consume(store: &dyn ApprovalStore) -> Result<(), CheckF
 
 /// `get` answers the grant exactly as issued, field for field (ids at their
 /// longest, non-ASCII text, an approver note at its longest, an empty note,
-/// no note, an action with arguments), and the state exactly: `Active`,
-/// `Revoked`, `Consumed { at, by }`.
+/// no note, an action with arguments, a page binding at its longest), and the
+/// state exactly: `Active`, `Revoked`, `Consumed { at, by }`.
 pub async fn get_round_trips_grant_and_state(
     store: &dyn ApprovalStore,
 ) -> Result<(), CheckFailure> {
@@ -714,8 +714,15 @@ pub async fn get_round_trips_grant_and_state(
         "note «{}» \"end\"",
         "n".repeat(countersign_approval_core::MAX_NOTE_BYTES - "note «» \"end\"".len())
     );
+    // Bound to a page, with the longest ids (`session_id` holds `session/tab`).
+    let page = countersign_approval_core::PageBinding {
+        session_id: "S".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
+        target_id: "T".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
+        page_revision: "R~!\"#$%&'()*+,-.:;<=>?@[]^_`{|}".to_owned(),
+    };
     let rich = Approval::for_action(actor, run, &url, &action, crate::fixtures::TTL, cx.t0)
         .and_then(|a| a.with_note(note))
+        .and_then(|a| a.bound_to_page(&page))
         .map_err(|e| fail("the grant", &e))?;
     let plain = cx.grant_at(cx.at(1))?;
     let empty_note = cx

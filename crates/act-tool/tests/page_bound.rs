@@ -1,0 +1,130 @@
+//! Page-bound grants through Act, with the fake backend showing a page.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{Harness, TTL, URL, call_for, click};
+use countersign_act_tool::approval::{ApprovalStore, GrantState, PageBinding};
+use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
+
+fn page(revision: &str) -> PageBinding {
+    PageBinding {
+        session_id: "CTX1".to_owned(),
+        target_id: "TAB1".to_owned(),
+        page_revision: revision.to_owned(),
+    }
+}
+
+/// A harness whose fake backend shows `page("r1")`.
+fn on_a_page() -> Harness {
+    let h = Harness::new();
+    h.backend.set_page(Some(page("r1")));
+    h
+}
+
+async fn page_grant(h: &Harness, bound: &PageBinding) -> String {
+    issue_page_grant(&h.context, bound, URL, &click(), TTL)
+        .await
+        .unwrap()
+        .id
+        .as_str()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_grant_bound_to_the_current_page_is_performed_once() {
+    let h = on_a_page();
+    let id = page_grant(&h, &page("r1")).await;
+    h.expect_ok(&call_for(URL, &id, &click())).await;
+    h.expect_refused(&call_for(URL, &id, &click()), "APPROVAL_STALE")
+        .await;
+}
+
+#[tokio::test]
+async fn another_page_is_stale_and_the_grant_stays_unused() {
+    let h = on_a_page();
+    for other in [
+        page("r2"),
+        PageBinding {
+            target_id: "TAB2".to_owned(),
+            ..page("r1")
+        },
+        PageBinding {
+            session_id: "CTX2".to_owned(),
+            ..page("r1")
+        },
+    ] {
+        let id = page_grant(&h, &other).await;
+        let refused = h
+            .expect_refused(&call_for(URL, &id, &click()), "APPROVAL_STALE")
+            .await;
+        assert_eq!(
+            refused["error"]["message"],
+            "the page changed since approval (another document, tab or session); the approval was not used"
+        );
+        let stored = h
+            .store()
+            .get(&countersign_act_tool::approval::ApprovalId::parse(&id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.state, GrantState::Active);
+    }
+}
+
+#[tokio::test]
+async fn the_grant_is_kept_when_the_page_comes_back() {
+    // Whether a page can come back is the backend's matter (Chromium's
+    // revisions never repeat); the grant itself was never consumed.
+    let h = on_a_page();
+    let id = page_grant(&h, &page("r1")).await;
+    h.backend.set_page(Some(page("r2")));
+    h.expect_refused(&call_for(URL, &id, &click()), "APPROVAL_STALE")
+        .await;
+    h.backend.set_page(Some(page("r1")));
+    h.expect_ok(&call_for(URL, &id, &click())).await;
+}
+
+#[tokio::test]
+async fn an_unbound_grant_on_a_backend_with_pages_needs_the_hosts_opt_in() {
+    let h = on_a_page();
+    let grant = issue_grant(&h.context, URL, &click(), TTL).await.unwrap();
+    let call = call_for(URL, grant.id.as_str(), &click());
+    let refused = h.expect_refused(&call, "APPROVAL_REQUIRED").await;
+    assert_eq!(
+        refused["error"]["message"],
+        "approval is not bound to a page; the host must approve on the page the browser shows"
+    );
+
+    let lenient = Context::builder()
+        .actor_id(h.context.actor_id().clone())
+        .run_id(h.context.run_id().clone())
+        .backend(h.backend.clone())
+        .source_policy(h.context.source_policy().clone())
+        .operation_store(h.operations.clone())
+        .approval_store(h.store().clone())
+        .clock(h.clock.clone())
+        .accept_unbound_grants()
+        .build()
+        .unwrap();
+    assert!(lenient.accepts_unbound_grants());
+    assert!(!h.context.accepts_unbound_grants());
+    let performed = Act::new(lenient).execute_json(&call).await;
+    assert_eq!(performed["status"], "ok", "{performed}");
+    assert_eq!(h.backend.len(), 1);
+}
+
+#[tokio::test]
+async fn an_unknown_id_on_a_backend_with_pages_is_approval_required() {
+    let h = on_a_page();
+    let call = call_for(URL, "apr_00000000000000000000000000000000", &click());
+    h.expect_refused(&call, "APPROVAL_REQUIRED").await;
+}
+
+#[tokio::test]
+async fn a_backend_without_pages_reads_no_grant_first() {
+    // The fake without a page: the v1 flow, unchanged.
+    let h = Harness::new();
+    let id = page_grant(&h, &page("r1")).await;
+    h.expect_ok(&call_for(URL, &id, &click())).await;
+}

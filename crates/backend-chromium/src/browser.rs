@@ -1,0 +1,362 @@
+//! The launched browser, its sessions (browser contexts) and tabs.
+
+use std::sync::Arc;
+
+use chromiumoxide::cdp::browser_protocol::browser::{BrowserContextId, CloseParams};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CreateIsolatedWorldParams, FrameId, GetFrameTreeParams, NavigateParams,
+};
+use chromiumoxide::cdp::browser_protocol::target::{
+    CreateBrowserContextParams, CreateTargetParams,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{CallFunctionOnParams, ExecutionContextId};
+use chromiumoxide::{Browser, BrowserConfig, Page};
+use countersign_canonical_policy::{AuthorizedUrl, Policy};
+use futures_util::StreamExt;
+use tokio::task::JoinHandle;
+
+use crate::backend::ChromiumBackend;
+use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
+use crate::{ChromiumError, ChromiumOptions};
+
+/// Flags every launch passes besides the egress and sandbox flags.
+const FLAGS: &[&str] = &[
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-breakpad",
+    "--disable-extensions",
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--no-pings",
+    "--no-startup-window",
+    "--no-service-autorun",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-field-trial-config",
+    "--disable-search-engine-choice-screen",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    // Without the back/forward cache every history step is a new document,
+    // so it gets a new revision.
+    "--disable-back-forward-cache",
+    // One switch (Chromium keeps only the last of a repeated one): the
+    // browser's own background traffic (autofill, hints, translation,
+    // media routing, certificate-transparency updates, lens).
+    "--disable-features=BackForwardCache,AutofillServerCommunication,OptimizationHints,Translate,MediaRouter,DialMediaRouteProvider,CertificateTransparencyComponentUpdater,LensOverlay,GlobalMediaControls,NetworkTimeServiceQuerying",
+];
+
+struct Running {
+    browser: Browser,
+    handler: JoinHandle<()>,
+    proxy: Option<(String, String)>,
+    // Dropped after the browser, which kills the child process.
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.handler.abort();
+    }
+}
+
+/// A headless Chromium this process launched, driven over the DevTools
+/// protocol. Cheap to clone; the browser is killed when the last clone (and
+/// every [`Session`] and [`Tab`] made from it) is dropped, or by
+/// [`close`](Self::close).
+#[derive(Clone)]
+pub struct Chromium {
+    running: Arc<Running>,
+}
+
+impl std::fmt::Debug for Chromium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chromium").finish_non_exhaustive()
+    }
+}
+
+impl Chromium {
+    /// Launches headless Chromium with a fresh profile directory.
+    ///
+    /// Refused before anything starts when `options` chose no egress (see
+    /// [`ChromiumOptions::egress_proxy`]). Must run inside a Tokio runtime,
+    /// which drives the DevTools connection for the browser's lifetime.
+    pub async fn launch(options: ChromiumOptions) -> Result<Chromium, ChromiumError> {
+        let egress = options.egress_args()?;
+        let executable = options.executable_path().display().to_string();
+        let launch_error = |reason: String| ChromiumError::Launch {
+            executable: executable.clone(),
+            reason,
+        };
+        let profile = tempfile::Builder::new()
+            .prefix("countersign-chromium-")
+            .tempdir()
+            .map_err(|e| launch_error(format!("no profile directory: {e}")))?;
+        // The config builder prefixes each flag with `--` itself.
+        let flags = FLAGS
+            .iter()
+            .map(|f| (*f).to_owned())
+            .chain(egress.iter().cloned())
+            .filter_map(|f| f.strip_prefix("--").map(str::to_owned));
+        let mut builder = BrowserConfig::builder()
+            .chrome_executable(options.executable_path())
+            .disable_default_args()
+            .respect_https_errors()
+            .user_data_dir(profile.path())
+            .launch_timeout(options.timeout())
+            .args(flags);
+        if !options.sandbox() {
+            builder = builder.no_sandbox();
+        }
+        let config = builder.build().map_err(launch_error)?;
+        let (browser, mut handler) = Browser::launch(config)
+            .await
+            .map_err(|e| launch_error(e.to_string()))?;
+        let handler = tokio::spawn(async move {
+            while let Some(event) = handler.next().await {
+                if let Err(error) = event {
+                    tracing::debug!(%error, "chromium connection reported an error");
+                }
+            }
+        });
+        let proxy = options
+            .proxy()
+            .map(|p| (p.to_owned(), "<-loopback>".to_owned()));
+        Ok(Chromium {
+            running: Arc::new(Running {
+                browser,
+                handler,
+                proxy,
+                _profile: profile,
+            }),
+        })
+    }
+
+    /// A new, empty browser context (no cookies, storage or cache shared
+    /// with any other session) whose tabs check URLs with `policy`.
+    pub async fn new_session(&self, policy: Policy) -> Result<Session, ChromiumError> {
+        let mut params = CreateBrowserContextParams::default();
+        if let Some((server, bypass)) = &self.running.proxy {
+            params.proxy_server = Some(server.clone());
+            params.proxy_bypass_list = Some(bypass.clone());
+        }
+        let context = self
+            .running
+            .browser
+            .create_browser_context(params)
+            .await
+            .map_err(|e| ChromiumError::protocol("Target.createBrowserContext", e))?;
+        Ok(Session {
+            chromium: self.clone(),
+            id: SessionId::new(context.inner().clone()),
+            context,
+            policy,
+        })
+    }
+
+    /// The browser's DevTools WebSocket address, for attaching a tool such as
+    /// a debugger or a benchmark. Whoever holds it controls the browser
+    /// without any grant: keep it inside the host.
+    pub fn devtools_url(&self) -> &str {
+        self.running.browser.websocket_address()
+    }
+
+    /// Asks the browser to exit. Dropping the last handle kills it instead.
+    pub async fn close(self) -> Result<(), ChromiumError> {
+        self.running
+            .browser
+            .execute(CloseParams::default())
+            .await
+            .map_err(|e| ChromiumError::protocol("Browser.close", e))?;
+        Ok(())
+    }
+}
+
+/// One browser context: the session a host approves in.
+#[derive(Debug, Clone)]
+pub struct Session {
+    chromium: Chromium,
+    id: SessionId,
+    context: BrowserContextId,
+    policy: Policy,
+}
+
+impl Session {
+    /// The browser context's id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// Opens a new tab in this session at `url` (already accepted by a
+    /// policy) and waits for it to load.
+    pub async fn open(&self, url: &AuthorizedUrl) -> Result<Tab, ChromiumError> {
+        let mut params = CreateTargetParams::new("about:blank");
+        params.browser_context_id = Some(self.context.clone());
+        let page = self
+            .chromium
+            .running
+            .browser
+            .new_page(params)
+            .await
+            .map_err(|e| ChromiumError::protocol("Target.createTarget", e))?;
+        let tab = Tab {
+            inner: Arc::new(TabInner {
+                target: TargetId::new(page.target_id().inner().clone()),
+                session: self.id.clone(),
+                page,
+                policy: self.policy.clone(),
+                _chromium: self.chromium.clone(),
+                input: tokio::sync::Mutex::new(()),
+            }),
+        };
+        tab.navigate(url).await?;
+        Ok(tab)
+    }
+}
+
+pub(crate) struct TabInner {
+    pub(crate) page: Page,
+    pub(crate) session: SessionId,
+    pub(crate) target: TargetId,
+    pub(crate) policy: Policy,
+    /// One action at a time per tab: input sequences never interleave.
+    pub(crate) input: tokio::sync::Mutex<()>,
+    _chromium: Chromium,
+}
+
+/// One tab of a [`Session`]. Cheap to clone; clones drive the same tab.
+#[derive(Clone)]
+pub struct Tab {
+    pub(crate) inner: Arc<TabInner>,
+}
+
+impl std::fmt::Debug for Tab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tab")
+            .field("session", &self.inner.session)
+            .field("target", &self.inner.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The main frame as one `Page.getFrameTree` answer shows it.
+pub(crate) struct MainFrame {
+    pub(crate) id: FrameId,
+    pub(crate) revision: PageRevision,
+    /// The URL with its fragment, as the browser reports it.
+    pub(crate) url: String,
+}
+
+impl Tab {
+    /// The session (browser context) this tab lives in.
+    pub fn session(&self) -> &SessionId {
+        &self.inner.session
+    }
+
+    /// The tab's target id.
+    pub fn target(&self) -> &TargetId {
+        &self.inner.target
+    }
+
+    /// A backend that performs approved actions in this tab.
+    pub fn backend(&self) -> ChromiumBackend {
+        ChromiumBackend::new(self.clone())
+    }
+
+    /// Navigates the tab to `url` (already accepted by a policy) and waits
+    /// for the new document to load.
+    pub async fn navigate(&self, url: &AuthorizedUrl) -> Result<(), ChromiumError> {
+        self.inner
+            .page
+            .goto(NavigateParams::new(url.as_str()))
+            .await
+            .map_err(|e| ChromiumError::protocol("Page.navigate", e))?;
+        Ok(())
+    }
+
+    /// Looks at the page: session, tab, canonical URL and revision. Refused
+    /// when the policy refuses the page's current URL.
+    pub async fn observe(&self) -> Result<PageObservation, ChromiumError> {
+        let frame = self.main_frame().await?;
+        let url = self
+            .inner
+            .policy
+            .authorize_destination(&frame.url)
+            .await
+            .map_err(|denial| ChromiumError::PageNotAllowed {
+                reason: denial.to_string(),
+            })?;
+        Ok(PageObservation {
+            session: self.inner.session.clone(),
+            target: self.inner.target.clone(),
+            url,
+            revision: frame.revision,
+        })
+    }
+
+    /// Evaluates `function` (a JavaScript function declaration taking no
+    /// arguments) in a fresh isolated world of the main frame and returns
+    /// its result as JSON. The isolated world shares the DOM with the page
+    /// but not its scripts' globals, so a page cannot tamper with it. For
+    /// reading page state in tests and diagnostics; it is not input.
+    pub async fn inspect(&self, function: &str) -> Result<serde_json::Value, ChromiumError> {
+        let frame = self.main_frame().await?;
+        let context = self.isolated_world(frame.id).await?;
+        let mut call = CallFunctionOnParams::new(function);
+        call.execution_context_id = Some(context);
+        call.return_by_value = Some(true);
+        call.await_promise = Some(true);
+        let answer = self
+            .inner
+            .page
+            .execute(call)
+            .await
+            .map_err(|e| ChromiumError::protocol("Runtime.callFunctionOn", e))?;
+        if let Some(details) = &answer.result.exception_details {
+            return Err(ChromiumError::Script(crate::perform::exception_text(
+                details,
+            )));
+        }
+        Ok(answer.result.result.value.clone().unwrap_or_default())
+    }
+
+    /// The main frame's id, loader id and URL, in one protocol call.
+    pub(crate) async fn main_frame(&self) -> Result<MainFrame, ChromiumError> {
+        let tree = self
+            .inner
+            .page
+            .execute(GetFrameTreeParams::default())
+            .await
+            .map_err(|e| ChromiumError::protocol("Page.getFrameTree", e))?;
+        let frame = &tree.result.frame_tree.frame;
+        let mut url = frame.url.clone();
+        if let Some(fragment) = &frame.url_fragment {
+            url.push_str(fragment);
+        }
+        Ok(MainFrame {
+            id: frame.id.clone(),
+            revision: PageRevision::new(frame.loader_id.inner().clone()),
+            url,
+        })
+    }
+
+    /// A new isolated world in `frame`: page scripts cannot reach it.
+    pub(crate) async fn isolated_world(
+        &self,
+        frame: FrameId,
+    ) -> Result<ExecutionContextId, ChromiumError> {
+        let mut params = CreateIsolatedWorldParams::new(frame);
+        params.world_name = Some("countersign".to_owned());
+        let world = self
+            .inner
+            .page
+            .execute(params)
+            .await
+            .map_err(|e| ChromiumError::protocol("Page.createIsolatedWorld", e))?;
+        Ok(world.result.execution_context_id)
+    }
+}

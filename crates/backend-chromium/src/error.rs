@@ -1,0 +1,55 @@
+//! Why launching, observing or driving Chromium failed.
+
+/// Launching Chromium, opening a page or observing it failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChromiumError {
+    /// No egress proxy was given and the host did not opt out with
+    /// [`ChromiumOptions::allow_unproxied_egress`](crate::ChromiumOptions::allow_unproxied_egress).
+    #[error(
+        "refusing to launch chromium without an egress proxy; set one, or opt out explicitly with `allow_unproxied_egress`"
+    )]
+    NoEgressProxy,
+    /// The egress proxy address is not a proxy URL Chromium accepts.
+    #[error("egress proxy `{proxy}` is invalid: {reason}")]
+    InvalidEgressProxy {
+        /// The address as given.
+        proxy: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The browser could not be started or reached.
+    #[error("could not launch chromium `{executable}`: {reason}")]
+    Launch {
+        /// The binary that was run.
+        executable: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A DevTools command failed.
+    #[error("chromium did not answer `{command}`: {reason}")]
+    Protocol {
+        /// The command, e.g. `Page.getFrameTree`.
+        command: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The page is at a URL the policy refuses, so it cannot be observed.
+    #[error("the page is at a url the policy refuses: {reason}")]
+    PageNotAllowed {
+        /// The policy's denial.
+        reason: String,
+    },
+    /// A page script raised an error.
+    #[error("page script failed: {0}")]
+    Script(String),
+}
+
+impl ChromiumError {
+    pub(crate) fn protocol(command: &'static str, error: impl std::fmt::Display) -> Self {
+        ChromiumError::Protocol {
+            command,
+            reason: error.to_string(),
+        }
+    }
+}

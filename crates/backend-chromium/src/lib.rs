@@ -1,0 +1,96 @@
+//! A countersign [`Backend`](countersign_approval_core::Backend) that
+//! performs approved actions as real input in headless Chromium, over the
+//! DevTools protocol (through the `chromiumoxide` client).
+//!
+//! Launching is refused unless the host chose how the browser reaches the
+//! network: through an egress proxy, or explicitly without one.
+//!
+//! ```
+//! use countersign_backend_chromium::{Chromium, ChromiumError, ChromiumOptions};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // No egress chosen: refused before any process starts.
+//! let refused = Chromium::launch(ChromiumOptions::new()).await.unwrap_err();
+//! assert_eq!(refused, ChromiumError::NoEgressProxy);
+//!
+//! // A proxy that is not a single proxy URL is refused too.
+//! let options = ChromiumOptions::new().egress_proxy("http://127.0.0.1:3128;direct://");
+//! assert!(matches!(
+//!     Chromium::launch(options).await,
+//!     Err(ChromiumError::InvalidEgressProxy { .. })
+//! ));
+//! # });
+//! ```
+//!
+//! A host launches once, opens a [`Session`] (a browser context) per
+//! approval scope and a [`Tab`] in it, hands [`Tab::backend`] to the Act
+//! tool's context, and approves each action on the page it observed: the
+//! observation's [`binding`](PageObservation::binding) goes into the grant
+//! (`countersign_act_tool::issue_page_grant`), and Act performs the grant
+//! only while the tab still shows that document:
+//!
+//! ```no_run
+//! use countersign_backend_chromium::{Chromium, ChromiumOptions};
+//! # use countersign_canonical_policy::{Policy, StaticResolver};
+//! # async fn demo(policy: Policy) -> Result<(), Box<dyn std::error::Error>> {
+//! let chromium = Chromium::launch(
+//!     ChromiumOptions::new()
+//!         .executable("/usr/bin/chromium")
+//!         .egress_proxy("http://127.0.0.1:3128"),
+//! )
+//! .await?;
+//! let session = chromium.new_session(policy.clone()).await?;
+//! let url = policy.authorize_destination("https://docs.example.com/").await?;
+//! let tab = session.open(&url).await?;
+//! let seen = tab.observe().await?; // session, tab, canonical URL, revision
+//! assert_eq!(seen.url(), &url);
+//! let page = seen.binding(); // what a page-bound grant binds
+//! let backend = tab.backend(); // `impl Backend`, for the Act tool's context
+//! # let _ = (backend, page);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Methods and their arguments
+//!
+//! Every method performs the protocol's input events (`Input.dispatchMouseEvent`,
+//! `Input.dispatchKeyEvent`, `Input.insertText`), not script assignment:
+//!
+//! | method | arguments | input |
+//! | --- | --- | --- |
+//! | `click` | none | mouse move, press, release at the element's centre |
+//! | `dblclick` | none | as `click`, twice; the second with click count 2 |
+//! | `hover` | none | mouse move to the element's centre |
+//! | `focus` | none | `DOM.focus` (a user's Tab or click would do more) |
+//! | `fill` | `text` | focus, Control+A (`selectAll`), then the text inserted at once (`Delete` when empty) |
+//! | `type` | `text` | focus, then one key press per character (characters without a key are inserted) |
+//! | `press` | `key` | focus, then one key press; `key` is a key name such as `Enter`, `Tab`, `ArrowDown`, `a` |
+//! | `select` | `value` | focus, then arrow keys until the option with that `value` is selected |
+//! | `check`, `uncheck` | none | a click, unless the box is already in that state; then the state is read back |
+//!
+//! Any other argument, a missing one, an unknown key or another method is
+//! refused before the page is touched. Selectors are CSS selectors
+//! (`document.querySelectorAll`), evaluated in an isolated world that page
+//! scripts cannot reach.
+//!
+//! # What it promises
+//!
+//! See [`ChromiumBackend`] for the checks made before input is dispatched,
+//! and `docs/security-model.md` ("Live actions") for what a page-bound
+//! grant promises.
+//! The last check and the first input event are separate protocol
+//! messages: a page that changes in between (a timer, a server push) is not
+//! caught. A page-bound grant shortens the window; it cannot close it.
+
+mod backend;
+mod browser;
+mod error;
+mod observation;
+mod options;
+mod perform;
+
+pub use backend::ChromiumBackend;
+pub use browser::{Chromium, Session, Tab};
+pub use error::ChromiumError;
+pub use observation::{PageObservation, PageRevision, SessionId, TargetId};
+pub use options::{ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT};

@@ -1,0 +1,576 @@
+//! The backend in real headless Chromium against a page this test serves on
+//! 127.0.0.2. One browser serves every case (Chromium starts slowly); each
+//! case loads its page afresh, so every counter starts at zero.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
+use countersign_approval_core::{ActorId, ApprovalId, ApprovalStore, Backend, GrantState, RunId};
+use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use support::Fixture;
+
+type Case = for<'a> fn(&'a Fixture) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        [$((stringify!($name), (|f| Box::pin($name(f))) as Case)),*]
+    };
+}
+
+#[test]
+fn live_backend_in_headless_chromium() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let fixture = Fixture::start(support::options()).await;
+        let mut failed = Vec::new();
+        for (name, case) in cases![
+            observation_names_session_tab_url_and_revision,
+            click_clicks_once,
+            dblclick_double_clicks,
+            hover_moves_the_pointer_over,
+            focus_focuses,
+            fill_replaces_the_text,
+            fill_with_empty_text_clears,
+            type_types_each_character,
+            press_sends_the_key,
+            select_chooses_the_option_by_keyboard,
+            check_and_uncheck_toggle_the_box,
+            check_on_a_checked_box_dispatches_nothing,
+            two_matching_elements_dispatch_nothing,
+            hidden_disabled_or_covered_elements_dispatch_nothing,
+            fill_on_a_read_only_field_dispatches_nothing,
+            a_navigation_since_approval_is_refused,
+            a_redirect_that_lands_elsewhere_is_refused,
+            a_changed_revision_is_refused,
+            an_observation_from_another_tab_or_session_is_refused,
+            loopback_other_than_the_site_stays_refused,
+            the_browsers_own_traffic_passes_the_guard,
+            act_performs_a_page_bound_grant_once,
+            a_navigation_between_approval_and_act_is_stale_and_burns_nothing,
+            a_grant_from_another_tab_or_session_is_stale,
+            an_unbound_grant_needs_the_hosts_opt_in,
+            sixteen_concurrent_acts_click_once,
+        ] {
+            eprintln!("case {name}");
+            if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                failed.push(format!("{name}: {message}"));
+            }
+        }
+        fixture.chromium.clone().close().await.unwrap();
+        assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
+    });
+}
+
+async fn perform(f: &Fixture, action: Value) -> Result<(), String> {
+    let request = f.request("/", action).await;
+    f.tab
+        .backend()
+        .perform(&request)
+        .await
+        .map_err(|e| e.message().to_owned())
+}
+
+async fn observation_names_session_tab_url_and_revision(f: &Fixture) {
+    f.load("/").await;
+    let first = f.tab.observe().await.unwrap();
+    assert_eq!(first.session(), f.session.id());
+    assert_eq!(first.target(), f.tab.target());
+    assert_eq!(first.url().as_str(), f.url("/"));
+    assert_eq!(first.revision(), f.tab.observe().await.unwrap().revision());
+
+    // A reload is a new document: a new revision, the same URL.
+    f.load("/").await;
+    let reloaded = f.tab.observe().await.unwrap();
+    assert_eq!(reloaded.url(), first.url());
+    assert_ne!(reloaded.revision(), first.revision());
+
+    // A same-document change keeps the revision and changes the URL.
+    f.read("(history.pushState(null, '', '/pushed'), 0)").await;
+    let pushed = f.tab.observe().await.unwrap();
+    assert_eq!(pushed.revision(), reloaded.revision());
+    assert_eq!(pushed.url().as_str(), f.url("/pushed"));
+}
+
+async fn click_clicks_once(f: &Fixture) {
+    f.load("/").await;
+    perform(f, json!({"method": "click", "selector": "#counter"}))
+        .await
+        .unwrap();
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn dblclick_double_clicks(f: &Fixture) {
+    f.load("/").await;
+    perform(f, json!({"method": "dblclick", "selector": "#dbl"}))
+        .await
+        .unwrap();
+    assert_eq!(f.text("#dblclicks").await, "1");
+}
+
+async fn hover_moves_the_pointer_over(f: &Fixture) {
+    f.load("/").await;
+    perform(f, json!({"method": "hover", "selector": "#hover"}))
+        .await
+        .unwrap();
+    assert_eq!(f.text("#hovered").await, "yes");
+}
+
+async fn focus_focuses(f: &Fixture) {
+    f.load("/").await;
+    perform(f, json!({"method": "focus", "selector": "#focus-me"}))
+        .await
+        .unwrap();
+    assert_eq!(f.text("#focused").await, "yes");
+    assert_eq!(f.read("document.activeElement.id").await, "focus-me");
+}
+
+async fn fill_replaces_the_text(f: &Fixture) {
+    f.load("/").await;
+    let action =
+        json!({"method": "fill", "selector": "#name", "arguments": {"text": "new text ✓"}});
+    perform(f, action).await.unwrap();
+    assert_eq!(f.read("el('#name').value").await, "new text ✓");
+}
+
+async fn fill_with_empty_text_clears(f: &Fixture) {
+    f.load("/").await;
+    let action = json!({"method": "fill", "selector": "#name", "arguments": {"text": ""}});
+    perform(f, action).await.unwrap();
+    assert_eq!(f.read("el('#name').value").await, "");
+}
+
+async fn type_types_each_character(f: &Fixture) {
+    f.load("/").await;
+    let action = json!({"method": "type", "selector": "#typed", "arguments": {"text": "Hi 5!"}});
+    perform(f, action).await.unwrap();
+    assert_eq!(f.read("el('#typed').value").await, "Hi 5!");
+}
+
+async fn press_sends_the_key(f: &Fixture) {
+    f.load("/").await;
+    let action =
+        json!({"method": "press", "selector": "#keys-field", "arguments": {"key": "Enter"}});
+    perform(f, action).await.unwrap();
+    assert_eq!(f.text("#keys").await, "Enter;");
+}
+
+async fn select_chooses_the_option_by_keyboard(f: &Fixture) {
+    f.load("/").await;
+    let action = json!({"method": "select", "selector": "#choice", "arguments": {"value": "c"}});
+    perform(f, action).await.unwrap();
+    assert_eq!(f.read("el('#choice').value").await, "c");
+    assert_eq!(f.text("#changes").await, "1");
+
+    // A disabled option or an unknown value: nothing dispatched.
+    f.load("/").await;
+    for value in ["b", "zz"] {
+        let action =
+            json!({"method": "select", "selector": "#choice", "arguments": {"value": value}});
+        let refused = perform(f, action).await.unwrap_err();
+        assert!(refused.ends_with("nothing was dispatched"), "{refused}");
+    }
+    assert_eq!(f.read("el('#choice').value").await, "a");
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn check_and_uncheck_toggle_the_box(f: &Fixture) {
+    f.load("/").await;
+    perform(f, json!({"method": "check", "selector": "#agree"}))
+        .await
+        .unwrap();
+    assert_eq!(f.read("el('#agree').checked").await, true);
+    perform(f, json!({"method": "uncheck", "selector": "#already"}))
+        .await
+        .unwrap();
+    assert_eq!(f.read("el('#already').checked").await, false);
+}
+
+async fn check_on_a_checked_box_dispatches_nothing(f: &Fixture) {
+    f.load("/").await;
+    perform(f, json!({"method": "check", "selector": "#already"}))
+        .await
+        .unwrap();
+    assert_eq!(f.read("el('#already').checked").await, true);
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn two_matching_elements_dispatch_nothing(f: &Fixture) {
+    f.load("/").await;
+    let refused = perform(f, json!({"method": "click", "selector": ".twin"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        "`.twin` matches 2 elements, not exactly one; nothing was dispatched"
+    );
+    let refused = perform(f, json!({"method": "click", "selector": "#nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        "`#nope` matches no element; nothing was dispatched"
+    );
+    let refused = perform(f, json!({"method": "click", "selector": "#["}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        "`#[` is not a valid css selector; nothing was dispatched"
+    );
+    assert_eq!(f.text("#refused").await, "0");
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn hidden_disabled_or_covered_elements_dispatch_nothing(f: &Fixture) {
+    f.load("/").await;
+    for (selector, why) in [
+        ("#hidden", "is not visible"),
+        ("#invisible", "is not visible"),
+        ("#disabled", "is disabled"),
+        ("#covered", "is covered by another element at its centre"),
+    ] {
+        let refused = perform(f, json!({"method": "click", "selector": selector}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            format!("`{selector}` {why}; nothing was dispatched")
+        );
+    }
+    assert_eq!(f.text("#refused").await, "0");
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn fill_on_a_read_only_field_dispatches_nothing(f: &Fixture) {
+    f.load("/").await;
+    let action = json!({"method": "fill", "selector": "#readonly", "arguments": {"text": "x"}});
+    let refused = perform(f, action).await.unwrap_err();
+    assert_eq!(
+        refused,
+        "`#readonly` is not an editable field; nothing was dispatched"
+    );
+    let action = json!({"method": "fill", "selector": "#counter", "arguments": {"text": "x"}});
+    assert!(perform(f, action).await.is_err());
+    assert_eq!(f.read("el('#readonly').value").await, "read only");
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn a_navigation_since_approval_is_refused(f: &Fixture) {
+    f.load("/").await;
+    let request = f
+        .request("/", json!({"method": "click", "selector": "#counter"}))
+        .await;
+    f.load("/other").await;
+    let refused = f.tab.backend().perform(&request).await.unwrap_err();
+    assert_eq!(
+        refused.message(),
+        format!(
+            "the page is at `{}`, not at the approved `{}`; nothing was dispatched",
+            f.url("/other"),
+            f.url("/")
+        )
+    );
+}
+
+async fn a_redirect_that_lands_elsewhere_is_refused(f: &Fixture) {
+    // The host approved `/redirect`; the browser landed on `/landed`, which
+    // has a `#counter` too.
+    f.load("/redirect").await;
+    let request = f
+        .request(
+            "/redirect",
+            json!({"method": "click", "selector": "#counter"}),
+        )
+        .await;
+    let refused = f.tab.backend().perform(&request).await.unwrap_err();
+    assert_eq!(
+        refused.message(),
+        format!(
+            "the page is at `{}`, not at the approved `{}`; nothing was dispatched",
+            f.url("/landed"),
+            f.url("/redirect")
+        )
+    );
+}
+
+async fn a_changed_revision_is_refused(f: &Fixture) {
+    f.load("/").await;
+    let approved = f.tab.observe().await.unwrap();
+    f.load("/").await; // same URL, new document
+    let request = f
+        .request("/", json!({"method": "click", "selector": "#counter"}))
+        .await;
+    let refused = f
+        .tab
+        .backend()
+        .perform_on_page(&request, &approved.binding())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the page has loaded a new document since approval; nothing was dispatched"
+    );
+    assert_eq!(f.text("#clicks").await, "0");
+    // The current revision is accepted.
+    let current = f.tab.observe().await.unwrap();
+    f.tab
+        .backend()
+        .perform_on_page(&request, &current.binding())
+        .await
+        .unwrap();
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
+    f.load("/").await;
+    let home = f.policy.authorize_destination(&f.url("/")).await.unwrap();
+    let request = f
+        .request("/", json!({"method": "click", "selector": "#counter"}))
+        .await;
+
+    let same_session_tab = f.session.open(&home).await.unwrap();
+    let other_tab = same_session_tab.observe().await.unwrap();
+    let refused = f
+        .tab
+        .backend()
+        .perform_on_page(&request, &other_tab.binding())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the approval was given in another tab; nothing was dispatched"
+    );
+
+    let other_session = f.chromium.new_session(f.policy.clone()).await.unwrap();
+    let elsewhere = other_session
+        .open(&home)
+        .await
+        .unwrap()
+        .observe()
+        .await
+        .unwrap();
+    assert_ne!(elsewhere.session(), f.session.id());
+    let refused = f
+        .tab
+        .backend()
+        .perform_on_page(&request, &elsewhere.binding())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the approval was given in another browser session; nothing was dispatched"
+    );
+
+    // The other tabs' grants do not reach this tab either way.
+    assert_eq!(f.text("#clicks").await, "0");
+    assert_eq!(f.trusted_events().await, 0);
+    let other_backend = same_session_tab.backend();
+    let own = f.tab.observe().await.unwrap();
+    let refused = other_backend
+        .perform_on_page(&request, &own.binding())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message(),
+        "the approval was given in another tab; nothing was dispatched"
+    );
+}
+
+async fn loopback_other_than_the_site_stays_refused(f: &Fixture) {
+    let refused = f
+        .policy
+        .authorize_destination(&format!("http://127.0.0.1:{}/", f.site.port()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "NOT_AUTHORIZED");
+}
+
+async fn the_browsers_own_traffic_passes_the_guard(f: &Fixture) {
+    f.load("/").await;
+    f.guard.take_refusals();
+    // A page script asks for 127.0.0.1, which the policy refuses: the
+    // request goes to the guard (no implicit loopback bypass) and fails.
+    let port = f.site.port();
+    let fetched = f
+        .read(&format!(
+            "fetch('http://127.0.0.1:{port}/').then(() => 'loaded', () => 'failed')"
+        ))
+        .await;
+    assert_eq!(fetched, "failed");
+    let refusals: Vec<_> = f
+        .guard
+        .take_refusals()
+        .into_iter()
+        .filter(|r| r.host() == "127.0.0.1")
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].port(), Some(port));
+}
+
+/// Act with the in-memory store and this tab's backend.
+struct Host {
+    context: Context,
+    approvals: Arc<InMemoryApprovalStore>,
+    act: Act,
+}
+
+fn host(f: &Fixture, accept_unbound: bool) -> Host {
+    let approvals = Arc::new(InMemoryApprovalStore::new());
+    let mut builder = Context::builder()
+        .actor_id(ActorId::new("live-actor").unwrap())
+        .run_id(RunId::new("live-run").unwrap())
+        .backend(f.tab.backend())
+        .source_policy(f.policy.clone())
+        .operation_store(InMemoryOperationStore::new())
+        .approval_store(approvals.clone());
+    if accept_unbound {
+        builder = builder.accept_unbound_grants();
+    }
+    let context = builder.build().unwrap();
+    Host {
+        act: Act::new(context.clone()),
+        context,
+        approvals,
+    }
+}
+
+const CLICK: fn() -> Value = || json!({"method": "click", "selector": "#counter"});
+
+fn click_call(f: &Fixture, approval_id: &str) -> Value {
+    json!({
+        "url": f.url("/"), "approval_id": approval_id,
+        "method": "click", "selector": "#counter",
+    })
+}
+
+async fn approve_here(f: &Fixture, host: &Host) -> String {
+    let page = f.tab.observe().await.unwrap().binding();
+    let grant = issue_page_grant(&host.context, &page, &f.url("/"), &CLICK(), TTL)
+        .await
+        .unwrap();
+    grant.id.as_str().to_owned()
+}
+
+const TTL: Duration = Duration::from_secs(60);
+
+async fn act_performs_a_page_bound_grant_once(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let id = approve_here(f, &host).await;
+    let first = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(first["status"], "ok", "{first}");
+    let replay = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(replay["error"]["code"], "APPROVAL_STALE");
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn a_navigation_between_approval_and_act_is_stale_and_burns_nothing(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let id = approve_here(f, &host).await;
+    f.load("/").await; // same URL, a new document
+    let answer = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(answer["error"]["code"], "APPROVAL_STALE", "{answer}");
+    assert_eq!(f.trusted_events().await, 0);
+    let grant = host
+        .approvals
+        .get(&ApprovalId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(grant.state, GrantState::Active);
+    // The old document never comes back (every load has a new revision),
+    // so the grant stays unused until it expires; a new approval works.
+    let fresh = approve_here(f, &host).await;
+    let answer = host.act.execute_json(&click_call(f, &fresh)).await;
+    assert_eq!(answer["status"], "ok", "{answer}");
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn a_grant_from_another_tab_or_session_is_stale(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let home = f.policy.authorize_destination(&f.url("/")).await.unwrap();
+    let other_tab = f.session.open(&home).await.unwrap();
+    let other_session = f.chromium.new_session(f.policy.clone()).await.unwrap();
+    let elsewhere = other_session.open(&home).await.unwrap();
+    for tab in [&other_tab, &elsewhere] {
+        let page = tab.observe().await.unwrap().binding();
+        let grant = issue_page_grant(&host.context, &page, &f.url("/"), &CLICK(), TTL)
+            .await
+            .unwrap();
+        let answer = host
+            .act
+            .execute_json(&click_call(f, grant.id.as_str()))
+            .await;
+        assert_eq!(answer["error"]["code"], "APPROVAL_STALE", "{answer}");
+    }
+    assert_eq!(f.trusted_events().await, 0);
+}
+
+async fn an_unbound_grant_needs_the_hosts_opt_in(f: &Fixture) {
+    f.load("/").await;
+    let strict = host(f, false);
+    let grant = issue_grant(&strict.context, &f.url("/"), &CLICK(), TTL)
+        .await
+        .unwrap();
+    let answer = strict
+        .act
+        .execute_json(&click_call(f, grant.id.as_str()))
+        .await;
+    assert_eq!(answer["error"]["code"], "APPROVAL_REQUIRED", "{answer}");
+    assert_eq!(f.trusted_events().await, 0);
+
+    let lenient = host(f, true);
+    let grant = issue_grant(&lenient.context, &f.url("/"), &CLICK(), TTL)
+        .await
+        .unwrap();
+    let answer = lenient
+        .act
+        .execute_json(&click_call(f, grant.id.as_str()))
+        .await;
+    assert_eq!(answer["status"], "ok", "{answer}");
+    assert_eq!(f.text("#clicks").await, "1");
+}
+
+async fn sixteen_concurrent_acts_click_once(f: &Fixture) {
+    f.load("/").await;
+    let host = host(f, false);
+    let id = approve_here(f, &host).await;
+    let call = click_call(f, &id);
+    let calls = (0..16).map(|_| {
+        let act = host.act.clone();
+        let call = call.clone();
+        tokio::spawn(async move { act.execute_json(&call).await })
+    });
+    let mut ok = 0;
+    let mut stale = 0;
+    for answer in futures_util::future::join_all(calls).await {
+        let answer = answer.unwrap();
+        match answer["status"].as_str() {
+            Some("ok") => ok += 1,
+            _ if answer["error"]["code"] == "APPROVAL_STALE" => stale += 1,
+            _ => panic!("unexpected answer {answer}"),
+        }
+    }
+    assert_eq!((ok, stale), (1, 15));
+    assert_eq!(f.text("#clicks").await, "1");
+}

@@ -1,0 +1,151 @@
+//! A page server on 127.0.0.2 and one headless Chromium for a test binary.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::response::{Html, Redirect};
+use axum::routing::get;
+use countersign_approval_core::{ActionRequest, ActorId, ApprovalId, OperationId, RunId};
+use countersign_backend_chromium::{Chromium, ChromiumOptions, Session, Tab};
+use countersign_canonical_policy::{Policy, StaticResolver};
+use countersign_egress_guard::EgressGuard;
+use serde_json::Value;
+
+/// The test page: widgets for every method, each counting trusted events.
+pub const SITE: &str = include_str!("site.html");
+
+/// The loopback address the tests serve on; 127.0.0.1 stays refused.
+pub const SITE_IP: &str = "127.0.0.2";
+
+/// Serves `/` (the test page), `/other` (another page), `/redirect`
+/// (302 to `/landed`) and `/landed` on 127.0.0.2, on a free port.
+pub async fn serve() -> SocketAddr {
+    let app = Router::new()
+        .route("/", get(|| async { Html(SITE) }))
+        .route(
+            "/other",
+            get(|| async { Html("<p id=other>another page</p>") }),
+        )
+        .route("/redirect", get(|| async { Redirect::to("/landed") }))
+        .route(
+            "/landed",
+            get(|| async { Html("<button id=counter>landed</button>") }),
+        );
+    let listener = tokio::net::TcpListener::bind((SITE_IP, 0)).await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
+}
+
+/// The tests' policy: plain http on 127.0.0.2 only.
+pub fn policy() -> Policy {
+    Policy::builder()
+        .allow_host(SITE_IP)
+        .allow_schemes(["http"])
+        .allow_special_use("127.0.0.2/32")
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap()
+}
+
+/// Launch options for tests: the Debian binary (or `COUNTERSIGN_CHROMIUM`),
+/// no sandbox (CI runs as root).
+pub fn options() -> ChromiumOptions {
+    let executable = std::env::var("COUNTERSIGN_CHROMIUM")
+        .unwrap_or_else(|_| countersign_backend_chromium::DEFAULT_EXECUTABLE.to_owned());
+    ChromiumOptions::new().executable(executable).no_sandbox()
+}
+
+/// One browser behind an in-process egress guard, one session and one tab,
+/// with the page server.
+pub struct Fixture {
+    pub guard: EgressGuard,
+    pub chromium: Chromium,
+    pub session: Session,
+    pub tab: Tab,
+    pub site: SocketAddr,
+    pub policy: Policy,
+}
+
+impl Fixture {
+    /// Launches Chromium with `options` and the guard as its egress proxy.
+    pub async fn start(options: ChromiumOptions) -> Fixture {
+        let site = serve().await;
+        let policy = policy();
+        let guard = EgressGuard::bind(policy.clone(), "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let options = options.egress_proxy(format!("http://{}", guard.local_addr()));
+        let chromium = Chromium::launch(options).await.unwrap();
+        let session = chromium.new_session(policy.clone()).await.unwrap();
+        let home = policy
+            .authorize_destination(&format!("http://{site}/"))
+            .await
+            .unwrap();
+        let tab = session.open(&home).await.unwrap();
+        Fixture {
+            guard,
+            chromium,
+            session,
+            tab,
+            site,
+            policy,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.site)
+    }
+
+    /// Loads `path` afresh in the tab: a new document, every counter at zero.
+    pub async fn load(&self, path: &str) {
+        let url = self
+            .policy
+            .authorize_destination(&self.url(path))
+            .await
+            .unwrap();
+        self.tab.navigate(&url).await.unwrap();
+    }
+
+    /// An action request for `path` as Act would hand it over.
+    pub async fn request(&self, path: &str, action: Value) -> ActionRequest {
+        ActionRequest {
+            operation_id: OperationId::generate().unwrap(),
+            approval_id: ApprovalId::generate().unwrap(),
+            actor_id: ActorId::new("live-actor").unwrap(),
+            run_id: RunId::new("live-run").unwrap(),
+            url: self
+                .policy
+                .authorize_destination(&self.url(path))
+                .await
+                .unwrap(),
+            action: self.policy.authorize_action(&action).unwrap(),
+        }
+    }
+
+    /// `expression` evaluated against the page's DOM (a JavaScript
+    /// expression; `el(sel)` is `document.querySelector(sel)`).
+    pub async fn read(&self, expression: &str) -> Value {
+        let function = format!(
+            "function () {{ const el = (s) => document.querySelector(s); return {expression}; }}"
+        );
+        self.tab.inspect(&function).await.unwrap()
+    }
+
+    /// The text of the element `selector`.
+    pub async fn text(&self, selector: &str) -> String {
+        let value = self
+            .read(&format!(
+                "el({}).textContent",
+                serde_json::to_string(selector).unwrap()
+            ))
+            .await;
+        value.as_str().unwrap().to_owned()
+    }
+
+    /// How many trusted input events the page has seen since it loaded.
+    pub async fn trusted_events(&self) -> u64 {
+        self.text("#trusted").await.parse().unwrap()
+    }
+}
