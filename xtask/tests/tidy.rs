@@ -245,8 +245,11 @@ fn ci_is_the_readme_command_and_it_installs_what_it_needs() {
     );
     for needed in [
         r#"cargo(&["install", "--locked", "cargo-deny"])"#,
-        r#""redis-server", "redis-cli""#,
-        r#"&["install", "-y", "-qq", "redis-server", "redis-tools"]"#,
+        r#"programs: &["redis-server", "redis-cli"]"#,
+        r#"packages: &["redis-server", "redis-tools"]"#,
+        r#"programs: &["/usr/bin/chromium"]"#,
+        r#"packages: &["chromium"]"#,
+        r#"&["install", "-y", "-qq"]"#,
         "test_arbitrary_precision()?;",
         r#""serde_json/arbitrary_precision""#,
     ] {
