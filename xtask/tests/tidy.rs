@@ -249,7 +249,7 @@ fn ci_is_the_readme_command_and_it_installs_what_it_needs() {
         r#"packages: &["redis-server", "redis-tools"]"#,
         r#"programs: &["/usr/bin/chromium"]"#,
         r#"packages: &["chromium"]"#,
-        r#"&["install", "-y", "-qq"]"#,
+        r#"vec!["install", "-y", "-qq"]"#,
         "test_arbitrary_precision()?;",
         r#""serde_json/arbitrary_precision""#,
     ] {
