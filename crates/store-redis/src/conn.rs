@@ -9,10 +9,12 @@
 //! connection, a timeout) fails back to the caller, whose retry carries the
 //! same attempt id.
 //!
-//! A client whose calls time out or whose connection dies is replaced by a
-//! fresh one (see [`Connection`]), so a store never stays stuck on sockets
-//! the server has closed.
+//! A client whose calls time out without any reply arriving, or whose
+//! connection dies, is replaced by a fresh one (see [`Connection`]), so a
+//! store never stays stuck on sockets the server has closed.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -287,11 +289,16 @@ pub(crate) const REPLACEMENT_GAP: Duration = Duration::from_millis(250);
 
 /// The store's handle on Redis: the current [`Client`], replaced by a fresh
 /// one when a call through it fails in a way that may leave its sockets
-/// unusable (a timeout, a dropped or refused connection, a call abandoned
-/// before its reply). The replacement connects in the background, at most
-/// once per [`REPLACEMENT_GAP`]; calls that start meanwhile wait for it (at
-/// most the connect timeout), and the old client is closed when its last
-/// call ends.
+/// unusable: a dropped or refused connection, or a timeout (or a call
+/// abandoned before its reply) during which no reply at all arrived on the
+/// same connection. A call that timed out while replies kept arriving was
+/// only queued behind slow commands (a `WAIT` blocks its connection for up
+/// to its timeout): replacing that client would close a live connection
+/// and make the server drop every command still queued on it, such as the
+/// abandons sent after consumes it already applied. The replacement
+/// connects in the background, at most once per [`REPLACEMENT_GAP`]; calls
+/// that start meanwhile wait for it (at most the connect timeout), and the
+/// old client is closed when its last call ends.
 #[derive(Clone)]
 pub(crate) struct Connection {
     shared: Arc<Shared>,
@@ -302,6 +309,9 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the calls waiting for a replacement to end.
     replaced: tokio::sync::Notify,
+    /// The current client's generation, for the calls whose caller stopped
+    /// waiting: they end when their reply arrives or their client is replaced.
+    current: tokio::sync::watch::Sender<u64>,
 }
 
 struct State {
@@ -309,6 +319,18 @@ struct State {
     generation: u64,
     replacing: bool,
     last_replaced: Option<Instant>,
+    /// How many replies arrived on the current client, per [`Lane`].
+    replies: HashMap<Lane, u64>,
+}
+
+/// The calls that share one connection, whose replies prove it alive: every
+/// call on a single server; on a cluster, the calls on keys of one slot
+/// (they go to one node). Calls on several nodes have no lane: they prove
+/// nothing about one connection, and any timeout of theirs counts.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Lane {
+    Server,
+    Slot(Slot),
 }
 
 /// Whether `err` may mean the client's sockets are unusable.
@@ -325,30 +347,57 @@ fn is_connection_failure(err: &RedisError) -> bool {
 struct Watch {
     shared: Arc<Shared>,
     generation: u64,
+    lane: Option<Lane>,
+    /// The lane's reply count when the call began.
+    replies_before: u64,
     ended: bool,
 }
 
 impl Watch {
     fn end<T>(mut self, result: RedisResult<T>) -> RedisResult<T> {
         self.ended = true;
-        if let Err(err) = &result
-            && is_connection_failure(err)
-        {
-            tracing::debug!(
-                target: "countersign_store_redis",
-                error = %err,
-                "a call failed on the connection; replacing the client"
-            );
-            Shared::failed(&self.shared, self.generation);
+        match &result {
+            Err(err) if err.is_timeout() => self.timed_out(),
+            Err(err) if is_connection_failure(err) => {
+                tracing::debug!(
+                    target: "countersign_store_redis",
+                    error = %err,
+                    "a call failed on the connection; replacing the client"
+                );
+                Shared::failed(&self.shared, self.generation);
+            }
+            _ => {}
         }
         result
+    }
+
+    /// The call got no reply in time: the client is stuck unless another
+    /// call on the same lane got its reply meanwhile.
+    fn timed_out(&self) {
+        if let Some(lane) = self.lane {
+            let state = self.shared.lock();
+            let replies = state.replies.get(&lane).copied().unwrap_or(0);
+            if state.generation == self.generation && replies > self.replies_before {
+                tracing::debug!(
+                    target: "countersign_store_redis",
+                    "a call timed out behind slower ones on a connection that answers; keeping \
+                     the client"
+                );
+                return;
+            }
+        }
+        tracing::debug!(
+            target: "countersign_store_redis",
+            "a call timed out with no reply on its connection; replacing the client"
+        );
+        Shared::failed(&self.shared, self.generation);
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
         if !self.ended {
-            Shared::failed(&self.shared, self.generation);
+            self.timed_out();
         }
     }
 }
@@ -384,6 +433,8 @@ impl Shared {
                 Ok(Ok(client)) => {
                     state.client = client;
                     state.generation += 1;
+                    state.replies.clear();
+                    shared.current.send_replace(state.generation);
                     tracing::info!(
                         target: "countersign_store_redis",
                         generation = state.generation,
@@ -428,8 +479,10 @@ impl Connection {
                     generation: 0,
                     replacing: false,
                     last_replaced: None,
+                    replies: HashMap::new(),
                 }),
                 replaced: tokio::sync::Notify::new(),
+                current: tokio::sync::watch::Sender::new(0),
             }),
         })
     }
@@ -444,10 +497,11 @@ impl Connection {
         self.shared.lock().generation
     }
 
-    /// The current client, and a watch on the call about to use it. While a
-    /// replacement is under way the call waits for it (at most the connect
-    /// timeout) rather than use a client that just failed.
-    async fn checkout(&self) -> (Client, Watch) {
+    /// The current client, and a watch on the call about to use it (on
+    /// `key`, or on several nodes when `None`). While a replacement is under
+    /// way the call waits for it (at most the connect timeout) rather than
+    /// use a client that just failed.
+    async fn checkout(&self, key: Option<&str>) -> (Client, Watch) {
         // Created before the check, so that the end of the replacement
         // cannot slip between the check and the wait.
         let replaced = self.shared.replaced.notified();
@@ -455,18 +509,79 @@ impl Connection {
             let _ = tokio::time::timeout(self.shared.options.connect_timeout, replaced).await;
         }
         let state = self.shared.lock();
+        let lane = match (&state.client, key) {
+            (Client::Single(_), _) => Some(Lane::Server),
+            (Client::Cluster(_), Some(key)) => Some(Lane::Slot(Slot::for_key(key))),
+            (Client::Cluster(_), None) => None,
+        };
         let watch = Watch {
             shared: Arc::clone(&self.shared),
             generation: state.generation,
+            lane,
+            replies_before: lane
+                .and_then(|lane| state.replies.get(&lane).copied())
+                .unwrap_or(0),
             ended: false,
         };
         (state.client.clone(), watch)
     }
 
+    /// Runs `run` on the current client, watched. The call runs in a task of
+    /// its own, which outlives a caller that stops waiting (a timeout around
+    /// the call): its reply, when it arrives, still counts as proof that its
+    /// lane's connection is alive, so that calls queued behind it are not
+    /// mistaken for a dead connection. Such a task ends when the reply
+    /// arrives or when its client is replaced, whichever comes first.
+    async fn call<T, F, Fut>(&self, key: Option<&str>, run: F) -> RedisResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = RedisResult<T>> + Send + 'static,
+    {
+        let (client, watch) = self.checkout(key).await;
+        let (generation, lane) = (watch.generation, watch.lane);
+        let shared = Arc::clone(&self.shared);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let call = run(client);
+        tokio::spawn(async move {
+            let mut current = shared.current.subscribe();
+            let mut answer = answer;
+            let replaced_after_caller_left = async {
+                answer.closed().await;
+                // Only an error if the sender is gone, which `shared` prevents.
+                let _ = current.wait_for(|g| *g != generation).await;
+            };
+            let result = tokio::select! {
+                result = call => result,
+                () = replaced_after_caller_left => return,
+            };
+            let replied = match &result {
+                Ok(_) => true,
+                Err(err) => !is_connection_failure(err),
+            };
+            if replied && let Some(lane) = lane {
+                let mut state = shared.lock();
+                if state.generation == generation {
+                    *state.replies.entry(lane).or_insert(0) += 1;
+                }
+            }
+            let _ = answer.send(result);
+        });
+        let result = answered.await.unwrap_or_else(|_| {
+            Err(RedisError::from(std::io::Error::other(
+                "the call ended without an answer",
+            )))
+        });
+        watch.end(result)
+    }
+
     /// Runs `cmd`, which touches only `key`, on the primary that holds `key`.
     pub(crate) async fn on_key(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
-        let (client, watch) = self.checkout().await;
-        watch.end(client.on_key(key, cmd).await)
+        let owned = key.to_owned();
+        self.call(Some(key), |client| async move {
+            client.on_key(&owned, cmd).await
+        })
+        .await
     }
 
     /// Sends `cmds` in one pipeline to the primary that holds `key`; see
@@ -476,25 +591,31 @@ impl Connection {
         key: &str,
         cmds: Vec<Cmd>,
     ) -> RedisResult<Vec<Value>> {
-        let (client, watch) = self.checkout().await;
-        watch.end(client.pipeline_on_key(key, cmds).await)
+        let owned = key.to_owned();
+        self.call(Some(key), |client| async move {
+            client.pipeline_on_key(&owned, cmds).await
+        })
+        .await
     }
 
     /// Runs `cmd` on every primary; see [`Client::on_each_primary`].
     pub(crate) async fn on_each_primary(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        let (client, watch) = self.checkout().await;
-        watch.end(client.on_each_primary(cmd).await)
+        self.call(
+            None,
+            |client| async move { client.on_each_primary(cmd).await },
+        )
+        .await
     }
 
     /// Runs `cmd` on every node; see [`Client::on_each_node`].
     pub(crate) async fn on_each_node(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        let (client, watch) = self.checkout().await;
-        watch.end(client.on_each_node(cmd).await)
+        self.call(None, |client| async move { client.on_each_node(cmd).await })
+            .await
     }
 
     /// Runs `cmd` on every node; see [`Client::on_all_nodes`].
     pub(crate) async fn on_all_nodes(&self, cmd: Cmd) -> RedisResult<Value> {
-        let (client, watch) = self.checkout().await;
-        watch.end(client.on_all_nodes(cmd).await)
+        self.call(None, |client| async move { client.on_all_nodes(cmd).await })
+            .await
     }
 }

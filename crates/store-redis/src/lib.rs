@@ -66,7 +66,8 @@
 //! every grant command to the primary that holds the key; grants are never
 //! read from replicas. Neither resends a command whose reply was lost: the
 //! caller retries with the same attempt id and gets a replay. A client whose
-//! calls time out or whose connection dies is replaced by a fresh one.
+//! calls time out with no reply arriving on their connection, or whose
+//! connection dies, is replaced by a fresh one.
 //!
 //! # Operation log
 //!

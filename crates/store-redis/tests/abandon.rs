@@ -276,6 +276,10 @@ async fn unconfirmed_wait_leaves_no_grant_consumed_without_an_action() {
         started.elapsed().as_millis()
     );
     assert_eq!(left, 0, "grants left consumed without an action");
+    // The calls timed out behind WAITs on a connection that kept answering:
+    // the client was kept, so the abandons queued on it were not dropped.
+    let debug = format!("{store:?}");
+    assert!(debug.contains("client_replacements: 0"), "{debug}");
 
     // With the replica back, and once the store's own connection is past the
     // WAITs still queued on it, each grant performs exactly once.
