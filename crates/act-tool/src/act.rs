@@ -47,8 +47,17 @@ use crate::result::{ActError, ActResult, Performed};
 ///    the abandon failed too — that it may have been used up;
 /// 6. `backend.perform` (`perform_on_page` for a page-bound grant, which
 ///    re-checks the page immediately before input): ok, or
-///    `BACKEND_FAILED` (the grant stays consumed: the backend may have
-///    acted);
+///    `BACKEND_FAILED`. When the backend's error
+///    [may have acted](countersign_approval_core::BackendError::may_have_acted)
+///    (the default for any failure), the grant stays consumed. When it says
+///    nothing was dispatched (a strict-target, landed-URL or argument
+///    refusal, or a page that changed after step 4), the tool gives the
+///    consume back with `abandon` exactly as in step 5 (same attempt id,
+///    bounded by [`Context::abandon_timeout`]) and the message says whether
+///    the approval is still usable. The code is `BACKEND_FAILED` also when
+///    the page changed in between (the backend's reason goes to the
+///    operation record); a later call with that grant on the changed page is
+///    `APPROVAL_STALE` at step 4 and consumes nothing;
 /// 7. one operation record is written for every call, whatever happened.
 ///
 /// Cheap to clone; `Send + Sync`, so one `Act` may serve concurrent calls.
@@ -105,31 +114,41 @@ fn stale_message(reason: StaleReason) -> &'static str {
     }
 }
 
-/// What the model learns after a consume the tool gave up on was given
-/// back: nothing was performed, and whether the approval can still be used.
-fn unavailable_message(abandon: &Result<AbandonOutcome, StoreError>) -> &'static str {
-    match abandon {
-        Ok(AbandonOutcome::Usable { .. }) => {
-            "approval store is unavailable; nothing was performed; the approval is still usable"
-        }
-        Ok(AbandonOutcome::ConsumedByOther) => {
-            "approval store is unavailable; nothing was performed; the approval was used by \
-             another call"
-        }
-        Ok(AbandonOutcome::Expired) => {
-            "approval store is unavailable; nothing was performed; the approval has expired"
-        }
-        Ok(AbandonOutcome::Revoked) => {
-            "approval store is unavailable; nothing was performed; the approval was revoked"
-        }
-        Ok(AbandonOutcome::Unknown) => {
-            "approval store is unavailable; nothing was performed; the approval id is unknown"
-        }
-        Err(_) => {
-            "approval store is unavailable; nothing was performed; the approval may have been \
-             used up"
+/// Why the tool gave a consume back.
+#[derive(Debug, Clone, Copy)]
+enum GaveUp {
+    /// The store failed, or answered what a first try cannot be answered.
+    StoreFailed,
+    /// The backend refused before dispatching anything.
+    NotDispatched,
+}
+
+impl GaveUp {
+    fn code(self) -> OutcomeCode {
+        match self {
+            GaveUp::StoreFailed => OutcomeCode::StoreUnavailable,
+            GaveUp::NotDispatched => OutcomeCode::BackendFailed,
         }
     }
+}
+
+/// What the model learns after a consume the tool gave up on was given
+/// back: why, that nothing was performed, and whether the approval can
+/// still be used.
+fn given_back_message(gave_up: GaveUp, abandon: &Result<AbandonOutcome, StoreError>) -> String {
+    let why = match gave_up {
+        GaveUp::StoreFailed => "approval store is unavailable",
+        GaveUp::NotDispatched => "backend refused before acting",
+    };
+    let approval = match abandon {
+        Ok(AbandonOutcome::Usable { .. }) => "the approval is still usable",
+        Ok(AbandonOutcome::ConsumedByOther) => "the approval was used by another call",
+        Ok(AbandonOutcome::Expired) => "the approval has expired",
+        Ok(AbandonOutcome::Revoked) => "the approval was revoked",
+        Ok(AbandonOutcome::Unknown) => "the approval id is unknown",
+        Err(_) => "the approval may have been used up",
+    };
+    format!("{why}; nothing was performed; {approval}")
 }
 
 /// The shortest wait between two tries of an abandon.
@@ -328,7 +347,7 @@ impl Act {
 
         // 4–5. One atomic check-and-mark; an unknown id is its first answer.
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
-        self.consume(store.as_ref(), &approval_id, &binding).await?;
+        let attempt = self.consume(store.as_ref(), &approval_id, &binding).await?;
 
         // 6. Perform.
         let action_request = ActionRequest {
@@ -348,12 +367,27 @@ impl Act {
             }
             None => context.backend().perform(&action_request).await,
         };
-        if let Err(error) = performed {
-            return Err(Refusal::with_reason(
-                OutcomeCode::BackendFailed,
-                "backend failed to perform the action; the approval was used up",
-                error.to_string(),
-            ));
+        match performed {
+            Ok(()) => {}
+            Err(error) if error.may_have_acted() => {
+                return Err(Refusal::with_reason(
+                    OutcomeCode::BackendFailed,
+                    "backend failed to perform the action; the approval was used up",
+                    error.to_string(),
+                ));
+            }
+            // Nothing reached the page: the consume is given back.
+            Err(error) => {
+                return Err(self
+                    .give_back(
+                        store.as_ref(),
+                        &action_request.approval_id,
+                        &attempt,
+                        format!("backend refused before dispatching: {}", error.message()),
+                        GaveUp::NotDispatched,
+                    )
+                    .await);
+            }
         }
         Ok(Performed {
             operation_id: action_request.operation_id,
@@ -414,7 +448,7 @@ impl Act {
         store: &dyn ApprovalStore,
         id: &ApprovalId,
         binding: &Binding,
-    ) -> Result<(), Refusal> {
+    ) -> Result<AttemptId, Refusal> {
         let context = &*self.context;
         let unavailable = "approval store is unavailable; nothing was performed";
         let attempt = AttemptId::generate().map_err(|error| {
@@ -432,9 +466,9 @@ impl Act {
                 .consume_once(id, binding, context.now(), &attempt)
                 .await
             {
-                Ok(ConsumeOutcome::Consumed { replay: false }) => return Ok(()),
+                Ok(ConsumeOutcome::Consumed { replay: false }) => return Ok(attempt),
                 // A replay answers a retry whose earlier try was applied.
-                Ok(ConsumeOutcome::Consumed { replay: true }) if tries > 1 => return Ok(()),
+                Ok(ConsumeOutcome::Consumed { replay: true }) if tries > 1 => return Ok(attempt),
                 Ok(ConsumeOutcome::Consumed { replay: true }) => {
                     return Err(self
                         .give_back(
@@ -442,6 +476,7 @@ impl Act {
                             id,
                             &attempt,
                             "store answered a replay for a new attempt".to_owned(),
+                            GaveUp::StoreFailed,
                         )
                         .await);
                 }
@@ -471,6 +506,7 @@ impl Act {
                             id,
                             &attempt,
                             format!("consume failed after {tries} tries: {error}"),
+                            GaveUp::StoreFailed,
                         )
                         .await);
                 }
@@ -487,6 +523,7 @@ impl Act {
         id: &ApprovalId,
         attempt: &AttemptId,
         why: String,
+        gave_up: GaveUp,
     ) -> Refusal {
         let context = &*self.context;
         let budget = context.abandon_timeout();
@@ -521,11 +558,7 @@ impl Act {
             Ok(outcome) => format!("{why}; abandon: {}", outcome.as_str()),
             Err(error) => format!("{why}; abandon failed after {tries} tries: {error}"),
         };
-        Refusal::with_reason(
-            OutcomeCode::StoreUnavailable,
-            unavailable_message(&answer),
-            reason,
-        )
+        Refusal::with_reason(gave_up.code(), given_back_message(gave_up, &answer), reason)
     }
 }
 

@@ -23,29 +23,70 @@ pub struct ActionRequest {
 }
 
 /// A backend could not perform the action.
+///
+/// It also says whether the backend **may have acted**. [`new`](Self::new)
+/// makes the fail-safe answer, "may have acted", which every failure may
+/// give; [`not_dispatched`](Self::not_dispatched) says that nothing reached
+/// the page (no input event was dispatched, nothing was recorded). A
+/// backend gives that answer only when it is true: the Act tool then gives
+/// the consumed grant back to the store, so a false "not dispatched" would
+/// let one approval act twice.
+///
+/// ```
+/// use countersign_approval_core::BackendError;
+///
+/// let refused = BackendError::not_dispatched("`#buy` is not visible");
+/// assert!(!refused.may_have_acted());
+/// let lost = BackendError::new("the browser closed the connection");
+/// assert!(lost.may_have_acted());
+/// assert_eq!(lost.to_string(), "backend failed: the browser closed the connection");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("backend failed: {message}")]
 pub struct BackendError {
     message: String,
+    may_have_acted: bool,
 }
 
 impl BackendError {
-    /// A failure with a lower-case message.
+    /// A failure with a lower-case message, after which the backend may
+    /// have acted (the fail-safe default: the grant stays consumed).
     pub fn new(message: impl Into<String>) -> Self {
         BackendError {
             message: message.into(),
+            may_have_acted: true,
         }
     }
+
+    /// A refusal with a lower-case message, raised before anything was
+    /// dispatched to the page: the backend did not act, so the grant may
+    /// be given back. Use it only when that is certain.
+    pub fn not_dispatched(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+            may_have_acted: false,
+        }
+    }
+
     /// The message.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// Whether the backend may have acted: `false` only for
+    /// [`not_dispatched`](Self::not_dispatched).
+    pub fn may_have_acted(&self) -> bool {
+        self.may_have_acted
     }
 }
 
 /// Performs approved actions (a browser driver, or a fake that records them).
 #[async_trait]
 pub trait Backend: Send + Sync {
-    /// Performs one action whose grant has been consumed.
+    /// Performs one action whose grant has been consumed. A failure raised
+    /// before anything was dispatched should say so with
+    /// [`BackendError::not_dispatched`]: the Act tool then gives the grant
+    /// back; any other failure leaves it consumed.
     async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError>;
 
     /// The page this backend would act on now, for page-bound grants; `None`
@@ -59,15 +100,17 @@ pub trait Backend: Send + Sync {
     }
 
     /// Performs one action whose page-bound grant has been consumed, only if
-    /// the page is still `page` immediately before input is dispatched.
-    /// The default refuses: a backend without pages cannot honour a binding.
+    /// the page is still `page` immediately before input is dispatched; a
+    /// page that changed is refused with [`BackendError::not_dispatched`].
+    /// The default refuses (not dispatched): a backend without pages cannot
+    /// honour a binding.
     async fn perform_on_page(
         &self,
         request: &ActionRequest,
         page: &PageBinding,
     ) -> Result<(), BackendError> {
         let _ = (request, page);
-        Err(BackendError::new(
+        Err(BackendError::not_dispatched(
             "this backend cannot perform a page-bound approval",
         ))
     }
@@ -89,5 +132,68 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         page: &PageBinding,
     ) -> Result<(), BackendError> {
         (**self).perform_on_page(request, page).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use countersign_canonical_policy::{Policy, StaticResolver};
+
+    use super::*;
+
+    #[test]
+    fn a_failure_may_have_acted_unless_it_says_nothing_was_dispatched() {
+        let failed = BackendError::new("connection lost");
+        assert!(failed.may_have_acted());
+        let refused = BackendError::not_dispatched("`#x` is hidden");
+        assert!(!refused.may_have_acted());
+        assert_eq!(refused.message(), "`#x` is hidden");
+        assert_eq!(refused.to_string(), "backend failed: `#x` is hidden");
+        assert_ne!(refused, BackendError::new("`#x` is hidden"));
+    }
+
+    struct NoPages;
+
+    #[async_trait]
+    impl Backend for NoPages {
+        async fn perform(&self, _: &ActionRequest) -> Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_page_bound_perform_refuses_before_dispatching() {
+        let policy = Policy::builder()
+            .allow_host("example.com")
+            .resolver(StaticResolver::answering_all(["93.184.216.34"
+                .parse()
+                .unwrap()]))
+            .build()
+            .unwrap();
+        let request = ActionRequest {
+            operation_id: OperationId::generate().unwrap(),
+            approval_id: ApprovalId::generate().unwrap(),
+            actor_id: ActorId::new("actor").unwrap(),
+            run_id: RunId::new("run").unwrap(),
+            url: policy
+                .authorize_destination("https://example.com/")
+                .await
+                .unwrap(),
+            action: policy
+                .authorize_action(&serde_json::json!({"method": "click", "selector": "#x"}))
+                .unwrap(),
+        };
+        let page = PageBinding {
+            session_id: "s".to_owned(),
+            target_id: "t".to_owned(),
+            page_revision: "r".to_owned(),
+        };
+        let refused = NoPages.perform_on_page(&request, &page).await.unwrap_err();
+        assert!(!refused.may_have_acted());
+        assert_eq!(
+            refused.message(),
+            "this backend cannot perform a page-bound approval"
+        );
     }
 }

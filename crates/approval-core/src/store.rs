@@ -143,8 +143,10 @@ pub enum IssueError {
 ///    whose effect is unknown is safe: if the first call was applied, the
 ///    retry answers `Consumed { replay: true }` (unless the attempt was
 ///    abandoned in between: then `Stale(Abandoned)`).
-/// 8. **`abandon`** gives back a consume whose answer was lost (a caller
-///    that never saw `Consumed` never acted on it). It is one atomic step,
+/// 8. **`abandon`** gives back a consume that was never acted on: one
+///    whose answer was lost (a caller that never saw `Consumed` never acted
+///    on it), or one whose action the backend refused before dispatching
+///    anything. It is one atomic step,
 ///    ordered entirely before or after any consume or revoke of the grant,
 ///    and follows [`decide_abandon`](crate::decide_abandon):
 ///    1. no grant with this id ⇒ [`AbandonOutcome::Unknown`], nothing is

@@ -15,7 +15,11 @@ use crate::Tab;
 /// `select`, and not covered by another element for the pointer methods);
 /// and the main frame must still show the document it showed when the
 /// checks began (for a page-bound grant, the approved document, and in
-/// this tab and session). Any failure dispatches nothing and says why.
+/// this tab and session). Any failure dispatches nothing and says why,
+/// as [`BackendError::not_dispatched`], so the Act tool gives the grant
+/// back. A failure once input has begun (the browser stopped answering in
+/// the middle of a `type`, a box still unchecked after the click) says the
+/// backend may have acted, and the grant stays used.
 ///
 /// One action at a time per tab: concurrent calls queue.
 #[derive(Debug, Clone)]
@@ -43,7 +47,6 @@ impl Backend for ChromiumBackend {
         self.tab
             .perform_action(request.url.as_str(), &request.action, None)
             .await
-            .map_err(BackendError::new)
     }
 
     /// This tab's session, target and current revision.
@@ -69,12 +72,12 @@ impl Backend for ChromiumBackend {
         page: &PageBinding,
     ) -> Result<(), BackendError> {
         if page.session_id != self.tab.session().as_str() {
-            return Err(BackendError::new(
+            return Err(BackendError::not_dispatched(
                 "the approval was given in another browser session; nothing was dispatched",
             ));
         }
         if page.target_id != self.tab.target().as_str() {
-            return Err(BackendError::new(
+            return Err(BackendError::not_dispatched(
                 "the approval was given in another tab; nothing was dispatched",
             ));
         }
@@ -85,6 +88,5 @@ impl Backend for ChromiumBackend {
                 Some(&page.page_revision),
             )
             .await
-            .map_err(BackendError::new)
     }
 }

@@ -10,6 +10,7 @@ use chromiumoxide::cdp::js_protocol::runtime::{
     CallArgument, CallFunctionOnParams, ExceptionDetails, RemoteObjectId, RemoteObjectType,
 };
 use chromiumoxide::keys::{KeyDefinition, get_key_definition};
+use countersign_approval_core::BackendError;
 use countersign_canonical_policy::Action;
 use serde::Deserialize;
 use serde_json::Value;
@@ -197,20 +198,51 @@ fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
     format!("chromium did not answer `{command}`: {error}")
 }
 
+/// An action checked against the page and ready for its input events.
+struct Ready<'a> {
+    plan: Plan,
+    selector: &'a str,
+    element: RemoteObjectId,
+    described: Described,
+    option: Option<OptionPlace>,
+}
+
 impl Tab {
     /// Performs `action` if the page is at `approved_url` (and, when given,
     /// still shows the `expected` revision), the selector names exactly one
     /// suitable element, and the page has not changed by the moment input
     /// is dispatched.
+    ///
+    /// Every refusal raised before the first input event (`Input.*` or
+    /// `DOM.focus`) is [`BackendError::not_dispatched`]; a failure after it
+    /// may have acted.
     pub(crate) async fn perform_action(
         &self,
         approved_url: &str,
         action: &Action,
         expected: Option<&str>,
-    ) -> Result<(), Refused> {
-        let plan = Plan::of(action)?;
+    ) -> Result<(), BackendError> {
+        let plan = Plan::of(action).map_err(BackendError::not_dispatched)?;
         let _one_at_a_time = self.inner.input.lock().await;
+        let ready = self
+            .prepare(plan, approved_url, action, expected)
+            .await
+            .map_err(BackendError::not_dispatched)?;
+        match ready {
+            Some(ready) => self.dispatch(ready).await.map_err(BackendError::new),
+            None => Ok(()),
+        }
+    }
 
+    /// Every check, and nothing that is input: the element to act on, or
+    /// `None` when it is already in the wanted state.
+    async fn prepare<'a>(
+        &self,
+        plan: Plan,
+        approved_url: &str,
+        action: &'a Action,
+        expected: Option<&str>,
+    ) -> Result<Option<Ready<'a>>, Refused> {
         // Landed URL and revision.
         let frame = self.main_frame().await.map_err(|e| e.to_string())?;
         self.check_landed(&frame, approved_url).await?;
@@ -263,7 +295,7 @@ impl Tab {
             _ => false,
         };
         if already {
-            return Ok(());
+            return Ok(None);
         }
 
         // The page must be the one checked above, right before input.
@@ -274,7 +306,24 @@ impl Tab {
                     .to_owned(),
             );
         }
+        Ok(Some(Ready {
+            plan,
+            selector,
+            element,
+            described,
+            option,
+        }))
+    }
 
+    /// The input events: from the first one on, a failure may have acted.
+    async fn dispatch(&self, ready: Ready<'_>) -> Result<(), Refused> {
+        let Ready {
+            plan,
+            selector,
+            element,
+            described,
+            option,
+        } = ready;
         match plan {
             Plan::Click { count } => self.click(described.x, described.y, count).await,
             Plan::Hover => self.mouse_move(described.x, described.y).await,

@@ -12,7 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
-use countersign_approval_core::{ActorId, ApprovalId, ApprovalStore, Backend, GrantState, RunId};
+use countersign_approval_core::policy::AuthorizedUrl;
+use countersign_approval_core::{
+    ActionRequest, ActorId, ApprovalId, ApprovalStore, Backend, BackendError, GrantState,
+    PageBinding, RunId,
+};
+use countersign_backend_chromium::Tab;
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 use futures_util::FutureExt;
 use serde_json::{Value, json};
@@ -55,6 +60,7 @@ fn live_backend_in_headless_chromium() {
             a_navigation_since_approval_is_refused,
             a_redirect_that_lands_elsewhere_is_refused,
             a_changed_revision_is_refused,
+            a_revision_change_after_the_consume_gives_the_grant_back,
             an_observation_from_another_tab_or_session_is_refused,
             loopback_other_than_the_site_stays_refused,
             the_browsers_own_traffic_passes_the_guard,
@@ -79,13 +85,14 @@ fn live_backend_in_headless_chromium() {
     });
 }
 
+/// Performs `action` on `/`; every refusal the cases expect comes before
+/// any input, so each must say that nothing was dispatched.
 async fn perform(f: &Fixture, action: Value) -> Result<(), String> {
     let request = f.request("/", action).await;
-    f.tab
-        .backend()
-        .perform(&request)
-        .await
-        .map_err(|e| e.message().to_owned())
+    f.tab.backend().perform(&request).await.map_err(|e| {
+        assert!(!e.may_have_acted(), "said it may have acted: {e}");
+        e.message().to_owned()
+    })
 }
 
 async fn observation_names_session_tab_url_and_revision(f: &Fixture) {
@@ -280,6 +287,7 @@ async fn a_navigation_since_approval_is_refused(f: &Fixture) {
         .await;
     f.load("/other").await;
     let refused = f.tab.backend().perform(&request).await.unwrap_err();
+    assert!(!refused.may_have_acted());
     assert_eq!(
         refused.message(),
         format!(
@@ -301,6 +309,7 @@ async fn a_redirect_that_lands_elsewhere_is_refused(f: &Fixture) {
         )
         .await;
     let refused = f.tab.backend().perform(&request).await.unwrap_err();
+    assert!(!refused.may_have_acted());
     assert_eq!(
         refused.message(),
         format!(
@@ -324,6 +333,7 @@ async fn a_changed_revision_is_refused(f: &Fixture) {
         .perform_on_page(&request, &approved.binding())
         .await
         .unwrap_err();
+    assert!(!refused.may_have_acted());
     assert_eq!(
         refused.message(),
         "the page has loaded a new document since approval; nothing was dispatched"
@@ -337,6 +347,76 @@ async fn a_changed_revision_is_refused(f: &Fixture) {
         .await
         .unwrap();
     assert_eq!(f.text("#clicks").await, "1");
+}
+
+/// This tab's backend, reloading the page (a new document at the same URL)
+/// after Act has checked the page and consumed the grant, before the
+/// backend's own re-check: the window the re-check guards.
+struct ReloadsBeforeActing {
+    tab: Tab,
+    url: AuthorizedUrl,
+}
+
+#[async_trait::async_trait]
+impl Backend for ReloadsBeforeActing {
+    async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
+        self.tab.backend().perform(request).await
+    }
+
+    async fn current_page(&self) -> Result<Option<PageBinding>, BackendError> {
+        self.tab.backend().current_page().await
+    }
+
+    async fn perform_on_page(
+        &self,
+        request: &ActionRequest,
+        page: &PageBinding,
+    ) -> Result<(), BackendError> {
+        self.tab.navigate(&self.url).await.unwrap();
+        self.tab.backend().perform_on_page(request, page).await
+    }
+}
+
+async fn a_revision_change_after_the_consume_gives_the_grant_back(f: &Fixture) {
+    f.load("/").await;
+    let url = f.policy.authorize_destination(&f.url("/")).await.unwrap();
+    let reloads = ReloadsBeforeActing {
+        tab: f.tab.clone(),
+        url,
+    };
+    let host = host_on(f, reloads, false);
+    let id = approve_here(f, &host).await;
+    let answer = host.act.execute_json(&click_call(f, &id)).await;
+    assert_eq!(answer["error"]["code"], "BACKEND_FAILED", "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "backend refused before acting; nothing was performed; the approval is still usable"
+    );
+    assert_eq!(f.text("#clicks").await, "0");
+    assert_eq!(f.trusted_events().await, 0);
+    let records = host
+        .context
+        .operation_store()
+        .records_for_run(host.context.run_id())
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].reason,
+        "backend refused before dispatching: the page has loaded a new document since \
+         approval; nothing was dispatched; abandon: restored"
+    );
+    // The grant was given back ...
+    let id = ApprovalId::parse(&id).unwrap();
+    let grant = host.approvals.get(&id).await.unwrap().unwrap();
+    assert_eq!(grant.state, GrantState::Active);
+    // ... and names a document that is gone: a later call is stale at
+    // Act's own page check and consumes nothing.
+    let again = host.act.execute_json(&click_call(f, id.as_str())).await;
+    assert_eq!(again["error"]["code"], "APPROVAL_STALE", "{again}");
+    let grant = host.approvals.get(&id).await.unwrap().unwrap();
+    assert_eq!(grant.state, GrantState::Active);
+    assert_eq!(f.trusted_events().await, 0);
 }
 
 async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
@@ -354,6 +434,7 @@ async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
         .perform_on_page(&request, &other_tab.binding())
         .await
         .unwrap_err();
+    assert!(!refused.may_have_acted());
     assert_eq!(
         refused.message(),
         "the approval was given in another tab; nothing was dispatched"
@@ -374,6 +455,7 @@ async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
         .perform_on_page(&request, &elsewhere.binding())
         .await
         .unwrap_err();
+    assert!(!refused.may_have_acted());
     assert_eq!(
         refused.message(),
         "the approval was given in another browser session; nothing was dispatched"
@@ -388,6 +470,7 @@ async fn an_observation_from_another_tab_or_session_is_refused(f: &Fixture) {
         .perform_on_page(&request, &own.binding())
         .await
         .unwrap_err();
+    assert!(!refused.may_have_acted());
     assert_eq!(
         refused.message(),
         "the approval was given in another tab; nothing was dispatched"
@@ -433,11 +516,15 @@ struct Host {
 }
 
 fn host(f: &Fixture, accept_unbound: bool) -> Host {
+    host_on(f, f.tab.backend(), accept_unbound)
+}
+
+fn host_on(f: &Fixture, backend: impl Backend + 'static, accept_unbound: bool) -> Host {
     let approvals = Arc::new(InMemoryApprovalStore::new());
     let mut builder = Context::builder()
         .actor_id(ActorId::new("live-actor").unwrap())
         .run_id(RunId::new("live-run").unwrap())
-        .backend(f.tab.backend())
+        .backend(backend)
         .source_policy(f.policy.clone())
         .operation_store(InMemoryOperationStore::new())
         .approval_store(approvals.clone());

@@ -38,6 +38,12 @@
 //! assert!(backend.perform(&request).await.is_err());
 //! assert_eq!(seen.len(), 1);
 //! assert_eq!(seen.failures(), 1);
+//!
+//! // A failure may say that nothing was dispatched (the default says the
+//! // backend may have acted).
+//! seen.fail_before_dispatch(true);
+//! seen.fail_next();
+//! assert!(!backend.perform(&request).await.unwrap_err().may_have_acted());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
@@ -61,6 +67,7 @@ struct State {
     failures: usize,
     fail_next: usize,
     fail_all: bool,
+    fail_before_dispatch: bool,
     page: Option<PageBinding>,
 }
 
@@ -117,6 +124,16 @@ impl FakeBackend {
         self.state().fail_all = fail;
     }
 
+    /// Chooses what the failures that [`fail_next`](Self::fail_next) and
+    /// [`fail_all`](Self::fail_all) cause say: with `true`, that nothing was
+    /// dispatched ([`BackendError::not_dispatched`], so the Act tool gives
+    /// the grant back); with `false`, the default, that the backend may have
+    /// acted ([`BackendError::new`], the grant stays consumed). Either way
+    /// nothing is recorded.
+    pub fn fail_before_dispatch(&self, before: bool) {
+        self.state().fail_before_dispatch = before;
+    }
+
     /// Makes the fake act like a backend with pages, showing `page` (or, with
     /// `None`, like one without pages, the default). With a page, Act reads
     /// the grant before consuming and hands page-bound grants to
@@ -128,7 +145,7 @@ impl FakeBackend {
     }
 
     /// Forgets every record and failure count, and clears the failure
-    /// switches and the page.
+    /// switches (back to "may have acted") and the page.
     pub fn clear(&self) {
         *self.state() = State::default();
     }
@@ -148,7 +165,11 @@ impl Backend for FakeBackend {
         };
         if fail {
             state.failures += 1;
-            return Err(BackendError::new("fake backend was told to fail"));
+            return Err(if state.fail_before_dispatch {
+                BackendError::not_dispatched("fake backend was told to fail before dispatching")
+            } else {
+                BackendError::new("fake backend was told to fail")
+            });
         }
         state.records.push(request.clone());
         Ok(())
@@ -164,7 +185,7 @@ impl Backend for FakeBackend {
         page: &PageBinding,
     ) -> Result<(), BackendError> {
         if self.state().page.as_ref() != Some(page) {
-            return Err(BackendError::new(
+            return Err(BackendError::not_dispatched(
                 "the page changed before the action; nothing was recorded",
             ));
         }

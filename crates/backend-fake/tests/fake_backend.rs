@@ -49,10 +49,33 @@ async fn fail_next_fails_exactly_the_next_calls() {
     backend.fail_next();
     let err = backend.perform(&r).await.unwrap_err();
     assert_eq!(err.message(), "fake backend was told to fail");
+    assert!(err.may_have_acted(), "the default is fail-safe");
     assert!(backend.perform(&r).await.is_err());
     backend.perform(&r).await.unwrap();
     assert_eq!(backend.len(), 1);
     assert_eq!(backend.failures(), 2);
+}
+
+#[tokio::test]
+async fn failures_can_say_nothing_was_dispatched_until_cleared() {
+    let backend = FakeBackend::new();
+    let r = request("a#docs").await;
+    backend.fail_before_dispatch(true);
+    backend.fail_next();
+    let err = backend.perform(&r).await.unwrap_err();
+    assert!(!err.may_have_acted());
+    assert_eq!(
+        err.message(),
+        "fake backend was told to fail before dispatching"
+    );
+    backend.fail_before_dispatch(false);
+    backend.fail_next();
+    assert!(backend.perform(&r).await.unwrap_err().may_have_acted());
+    backend.fail_before_dispatch(true);
+    backend.clear();
+    backend.fail_next();
+    assert!(backend.perform(&r).await.unwrap_err().may_have_acted());
+    assert!(backend.is_empty());
 }
 
 #[tokio::test]
