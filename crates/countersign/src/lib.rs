@@ -51,6 +51,7 @@
 //! | `fake` | yes | [`backend::fake`]: `FakeBackend`, records actions, clicks nothing |
 //! | `system-resolver` | yes | `policy::SystemResolver`: DNS through the operating system |
 //! | `redis` | no | `store::redis`: the Redis approval store |
+//! | `postgres` | no | `store::postgres`: the PostgreSQL approval store and operation log |
 //! | `conformance` | no | `conformance`: the store conformance kit |
 //!
 //! # Crates
@@ -58,7 +59,8 @@
 //! Each module re-exports one crate, so a host may depend on the crates
 //! directly instead: [`policy`] (`countersign-canonical-policy`),
 //! [`approval`] (`countersign-approval-core`), [`store`]
-//! (`countersign-store-memory`, `countersign-store-redis`), [`backend`]
+//! (`countersign-store-memory`, `countersign-store-redis`,
+//! `countersign-store-postgres`), [`backend`]
 //! (`countersign-backend-fake`), [`act`] (`countersign-act-tool`) and
 //! `conformance` (`countersign-store-conformance`).
 
@@ -94,6 +96,13 @@ pub mod store {
         //! The Redis approval store: the `countersign-store-redis` crate
         //! (feature `redis`).
         pub use countersign_store_redis::*;
+    }
+
+    #[cfg(feature = "postgres")]
+    pub mod postgres {
+        //! The PostgreSQL approval store and operation log: the
+        //! `countersign-store-postgres` crate (feature `postgres`).
+        pub use countersign_store_postgres::*;
     }
 }
 
