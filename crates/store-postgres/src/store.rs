@@ -316,6 +316,13 @@ impl PostgresApprovalStore {
         PostgresOperationLog::new(self.shared.clone())
     }
 
+    /// The exact SQL of the consume statement (parameters: id, now in ms,
+    /// attempt id, actor, run, URL, action digest), for operators to
+    /// `EXPLAIN` or to replay with `pgbench -f`.
+    pub fn consume_statement(&self) -> &str {
+        &self.shared.statements.consume
+    }
+
     /// The grants table, schema-qualified and quoted (`"countersign"."grants"`).
     pub fn grants_table(&self) -> &str {
         &self.shared.names.grants
