@@ -15,6 +15,23 @@ pub(crate) fn is_conflict(err: &tokio_postgres::Error) -> bool {
     )
 }
 
+/// Whether the connection that returned `err` must not be used again: it
+/// is closed, broke without a server error, or the server is ending it
+/// (administrator command, crash, shutdown, or a connection exception).
+pub(crate) fn ends_connection(err: &tokio_postgres::Error) -> bool {
+    match err.code() {
+        None => true,
+        Some(code) => {
+            err.is_closed()
+                || code.code().starts_with("08")
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+                || *code == SqlState::IDLE_SESSION_TIMEOUT
+        }
+    }
+}
+
 /// A failed statement as the trait reports it.
 pub(crate) fn pg_error(what: &str, err: &tokio_postgres::Error) -> StoreError {
     let Some(code) = err.code() else {

@@ -10,12 +10,13 @@ use countersign_approval_core::{
     Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, IssueError,
     RevokeOutcome, StoreError, StoredGrant, Timestamp, decide_consume, decide_revoke,
 };
+use deadpool::managed::QueueMode;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row, Socket};
 
-use crate::error::{is_conflict, pg_error, pool_error};
+use crate::error::{ends_connection, is_conflict, pg_error, pool_error};
 use crate::operations::PostgresOperationLog;
 use crate::options::{ConnectError, InvalidOptions, PostgresStoreOptions, SchemaSetup};
 use crate::record::{self, COLUMNS, FORMAT, state};
@@ -146,7 +147,14 @@ impl Shared {
                          {CONFLICT_RETRIES} repeats: {err}"
                     )));
                 }
-                Ok(Err(err)) => return Err(pg_error(what, &err)),
+                Ok(Err(err)) => {
+                    if ends_connection(&err) || client.is_closed() {
+                        // Never hand this connection out again, even if the
+                        // pool has not noticed yet that it is gone.
+                        drop(Object::take(client));
+                    }
+                    return Err(pg_error(what, &err));
+                }
                 Err(_) => {
                     // The server did not answer in time: this connection may
                     // be stuck, so it leaves the pool for good.
@@ -274,6 +282,10 @@ impl PostgresApprovalStore {
         );
         let pool = Pool::builder(manager)
             .max_size(options.pool_size)
+            // The connection used last is the next one out: a single caller
+            // keeps one warm server process instead of cycling through all
+            // of them, and idle connections stay idle.
+            .queue_mode(QueueMode::Lifo)
             .wait_timeout(Some(options.pool_wait_timeout))
             .create_timeout(Some(options.connect_timeout))
             .recycle_timeout(Some(options.connect_timeout))
