@@ -66,7 +66,16 @@
 //! returned row is the one winning consume. When no row comes back, the
 //! store reads the row and answers with
 //! [`decide_consume`](countersign_approval_core::decide_consume), the rules
-//! every store shares (replay, stale, unknown). Revoke is the same shape.
+//! every store shares (replay, stale, unknown); the statement itself refuses
+//! an attempt in the grant's abandoned list (`Stale(Abandoned)`). Revoke is
+//! the same shape. Abandon reads the row, rules on it with
+//! [`decide_abandon`](countersign_approval_core::decide_abandon), and writes
+//! with one `UPDATE` that applies only if the row's state columns and
+//! abandoned list are still those it read (a compare-and-set; it reads and
+//! rules again when the row changed in between). The operation log answers
+//! `records_for_run` from the `(run_id, seq)` index and
+//! `record_for_operation` by operation id, optionally bounded to the newest
+//! records ([`PostgresOperationLog::with_max_records`]).
 //! Each statement runs alone (autocommit), so it is correct at READ
 //! COMMITTED, REPEATABLE READ and SERIALIZABLE; a serialization failure or
 //! deadlock rolls the statement back and the store repeats it (up to 12

@@ -1,4 +1,4 @@
-//! The store: connecting, schema setup, the start-up probe, and the four
+//! The store: connecting, schema setup, the start-up probe, and the five
 //! grant operations.
 
 use std::fmt;
