@@ -764,3 +764,45 @@ async fn the_operation_log_bound_hides_and_purges_the_oldest_records() {
     let unbounded = store.operation_log();
     assert_eq!(unbounded.records_for_run(&run).await.unwrap().len(), 3);
 }
+
+#[tokio::test]
+async fn every_form_of_given_approval_id_round_trips_and_a_mixed_row_is_corrupt() {
+    let store = store_on(shared_server(), "oplog_given", Isolation::ReadCommitted).await;
+    let log = store.operation_log();
+    let run = RunId::new("run-given").unwrap();
+    let mut written = Vec::new();
+    for given in [
+        GivenApprovalId::Absent,
+        GivenApprovalId::from_text("apr_given"),
+        GivenApprovalId::from_text("not an id \u{2028} \"quoted\""),
+        GivenApprovalId::not_a_string("object"),
+    ] {
+        let mut r = record(&OperationId::generate().unwrap(), run.as_str(), 30_000);
+        r.approval_id = given;
+        log.record(r.clone()).await.unwrap();
+        written.push(r);
+    }
+    assert_eq!(log.records_for_run(&run).await.unwrap(), written);
+    for r in &written {
+        assert_eq!(
+            log.record_for_operation(&r.operation_id)
+                .await
+                .unwrap()
+                .as_ref(),
+            Some(r)
+        );
+    }
+    let admin = shared_server().admin().await;
+    admin
+        .execute(
+            &format!(
+                "UPDATE {} SET approval_id_json_type = 'number' WHERE operation_id = $1",
+                store.operations_table()
+            ),
+            &[&written[1].operation_id.as_str()],
+        )
+        .await
+        .unwrap();
+    let read = log.record_for_operation(&written[1].operation_id).await;
+    assert!(matches!(read, Err(StoreError::Corrupt { .. })), "{read:?}");
+}
