@@ -8,6 +8,7 @@ mod harness;
 mod live_bench;
 mod memory_bench;
 mod policy_bench;
+mod postgres_bench;
 mod redis_bench;
 mod report;
 
@@ -60,6 +61,13 @@ fn run(quick: bool) -> Result<(), String> {
     if wanted("redis") {
         let (redis_rows, section) = redis_bench::consume(quick)?;
         for row in redis_rows {
+            push(row);
+        }
+        extra.push(section);
+    }
+    if wanted("postgres") {
+        let (postgres_rows, section) = postgres_bench::consume(quick)?;
+        for row in postgres_rows {
             push(row);
         }
         extra.push(section);

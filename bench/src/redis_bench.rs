@@ -149,9 +149,10 @@ fn redis_benchmark(
     }
 }
 
-struct Run {
-    store: Arc<RedisApprovalStore>,
-    ids: Vec<ApprovalId>,
+/// A store and the ids of the grants issued to it for one round.
+pub(crate) struct Run {
+    pub(crate) store: Arc<dyn ApprovalStore>,
+    pub(crate) ids: Vec<ApprovalId>,
 }
 
 async fn issued(
@@ -169,8 +170,16 @@ async fn issued(
     )
     .await
     .map_err(|e| e.to_string())?;
-    let store = Arc::new(store);
-    let grants = Arc::new(f.grants(n));
+    issue_all(Arc::new(store), f.grants(n), concurrency).await
+}
+
+/// Issues `grants` to `store` with `concurrency` tasks.
+pub(crate) async fn issue_all(
+    store: Arc<dyn ApprovalStore>,
+    grants: Vec<countersign_approval_core::Approval>,
+    concurrency: usize,
+) -> Result<Run, String> {
+    let grants = Arc::new(grants);
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
@@ -194,7 +203,11 @@ async fn issued(
 }
 
 /// Consumes every grant with `concurrency` tasks; returns (ops/s, p50 latency ms).
-async fn consume_all(f: &Fixture, run: Run, concurrency: usize) -> Result<(f64, f64), String> {
+pub(crate) async fn consume_all(
+    f: &Fixture,
+    run: Run,
+    concurrency: usize,
+) -> Result<(f64, f64), String> {
     let ids = Arc::new(run.ids);
     let next = Arc::new(AtomicUsize::new(0));
     let binding = Arc::new(f.binding.clone());
@@ -238,10 +251,7 @@ async fn consume_all(f: &Fixture, run: Run, concurrency: usize) -> Result<(f64, 
     }
     let elapsed = start.elapsed().as_secs_f64();
     if ok != ids.len() {
-        return Err(format!(
-            "redis consume: {ok} of {} grants consumed",
-            ids.len()
-        ));
+        return Err(format!("consume: {ok} of {} grants consumed", ids.len()));
     }
     Ok((ids.len() as f64 / elapsed, median(&mut latencies)))
 }

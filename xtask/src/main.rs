@@ -83,6 +83,20 @@ fn installed(program: &str, args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether `program` runs from `PATH` (or its own path) or from
+/// `<versioned_in>/<version>/bin/`.
+fn found(program: &str, versioned_in: Option<&str>) -> bool {
+    installed(program, &[])
+        || versioned_in
+            .and_then(|dir| std::fs::read_dir(dir).ok())
+            .is_some_and(|versions| {
+                versions.flatten().any(|version| {
+                    let path = version.path().join("bin").join(program);
+                    installed(&path.to_string_lossy(), &[])
+                })
+            })
+}
+
 fn cargo_program() -> String {
     env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
@@ -91,6 +105,9 @@ fn cargo_program() -> String {
 struct NeededProgram {
     /// What is looked for on `PATH` (or at this path).
     programs: &'static [&'static str],
+    /// A directory whose versioned subdirectories also hold the programs,
+    /// in `<dir>/<version>/bin` (Debian's layout for PostgreSQL).
+    versioned_in: Option<&'static str>,
     /// Debian's packages that install it.
     packages: &'static [&'static str],
     /// Who needs it, for the message.
@@ -101,13 +118,21 @@ struct NeededProgram {
 const NEEDED_PROGRAMS: &[NeededProgram] = &[
     NeededProgram {
         programs: &["redis-server", "redis-cli"],
+        versioned_in: None,
         packages: &["redis-server", "redis-tools"],
         why: "the Redis store's tests (they start their own servers on loopback ports)",
     },
     NeededProgram {
         programs: &["/usr/bin/chromium"],
+        versioned_in: None,
         packages: &["chromium"],
         why: "the live backend's and the egress guard's tests (headless Chromium)",
+    },
+    NeededProgram {
+        programs: &["initdb", "pg_ctl", "pgbench"],
+        versioned_in: Some("/usr/lib/postgresql"),
+        packages: &["postgresql"],
+        why: "the PostgreSQL store's tests and benchmarks (they start their own servers on loopback ports, as the `postgres` user under root)",
     },
 ];
 
@@ -128,7 +153,7 @@ fn require_tools() -> Result<(), String> {
             needed
                 .programs
                 .iter()
-                .any(|program| !installed(program, &[]))
+                .any(|program| !found(program, needed.versioned_in))
         })
         .collect();
     if missing.is_empty() {

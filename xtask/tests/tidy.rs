@@ -36,6 +36,7 @@ const CRATES: &[&str] = &[
     "egress-guard",
     "store-conformance",
     "store-memory",
+    "store-postgres",
     "store-redis",
 ];
 
@@ -129,6 +130,23 @@ fn names_redis_crate(text: &str) -> bool {
 }
 
 #[test]
+fn no_tokio_postgres_type_escapes_the_postgres_store() {
+    for dir in crate_dirs() {
+        if dir.ends_with("store-postgres") {
+            continue;
+        }
+        for entry in walk(&dir.join("src")) {
+            let text = fs::read_to_string(&entry).unwrap();
+            assert!(
+                !text.contains("tokio_postgres") && !text.contains("deadpool_postgres"),
+                "{} names a tokio-postgres type; only store-postgres may",
+                entry.display()
+            );
+        }
+    }
+}
+
+#[test]
 fn the_redis_check_tells_the_crate_from_its_wrapper() {
     assert!(names_redis_crate("fn f(e: redis::RedisError) {}"));
     assert!(names_redis_crate("redis::cmd(\"GET\")"));
@@ -159,6 +177,7 @@ fn the_docs_exist() {
         "docs/architecture.md",
         "docs/writing-a-store.md",
         "docs/redis.md",
+        "docs/postgres.md",
         "docs/benchmarks.md",
     ] {
         assert!(!read(doc).trim().is_empty(), "{doc} is empty");
@@ -249,6 +268,9 @@ fn ci_is_the_readme_command_and_it_installs_what_it_needs() {
         r#"packages: &["redis-server", "redis-tools"]"#,
         r#"programs: &["/usr/bin/chromium"]"#,
         r#"packages: &["chromium"]"#,
+        r#"programs: &["initdb", "pg_ctl", "pgbench"]"#,
+        r#"versioned_in: Some("/usr/lib/postgresql")"#,
+        r#"packages: &["postgresql"]"#,
         r#"vec!["install", "-y", "-qq"]"#,
         "test_arbitrary_precision()?;",
         r#""serde_json/arbitrary_precision""#,

@@ -51,6 +51,7 @@
 //! | `fake` | yes | [`backend::fake`]: `FakeBackend`, records actions, clicks nothing |
 //! | `system-resolver` | yes | `policy::SystemResolver`: DNS through the operating system |
 //! | `redis` | no | `store::redis`: the Redis approval store and operation log |
+//! | `postgres` | no | `store::postgres`: the PostgreSQL approval store and operation log |
 //! | `chromium` | no | `backend::chromium`: performs actions as real input in headless Chromium |
 //! | `conformance` | no | `conformance`: the approval-store and operation-log conformance kits |
 //! | `egress-guard` | no | `egress`: the egress guard, a forward proxy confining a browser to the policy |
@@ -60,7 +61,8 @@
 //! Each module re-exports one crate, so a host may depend on the crates
 //! directly instead: [`policy`] (`countersign-canonical-policy`),
 //! [`approval`] (`countersign-approval-core`), [`store`]
-//! (`countersign-store-memory`, `countersign-store-redis`), [`backend`]
+//! (`countersign-store-memory`, `countersign-store-redis`,
+//! `countersign-store-postgres`), [`backend`]
 //! (`countersign-backend-fake`, `countersign-backend-chromium`), [`act`]
 //! (`countersign-act-tool`), `egress` (`countersign-egress-guard`) and
 //! `conformance` (`countersign-store-conformance`).
@@ -98,6 +100,13 @@ pub mod store {
         //! (`RedisApprovalStore`, `RedisOperationLog`): the
         //! `countersign-store-redis` crate (feature `redis`).
         pub use countersign_store_redis::*;
+    }
+
+    #[cfg(feature = "postgres")]
+    pub mod postgres {
+        //! The PostgreSQL approval store and operation log: the
+        //! `countersign-store-postgres` crate (feature `postgres`).
+        pub use countersign_store_postgres::*;
     }
 }
 

@@ -1,0 +1,117 @@
+//! The PostgreSQL approval store and operation log for countersign: grants
+//! shared by every worker of a host that already runs PostgreSQL, consumed
+//! exactly once.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use countersign_approval_core::{
+//!     ActorId, Approval, ApprovalStore, AttemptId, Clock, ConsumeOutcome, RunId, SystemClock,
+//! };
+//! use countersign_approval_core::policy::{Policy, StaticResolver};
+//! use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let options = PostgresStoreOptions::new("host=127.0.0.1 port=5433 user=app dbname=app")
+//!     .schema("countersign")
+//!     .statement_timeout(Duration::from_millis(500));
+//! // Connecting creates or upgrades the schema and probes the server.
+//! let store = PostgresApprovalStore::connect(options).await?;
+//! for warning in store.startup_warnings() {
+//!     eprintln!("postgres: {warning}");
+//! }
+//!
+//! let policy = Policy::builder()
+//!     .allow_host("docs.example.com")
+//!     .resolver(StaticResolver::answering_all(["93.184.216.34".parse().unwrap()]))
+//!     .build()?;
+//! let url = policy.authorize_destination("https://docs.example.com/").await?;
+//! let action = policy.authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))?;
+//! let (actor, run) = (ActorId::new("demo-actor")?, RunId::new("demo-run")?);
+//! let now = SystemClock.now();
+//!
+//! let approval = Approval::for_action(actor, run, &url, &action, Duration::from_secs(60), now)?;
+//! let (id, binding) = (approval.id.clone(), approval.binding());
+//! store.issue(approval).await?;
+//!
+//! let attempt = AttemptId::generate()?;
+//! let outcome = store.consume_once(&id, &binding, now, &attempt).await?;
+//! assert_eq!(outcome, ConsumeOutcome::Consumed { replay: false });
+//!
+//! // The operation log lives in the same schema and shares the pool.
+//! let _log = store.operation_log();
+//! // A scheduled job drops what stopped mattering a day ago.
+//! let purged = store.purge(SystemClock.now(), Duration::from_secs(24 * 60 * 60)).await?;
+//! # let _ = purged;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Layout
+//!
+//! Everything lives in one schema (default `countersign`), created by the
+//! store from the SQL files in this crate ([`SchemaSetup::Apply`]) or by the
+//! host from [`schema_sql`] ([`SchemaSetup::Verify`]), with its version in
+//! `{prefix}schema_version`. Each grant is one row of `{prefix}grants`,
+//! keyed by id, with every field of the
+//! [`Approval`](countersign_approval_core::Approval), its state, a format
+//! number and a *seal*: sha-256 over every column written at issue. A row
+//! whose seal or fields do not check out is
+//! [`StoreError::Corrupt`](countersign_approval_core::StoreError), never an
+//! outcome, and is never changed.
+//!
+//! # Atomic steps
+//!
+//! Consume is one `UPDATE … WHERE id = $1 AND state = 'active' AND
+//! expires_at > now AND <binding equal> AND <seal holds> RETURNING 1`: a
+//! returned row is the one winning consume. When no row comes back, the
+//! store reads the row and answers with
+//! [`decide_consume`](countersign_approval_core::decide_consume), the rules
+//! every store shares (replay, stale, unknown); the statement itself refuses
+//! an attempt in the grant's abandoned list (`Stale(Abandoned)`). Revoke is
+//! the same shape. Abandon reads the row, rules on it with
+//! [`decide_abandon`](countersign_approval_core::decide_abandon), and writes
+//! with one `UPDATE` that applies only if the row's state columns and
+//! abandoned list are still those it read (a compare-and-set; it reads and
+//! rules again when the row changed in between). The operation log answers
+//! `records_for_run` from the `(run_id, seq)` index and
+//! `record_for_operation` by operation id, optionally bounded to the newest
+//! records ([`PostgresOperationLog::with_max_records`]).
+//! Each statement runs alone (autocommit), so it is correct at READ
+//! COMMITTED, REPEATABLE READ and SERIALIZABLE; a serialization failure or
+//! deadlock rolls the statement back and the store repeats it (up to 12
+//! times), then answers a retryable
+//! [`StoreError::Unavailable`](countersign_approval_core::StoreError).
+//!
+//! # Connections and TLS
+//!
+//! Connections come from a `deadpool-postgres` pool over `tokio-postgres`.
+//! [`PostgresApprovalStore::connect`] uses no TLS;
+//! [`PostgresApprovalStore::connect_with_tls`] takes the host's own
+//! `tokio-postgres` TLS connector. Grants are only ever sent to the primary:
+//! a standby is refused at connect.
+//!
+//! `docs/postgres.md` in the repository covers the schema, isolation,
+//! durability settings, purge and vacuum, pool sizing and what each error
+//! means for a host.
+
+mod error;
+mod operations;
+mod options;
+mod record;
+mod schema;
+mod store;
+
+pub use operations::PostgresOperationLog;
+pub use options::{
+    ConnectError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_TIMEOUT,
+    DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT, InvalidOptions, MAX_IDENTIFIER_BYTES,
+    MAX_TABLE_PREFIX_BYTES, PostgresStoreOptions, SchemaSetup,
+};
+pub use schema::{SCHEMA_VERSION, schema_sql};
+pub use store::PostgresApprovalStore;
+
+/// The code blocks of `docs/postgres.md`, compiled as doc tests so the
+/// operators' guide keeps matching the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/postgres.md")]
+pub struct OperatorsGuide;

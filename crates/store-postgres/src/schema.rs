@@ -1,0 +1,196 @@
+//! The store's schema: the versioned SQL files, how names are filled in,
+//! and applying or checking them.
+
+use sha2::{Digest, Sha256};
+
+use crate::options::{InvalidOptions, PostgresStoreOptions};
+
+/// The schema version this library reads and writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// One step of the schema: its version, what it does, and its SQL with
+/// placeholders.
+pub(crate) struct Migration {
+    pub(crate) version: i32,
+    pub(crate) description: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// Every step, oldest first; the last one's version is [`SCHEMA_VERSION`].
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "grants and operations",
+    sql: include_str!("sql/0001_grants_and_operations.sql"),
+}];
+
+/// The version table, created before any step.
+const VERSION_TABLE_SQL: &str = "CREATE TABLE IF NOT EXISTS {table:schema_version} (
+    version     integer     NOT NULL PRIMARY KEY,
+    description text        NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+";
+
+/// The configured names, quoted, ready to paste into SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Names {
+    schema: String,
+    prefix: String,
+    /// `"schema"."{prefix}grants"`.
+    pub(crate) grants: String,
+    /// `"schema"."{prefix}operations"`.
+    pub(crate) operations: String,
+    /// `"schema"."{prefix}schema_version"`.
+    pub(crate) schema_version: String,
+}
+
+impl Names {
+    /// The names of `options`, which must already be valid.
+    pub(crate) fn new(options: &PostgresStoreOptions) -> Result<Names, InvalidOptions> {
+        options.validate_names()?;
+        let schema = options.schema.clone();
+        let prefix = options.table_prefix.clone();
+        let table = |name: &str| format!("\"{schema}\".\"{prefix}{name}\"");
+        Ok(Names {
+            grants: table("grants"),
+            operations: table("operations"),
+            schema_version: table("schema_version"),
+            schema,
+            prefix,
+        })
+    }
+
+    /// `sql` with `{schema}`, `{table:NAME}` and `{name:NAME}` filled in.
+    pub(crate) fn render(&self, sql: &str) -> String {
+        let mut out = String::with_capacity(sql.len() + 256);
+        let mut rest = sql;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let Some(close) = after.find('}') else {
+                out.push_str(&rest[open..]);
+                return out;
+            };
+            let token = &after[..close];
+            match token.split_once(':') {
+                None if token == "schema" => out.push_str(&format!("\"{}\"", self.schema)),
+                Some(("table", name)) => {
+                    out.push_str(&format!("\"{}\".\"{}{name}\"", self.schema, self.prefix))
+                }
+                Some(("name", name)) => out.push_str(&format!("\"{}{name}\"", self.prefix)),
+                _ => out.push_str(&rest[open..open + close + 2]),
+            }
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The key of the advisory lock that serialises schema setup in this
+    /// schema (whatever the table prefix, so two prefixes never race to
+    /// create the schema itself).
+    pub(crate) fn setup_lock_key(&self) -> i64 {
+        let digest = Sha256::digest(format!("countersign schema setup {}", self.schema));
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        i64::from_be_bytes(first)
+    }
+
+    /// The SQL that creates the schema, the version table, and every step
+    /// after `from_version`, recording each step in the version table.
+    pub(crate) fn setup_sql(&self, from_version: i32) -> String {
+        let mut sql = self.render("CREATE SCHEMA IF NOT EXISTS {schema};\n");
+        sql.push_str(&self.render(VERSION_TABLE_SQL));
+        for step in MIGRATIONS.iter().filter(|m| m.version > from_version) {
+            sql.push('\n');
+            sql.push_str(&self.render(step.sql));
+            sql.push_str(&format!(
+                "\nINSERT INTO {} (version, description) VALUES ({}, '{}');\n",
+                self.schema_version, step.version, step.description
+            ));
+        }
+        sql
+    }
+}
+
+/// The complete SQL that creates the store's schema at [`SCHEMA_VERSION`]
+/// for `options`' schema name and table prefix, for hosts that apply schema
+/// changes through their own migration tool (then connect with
+/// [`SchemaSetup::Verify`](crate::SchemaSetup::Verify)).
+///
+/// Run it in one transaction. It creates only the schema (if missing) and
+/// objects inside it, and records the version in `{prefix}schema_version`.
+///
+/// ```
+/// use countersign_store_postgres::{PostgresStoreOptions, schema_sql};
+///
+/// let sql = schema_sql(&PostgresStoreOptions::new("host=db").schema("app_grants"))?;
+/// assert!(sql.starts_with("CREATE SCHEMA IF NOT EXISTS \"app_grants\";"));
+/// assert!(sql.contains("CREATE TABLE \"app_grants\".\"grants\" ("));
+/// # Ok::<(), countersign_store_postgres::InvalidOptions>(())
+/// ```
+pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptions> {
+    Ok(Names::new(options)?.setup_sql(0))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_filled_and_every_name_is_quoted_inside_the_schema() {
+        let options = PostgresStoreOptions::new("host=h")
+            .schema("s1")
+            .table_prefix("p_");
+        let sql = schema_sql(&options).unwrap();
+        assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+        for created in sql
+            .lines()
+            .filter(|l| l.starts_with("CREATE"))
+            .map(str::trim)
+        {
+            let ok = created == "CREATE SCHEMA IF NOT EXISTS \"s1\";"
+                || created.starts_with("CREATE TABLE IF NOT EXISTS \"s1\".\"p_")
+                || created.starts_with("CREATE TABLE \"s1\".\"p_")
+                || (created.starts_with("CREATE INDEX \"p_")
+                    && created.contains(" ON \"s1\".\"p_"));
+            assert!(ok, "creates outside the schema or unquoted: {created}");
+        }
+        assert_eq!(sql.matches("CREATE TABLE").count(), 3);
+        assert_eq!(sql.matches("CREATE INDEX").count(), 3);
+        assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
+    }
+
+    #[test]
+    fn versions_are_consecutive_and_end_at_the_current_one() {
+        for (n, step) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(step.version, n as i32 + 1);
+        }
+        assert_eq!(MIGRATIONS.last().unwrap().version, SCHEMA_VERSION);
+        let names = Names::new(&PostgresStoreOptions::new("host=h")).unwrap();
+        assert!(!names.setup_sql(SCHEMA_VERSION).contains("CREATE TABLE \""));
+    }
+
+    #[test]
+    fn derived_names_fit_the_identifier_limit() {
+        let options = PostgresStoreOptions::new("host=h")
+            .table_prefix("p".repeat(crate::MAX_TABLE_PREFIX_BYTES));
+        let names = Names::new(&options).unwrap();
+        let sql = names.setup_sql(0);
+        for quoted in sql.split('"').skip(1).step_by(2) {
+            assert!(quoted.len() <= crate::MAX_IDENTIFIER_BYTES, "{quoted}");
+        }
+        assert!(sql.contains(crate::options::LONGEST_DERIVED_NAME));
+    }
+
+    #[test]
+    fn setup_locks_differ_by_schema_only() {
+        let a = Names::new(&PostgresStoreOptions::new("host=h")).unwrap();
+        let b = Names::new(&PostgresStoreOptions::new("host=h").table_prefix("b_")).unwrap();
+        let c = Names::new(&PostgresStoreOptions::new("host=h").schema("other")).unwrap();
+        assert_eq!(a.setup_lock_key(), b.setup_lock_key());
+        assert_ne!(a.setup_lock_key(), c.setup_lock_key());
+    }
+}

@@ -1,0 +1,750 @@
+//! The store: connecting, schema setup, the start-up probe, and the five
+//! grant operations.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use countersign_approval_core::{
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
+    GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, RevokeOutcome, StoreError, StoredGrant,
+    Timestamp, decide_abandon, decide_consume, decide_revoke,
+};
+use deadpool::managed::QueueMode;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row, Socket};
+
+use crate::error::{ends_connection, is_conflict, pg_error, pool_error};
+use crate::operations::{OPERATION_COLUMNS, PostgresOperationLog};
+use crate::options::{ConnectError, InvalidOptions, PostgresStoreOptions, SchemaSetup};
+use crate::record::{self, COLUMNS, FORMAT, state};
+use crate::schema::{Names, SCHEMA_VERSION};
+
+/// How often one statement is repeated after a serialization failure or a
+/// deadlock before the call gives up with a retryable [`StoreError`].
+pub(crate) const CONFLICT_RETRIES: u32 = 12;
+/// How often consume and revoke re-run their statement when the row reads
+/// as changeable right after the statement did not change it (a grant
+/// issued in between) before the row is taken as corrupt.
+const RECHECKS: usize = 3;
+/// How often abandon reads the row again after its guarded write found the
+/// row changed since it was read (a consume, revoke or abandon in between),
+/// before the call gives up with a retryable [`StoreError`].
+const ABANDON_REREADS: usize = 12;
+/// Rows deleted per purge statement.
+pub(crate) const PURGE_BATCH: i64 = 10_000;
+/// The oldest server the schema runs on (`sha256()` came in 11).
+const MIN_SERVER_VERSION_NUM: i32 = 110_000;
+
+/// What every attempt id looks like (`AttemptId::parse`), as a POSIX regex.
+const ATTEMPT_ID_PATTERN: &str = "^[A-Za-z0-9_-]{1,128}$";
+
+/// The statements, rendered once for the configured names.
+pub(crate) struct Statements {
+    issue: String,
+    consume: String,
+    revoke: String,
+    abandon: String,
+    get: String,
+    purge: String,
+    pub(crate) record_operation: String,
+    pub(crate) get_operation: String,
+    pub(crate) records_for_run: String,
+    pub(crate) purge_operations: String,
+    pub(crate) purge_operations_beyond_bound: String,
+}
+
+impl Statements {
+    fn new(names: &Names) -> Statements {
+        let g = &names.grants;
+        let o = &names.operations;
+        let seal = record::seal_sql();
+        // The lowest `seq` among the newest `$2` operation records (`$2`
+        // null: no bound, every record counts).
+        let newest = format!(
+            "(CASE WHEN $2::bigint IS NULL THEN 0 ELSE (SELECT coalesce(min(seq), 0) FROM \
+             (SELECT seq FROM {o} ORDER BY seq DESC LIMIT $2) AS newest) END)"
+        );
+        // A row is changeable only if it is format 1, its seal matches and
+        // its abandoned list holds at most the bound of distinct attempt
+        // ids: a row altered by hand is never changed, whatever else it holds.
+        let sound = format!(
+            "format = {FORMAT} AND seal = {seal} \
+             AND cardinality(abandoned_attempts) <= {MAX_ABANDONED_ATTEMPTS} \
+             AND NOT EXISTS (SELECT 1 FROM unnest(abandoned_attempts) AS a(attempt) \
+             WHERE a.attempt IS NULL OR a.attempt !~ '{ATTEMPT_ID_PATTERN}') \
+             AND (SELECT count(DISTINCT a.attempt) FROM unnest(abandoned_attempts) AS a(attempt)) \
+             = cardinality(abandoned_attempts)"
+        );
+        // Consume and revoke change only a sound row that is active without
+        // consumed columns.
+        let intact = format!(
+            "{sound} AND state = '{active}' AND consumed_at IS NULL AND consumed_by IS NULL",
+            active = state::ACTIVE
+        );
+        Statements {
+            issue: format!(
+                "INSERT INTO {g} (id, format, seal, actor_id, run_id, url, action, action_digest, \
+                 issued_at, expires_at, approver_note, page_revision, operation_id, session_id, state) \
+                 VALUES ($1, {FORMAT}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '{active}') \
+                 ON CONFLICT (id) DO NOTHING RETURNING 1",
+                active = state::ACTIVE
+            ),
+            consume: format!(
+                "UPDATE {g} SET state = '{consumed}', consumed_at = $2, consumed_by = $3 \
+                 WHERE id = $1 AND expires_at > $2 AND actor_id = $4 AND run_id = $5 \
+                 AND url = $6 AND action_digest = $7 AND NOT ($3 = ANY(abandoned_attempts)) \
+                 AND {intact} RETURNING 1",
+                consumed = state::CONSUMED
+            ),
+            revoke: format!(
+                "UPDATE {g} SET state = '{revoked}' WHERE id = $1 AND {intact} RETURNING 1",
+                revoked = state::REVOKED
+            ),
+            // The write of an abandon that `decide_abandon` ruled on the row
+            // as read: applied only if the row is still exactly that row
+            // ($6..$9: state, consumed_at, consumed_by, abandoned list as
+            // read), so the decision and the write are one atomic step.
+            abandon: format!(
+                "UPDATE {g} SET state = $2, consumed_at = $3, consumed_by = $4, \
+                 abandoned_attempts = $5 WHERE id = $1 AND state = $6 \
+                 AND consumed_at IS NOT DISTINCT FROM $7 AND consumed_by IS NOT DISTINCT FROM $8 \
+                 AND abandoned_attempts = $9 AND {sound} RETURNING 1"
+            ),
+            get: format!("SELECT {COLUMNS} FROM {g} WHERE id = $1"),
+            purge: format!(
+                "WITH gone AS (DELETE FROM {g} WHERE id IN (SELECT id FROM {g} \
+                 WHERE expires_at <= $1 AND (consumed_at IS NULL OR consumed_at <= $1) \
+                 LIMIT $2) RETURNING 1) SELECT count(*) FROM gone"
+            ),
+            record_operation: format!(
+                "INSERT INTO {o} (operation_id, actor_id, run_id, approval_id, approval_id_bytes, \
+                 approval_id_prefix, approval_id_json_type, url, action_digest, outcome, reason, \
+                 started_at, finished_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                 ON CONFLICT (operation_id) DO NOTHING RETURNING 1"
+            ),
+            get_operation: format!(
+                "SELECT {OPERATION_COLUMNS} FROM {o} WHERE operation_id = $1 AND seq >= {newest}"
+            ),
+            records_for_run: format!(
+                "SELECT {OPERATION_COLUMNS} FROM {o} WHERE run_id = $1 AND seq >= {newest} \
+                 ORDER BY seq"
+            ),
+            purge_operations: format!(
+                "WITH gone AS (DELETE FROM {o} WHERE seq IN (SELECT seq FROM {o} \
+                 WHERE finished_at <= $1 LIMIT $2) RETURNING 1) SELECT count(*) FROM gone"
+            ),
+            purge_operations_beyond_bound: format!(
+                "WITH gone AS (DELETE FROM {o} WHERE seq IN (SELECT seq FROM {o} \
+                 WHERE seq < {newest} LIMIT $1) RETURNING 1) SELECT count(*) FROM gone"
+            ),
+        }
+    }
+}
+
+/// What the grant store and the operation log share: the pool, the names
+/// and the statements.
+pub(crate) struct Shared {
+    pool: Pool,
+    pub(crate) names: Names,
+    pub(crate) statements: Statements,
+    statement_limit: Duration,
+}
+
+impl Shared {
+    /// Runs one statement on a pooled connection and returns its rows,
+    /// repeating it after a serialization failure or deadlock (it was rolled
+    /// back, so repeating is safe).
+    pub(crate) async fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let mut backoff = Duration::from_millis(1);
+        let mut conflicts = 0;
+        loop {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            let run = async {
+                let statement = client.prepare_cached(sql).await?;
+                client.query(&statement, params).await
+            };
+            match tokio::time::timeout(self.statement_limit, run).await {
+                Ok(Ok(rows)) => return Ok(rows),
+                Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    drop(client);
+                    tokio::time::sleep(jitter(backoff)).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+                Ok(Err(err)) if is_conflict(&err) => {
+                    return Err(StoreError::unavailable(format!(
+                        "{what}: still conflicting with concurrent transactions after \
+                         {CONFLICT_RETRIES} repeats: {err}"
+                    )));
+                }
+                Ok(Err(err)) => {
+                    if ends_connection(&err) || client.is_closed() {
+                        // Never hand this connection out again, even if the
+                        // pool has not noticed yet that it is gone.
+                        drop(Object::take(client));
+                    }
+                    return Err(pg_error(what, &err));
+                }
+                Err(_) => {
+                    // The server did not answer in time: this connection may
+                    // be stuck, so it leaves the pool for good.
+                    drop(Object::take(client));
+                    return Err(StoreError::Timeout {
+                        message: format!(
+                            "{what}: no answer from postgres within {} ms",
+                            self.statement_limit.as_millis()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A short random-ish spread of `base`, so repeated conflicts do not line up.
+fn jitter(base: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    base + Duration::from_micros(u64::from(nanos % 1000))
+}
+
+/// A timestamp as a `bigint`, saturating at `i64::MAX` (no stored time is
+/// later, so comparisons stay right).
+fn clamp_millis(at: Timestamp) -> i64 {
+    record::millis(at).unwrap_or(i64::MAX)
+}
+
+/// The `count(*)` row of a purge statement.
+pub(crate) fn count_of(what: &str, rows: &[Row]) -> Result<u64, StoreError> {
+    rows.first()
+        .and_then(|row| row.try_get::<_, i64>(0).ok())
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| StoreError::unavailable(format!("{what}: unexpected reply")))
+}
+
+/// Deletes in batches with `sql` (cutoff, batch size) until a batch comes
+/// back short; returns how many rows went.
+pub(crate) async fn purge_batches(
+    shared: &Shared,
+    what: &str,
+    sql: &str,
+    now: Timestamp,
+    retention: Duration,
+) -> Result<u64, StoreError> {
+    let retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
+    let Some(cutoff) = now.as_millis().checked_sub(retention_ms) else {
+        return Ok(0);
+    };
+    let cutoff = clamp_millis(Timestamp::from_millis(cutoff));
+    let mut total = 0;
+    loop {
+        let rows = shared.query(what, sql, &[&cutoff, &PURGE_BATCH]).await?;
+        let gone = count_of(what, &rows)?;
+        total += gone;
+        if gone < PURGE_BATCH as u64 {
+            return Ok(total);
+        }
+    }
+}
+
+/// Grants in PostgreSQL: one sealed row per grant, every atomic step one
+/// statement. See the [crate docs](crate) for the layout and guarantees.
+///
+/// Cheap to clone: clones share the pool.
+#[derive(Clone)]
+pub struct PostgresApprovalStore {
+    shared: Arc<Shared>,
+    startup_warnings: Arc<Vec<String>>,
+}
+
+impl fmt::Debug for PostgresApprovalStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresApprovalStore")
+            .field("grants", &self.shared.names.grants)
+            .field("operations", &self.shared.names.operations)
+            .field("statement_limit", &self.shared.statement_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresApprovalStore {
+    /// Connects without TLS (loopback or a trusted network), then sets up or
+    /// checks the schema and probes the server; see
+    /// [`connect_with_tls`](Self::connect_with_tls).
+    pub async fn connect(options: PostgresStoreOptions) -> Result<Self, ConnectError> {
+        Self::connect_with_tls(options, NoTls).await
+    }
+
+    /// Connects through the host's TLS connector, the `tokio-postgres`
+    /// connector type of the host's choice (for example
+    /// `postgres_native_tls::MakeTlsConnector` or
+    /// `tokio_postgres_rustls::MakeRustlsConnect`); `sslmode` in the
+    /// connection string says whether TLS is required. This bound is the
+    /// only `tokio-postgres` type in this crate's API.
+    ///
+    /// Before answering it opens one connection and refuses a server that
+    /// is a standby or not UTF-8 encoded ([`StoreError::Unsupported`]);
+    /// creates or upgrades the schema ([`SchemaSetup::Apply`], under an
+    /// advisory lock so concurrent starts apply it once) or checks its
+    /// version ([`SchemaSetup::Verify`]); and warns through `tracing` (and
+    /// [`startup_warnings`](Self::startup_warnings)) when `fsync`,
+    /// `synchronous_commit` or `full_page_writes` can lose commits.
+    pub async fn connect_with_tls<T>(
+        options: PostgresStoreOptions,
+        tls: T,
+    ) -> Result<Self, ConnectError>
+    where
+        T: MakeTlsConnect<Socket> + Clone + Sync + Send + 'static,
+        T::Stream: Sync + Send,
+        T::TlsConnect: Sync + Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        options.validate()?;
+        let names = Names::new(&options)?;
+        let manager = Manager::from_config(
+            options.pg_config()?,
+            tls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size)
+            // The connection used last is the next one out: a single caller
+            // keeps one warm server process instead of cycling through all
+            // of them, and idle connections stay idle.
+            .queue_mode(QueueMode::Lifo)
+            .wait_timeout(Some(options.pool_wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| InvalidOptions::new(format!("cannot build the connection pool: {e}")))?;
+        let statements = Statements::new(&names);
+        let shared = Shared {
+            pool,
+            names,
+            statements,
+            statement_limit: options.statement_timeout + Duration::from_secs(1),
+        };
+        let setup_limit = options.connect_timeout + options.statement_timeout;
+        let warnings = tokio::time::timeout(setup_limit, probe_and_setup(&shared, &options))
+            .await
+            .map_err(|_| StoreError::Timeout {
+                message: format!(
+                    "start-up probe and schema setup: no answer within {} ms",
+                    setup_limit.as_millis()
+                ),
+            })??;
+        for warning in &warnings {
+            tracing::warn!(target: "countersign_store_postgres", "{warning}");
+        }
+        Ok(PostgresApprovalStore {
+            shared: Arc::new(shared),
+            startup_warnings: Arc::new(warnings),
+        })
+    }
+
+    /// What the start-up probe found risky (weak durability settings), in
+    /// words; empty when nothing was.
+    pub fn startup_warnings(&self) -> &[String] {
+        &self.startup_warnings
+    }
+
+    /// The operation log in the same schema, sharing this store's pool.
+    pub fn operation_log(&self) -> PostgresOperationLog {
+        PostgresOperationLog::new(self.shared.clone())
+    }
+
+    /// The exact SQL of the consume statement (parameters: id, now in ms,
+    /// attempt id, actor, run, URL, action digest), for operators to
+    /// `EXPLAIN` or to replay with `pgbench -f`.
+    pub fn consume_statement(&self) -> &str {
+        &self.shared.statements.consume
+    }
+
+    /// The grants table, schema-qualified and quoted (`"countersign"."grants"`).
+    pub fn grants_table(&self) -> &str {
+        &self.shared.names.grants
+    }
+
+    /// The operations table, schema-qualified and quoted.
+    pub fn operations_table(&self) -> &str {
+        &self.shared.names.operations
+    }
+
+    /// Deletes every grant that stopped mattering more than `retention`
+    /// before `now`: one whose `max(expires_at, consumed at)` + `retention`
+    /// is at or before `now`, in batches of 10 000 rows, each its own
+    /// statement. Returns how many were deleted. Meant for a scheduled job
+    /// (see `docs/postgres.md`); safe to run from several hosts at once.
+    ///
+    /// A purged id is unknown afterwards, so keep `retention` at least as
+    /// long as anyone may still present the grant; past its expiry it can
+    /// never be consumed anyway.
+    pub async fn purge(&self, now: Timestamp, retention: Duration) -> Result<u64, StoreError> {
+        purge_batches(
+            &self.shared,
+            "purging grants",
+            &self.shared.statements.purge,
+            now,
+            retention,
+        )
+        .await
+    }
+
+    async fn read(
+        &self,
+        what: &str,
+        id: &ApprovalId,
+    ) -> Result<Option<(StoredGrant, Vec<AttemptId>)>, StoreError> {
+        let rows = self
+            .shared
+            .query(what, &self.shared.statements.get, &[&id.as_str()])
+            .await?;
+        match rows.as_slice() {
+            [] => Ok(None),
+            [row] => record::decode(id, row).map(Some),
+            _ => Err(StoreError::corrupt(
+                id.as_str(),
+                "more than one row has this id",
+            )),
+        }
+    }
+}
+
+/// Opens a first connection, checks the server, and sets up or checks the schema.
+async fn probe_and_setup(
+    shared: &Shared,
+    options: &PostgresStoreOptions,
+) -> Result<Vec<String>, StoreError> {
+    let mut client = shared.pool.get().await.map_err(pool_error)?;
+    let what = "start-up probe";
+    let row = client
+        .query_one(
+            "SELECT current_setting('server_encoding'), pg_is_in_recovery(), \
+             current_setting('server_version_num')::int, current_setting('fsync'), \
+             current_setting('synchronous_commit'), current_setting('full_page_writes')",
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error(what, &e))?;
+    let setting = |i: usize| row.try_get::<_, String>(i).unwrap_or_default();
+    let encoding = setting(0);
+    if encoding != "UTF8" {
+        return Err(StoreError::Unsupported {
+            message: format!("the database encoding is `{encoding}`; the store needs UTF8"),
+        });
+    }
+    if row.try_get::<_, bool>(1).unwrap_or(true) {
+        return Err(StoreError::Unsupported {
+            message: "the server is a standby in recovery; grants must go to the primary"
+                .to_owned(),
+        });
+    }
+    let version: i32 = row.try_get(2).unwrap_or(0);
+    if version < MIN_SERVER_VERSION_NUM {
+        return Err(StoreError::Unsupported {
+            message: format!("postgresql {version} is too old; the store needs 11 or later"),
+        });
+    }
+    let mut warnings = Vec::new();
+    if setting(3) != "on" {
+        warnings.push(
+            "fsync is off: a crash of the server host can lose or corrupt committed writes, and \
+             a grant consumed before it may become usable again"
+                .to_owned(),
+        );
+    }
+    let synchronous_commit = setting(4);
+    if synchronous_commit == "off" {
+        warnings.push(
+            "synchronous_commit is off: a crash of the server may lose the last commits (up to \
+             three times wal_writer_delay), and a grant consumed in them becomes usable again"
+                .to_owned(),
+        );
+    }
+    if setting(5) != "on" {
+        warnings.push(
+            "full_page_writes is off: a crash during a page write can corrupt the grants table"
+                .to_owned(),
+        );
+    }
+
+    let names = &shared.names;
+    let version_table = names.schema_version.clone();
+    match options.schema_setup {
+        SchemaSetup::Apply => {
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| pg_error("schema setup", &e))?;
+            tx.query(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[&names.setup_lock_key()],
+            )
+            .await
+            .map_err(|e| pg_error("schema setup: taking the setup lock", &e))?;
+            let current = schema_version(&tx, &version_table).await?.unwrap_or(0);
+            if current > SCHEMA_VERSION {
+                return Err(newer_schema(Some(current)));
+            }
+            if current < SCHEMA_VERSION {
+                tx.batch_execute(&names.setup_sql(current))
+                    .await
+                    .map_err(|e| pg_error("schema setup: applying the schema", &e))?;
+            }
+            tx.commit()
+                .await
+                .map_err(|e| pg_error("schema setup: committing", &e))?;
+        }
+        SchemaSetup::Verify => {
+            let current = schema_version(&client, &version_table).await?;
+            match current {
+                Some(v) if v == SCHEMA_VERSION => {}
+                Some(v) if v > SCHEMA_VERSION => return Err(newer_schema(Some(v))),
+                other => {
+                    return Err(StoreError::Unsupported {
+                        message: format!(
+                            "the schema is at version {} but this library needs {SCHEMA_VERSION}: \
+                             apply the sql from `schema_sql` first",
+                            other.unwrap_or(0)
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+fn newer_schema(current: Option<i32>) -> StoreError {
+    StoreError::Unsupported {
+        message: format!(
+            "the schema is at version {} but this library knows only up to {SCHEMA_VERSION}: \
+             upgrade the library",
+            current.unwrap_or(0)
+        ),
+    }
+}
+
+/// The highest applied version, or `None` when there is no version table.
+async fn schema_version<C: deadpool_postgres::GenericClient>(
+    client: &C,
+    version_table: &str,
+) -> Result<Option<i32>, StoreError> {
+    let what = "reading the schema version";
+    let exists = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&version_table])
+        .await
+        .map_err(|e| pg_error(what, &e))?
+        .try_get::<_, bool>(0)
+        .unwrap_or(false);
+    if !exists {
+        return Ok(None);
+    }
+    let row = client
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM {version_table}"),
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error(what, &e))?;
+    row.try_get::<_, i32>(0)
+        .map(Some)
+        .map_err(|e| StoreError::unavailable(format!("{what}: {e}")))
+}
+
+#[async_trait]
+impl ApprovalStore for PostgresApprovalStore {
+    async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+        let row = record::encode_new(&approval).ok_or_else(|| StoreError::Rejected {
+            message: "a timestamp is past what postgres bigint holds".to_owned(),
+        })?;
+        let rows = self
+            .shared
+            .query(
+                "issuing a grant",
+                &self.shared.statements.issue,
+                &[
+                    &approval.id.as_str(),
+                    &row.seal,
+                    &approval.actor_id.as_str(),
+                    &approval.run_id.as_str(),
+                    &approval.url,
+                    &row.action,
+                    &row.action_digest,
+                    &row.issued_at,
+                    &row.expires_at,
+                    &approval.approver_note,
+                    &approval.page_revision,
+                    &approval.operation_id,
+                    &approval.session_id,
+                ],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Err(IssueError::AlreadyExists(approval.id));
+        }
+        Ok(())
+    }
+
+    async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
+        for _ in 0..RECHECKS {
+            let rows = self
+                .shared
+                .query(
+                    "revoking a grant",
+                    &self.shared.statements.revoke,
+                    &[&id.as_str()],
+                )
+                .await?;
+            if !rows.is_empty() {
+                return Ok(RevokeOutcome::Revoked);
+            }
+            let Some((grant, _)) = self.read("revoking a grant", id).await? else {
+                return Ok(RevokeOutcome::Unknown);
+            };
+            let (outcome, change) = decide_revoke(&grant.state);
+            if change.is_none() {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::corrupt(
+            id.as_str(),
+            "the row reads as revocable but the revoke statement does not accept it",
+        ))
+    }
+
+    async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
+        Ok(self
+            .read("reading a grant", id)
+            .await?
+            .map(|(grant, _)| grant))
+    }
+
+    async fn consume_once(
+        &self,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<ConsumeOutcome, StoreError> {
+        let now_ms = clamp_millis(now);
+        let digest = binding.action_digest.to_hex();
+        for _ in 0..RECHECKS {
+            let rows = self
+                .shared
+                .query(
+                    "consuming a grant",
+                    &self.shared.statements.consume,
+                    &[
+                        &id.as_str(),
+                        &now_ms,
+                        &attempt.as_str(),
+                        &binding.actor_id.as_str(),
+                        &binding.run_id.as_str(),
+                        &binding.url,
+                        &digest,
+                    ],
+                )
+                .await?;
+            if !rows.is_empty() {
+                return Ok(ConsumeOutcome::Consumed { replay: false });
+            }
+            // Not marked: read why, by the same rules every store applies.
+            let Some((grant, abandoned)) = self.read("consuming a grant", id).await? else {
+                return Ok(ConsumeOutcome::Unknown);
+            };
+            let (outcome, change) = decide_consume(&grant, &abandoned, binding, now, attempt);
+            if change.is_none() {
+                return Ok(outcome);
+            }
+        }
+        Err(StoreError::corrupt(
+            id.as_str(),
+            "the row reads as consumable but the consume statement does not accept it",
+        ))
+    }
+
+    async fn abandon(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let what = "abandoning an attempt";
+        for _ in 0..ABANDON_REREADS {
+            let Some((grant, abandoned)) = self.read(what, id).await? else {
+                return Ok(AbandonOutcome::Unknown);
+            };
+            let decision = decide_abandon(&grant, &abandoned, now, attempt);
+            if decision.state.is_none() && !decision.remember {
+                return Ok(decision.outcome);
+            }
+            let (old_state, old_at, old_by) = state_columns(&grant.state)?;
+            let new = decision.state.as_ref().unwrap_or(&grant.state);
+            let (new_state, new_at, new_by) = state_columns(new)?;
+            let old_list: Vec<&str> = abandoned.iter().map(AttemptId::as_str).collect();
+            let mut new_list = old_list.clone();
+            if decision.remember {
+                new_list.push(attempt.as_str());
+            }
+            let rows = self
+                .shared
+                .query(
+                    what,
+                    &self.shared.statements.abandon,
+                    &[
+                        &id.as_str(),
+                        &new_state,
+                        &new_at,
+                        &new_by,
+                        &new_list,
+                        &old_state,
+                        &old_at,
+                        &old_by,
+                        &old_list,
+                    ],
+                )
+                .await?;
+            if !rows.is_empty() {
+                return Ok(decision.outcome);
+            }
+            // The row changed since it was read: rule again on the new row.
+        }
+        Err(StoreError::unavailable(format!(
+            "{what}: grant `{id}` changed under every one of {ABANDON_REREADS} tries; \
+             abandon is idempotent, retry it"
+        )))
+    }
+}
+
+/// A grant state as its columns: state name, consumed_at, consumed_by.
+fn state_columns(
+    state: &GrantState,
+) -> Result<(&'static str, Option<i64>, Option<&str>), StoreError> {
+    Ok(match state {
+        GrantState::Active => (state::ACTIVE, None, None),
+        GrantState::Revoked => (state::REVOKED, None, None),
+        GrantState::Consumed { at, by } => (
+            state::CONSUMED,
+            Some(record::millis(*at).ok_or_else(|| {
+                StoreError::unavailable("a consume time is past what postgres bigint holds")
+            })?),
+            Some(by.as_str()),
+        ),
+    })
+}

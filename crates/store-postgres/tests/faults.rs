@@ -1,0 +1,418 @@
+//! Faults: the backend of an in-flight consume terminated, the server
+//! SIGKILLed mid-burst and restarted, a statement timeout, the pool
+//! exhausted. Each ends in a documented outcome, never a double performance,
+//! and no call hangs past its configured timeouts.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use countersign_act_tool::RetryPolicy;
+use countersign_approval_core::{
+    ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode, StaleReason,
+    StoreError,
+};
+use countersign_backend_fake::FakeBackend;
+use countersign_store_memory::InMemoryOperationStore;
+use countersign_store_postgres::PostgresApprovalStore;
+use support::{Isolation, PgServer, act_over, call, grant, now, options_for, shared_server};
+
+const TTL: Duration = Duration::from_secs(600);
+
+/// An admin transaction holding the row lock of grant `id` until rolled back.
+async fn lock_row(
+    server: &PgServer,
+    store: &PostgresApprovalStore,
+    id: &ApprovalId,
+) -> tokio_postgres::Client {
+    let admin = server.admin().await;
+    admin.batch_execute("BEGIN").await.unwrap();
+    let rows = admin
+        .query(
+            &format!(
+                "SELECT 1 FROM {} WHERE id = $1 FOR UPDATE",
+                store.grants_table()
+            ),
+            &[&id.as_str()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    admin
+}
+
+/// The server process ids of the store's statements now waiting on a lock.
+async fn waiting_backends(admin: &tokio_postgres::Client) -> Vec<i32> {
+    admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'countersign' \
+             AND wait_event_type = 'Lock' AND query LIKE 'UPDATE %'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+async fn wait_for_waiter(admin: &tokio_postgres::Client) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(pid) = waiting_backends(admin).await.first() {
+            return *pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the consume never waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_backend_is_unavailable_and_the_retry_consumes_once() {
+    let server = shared_server();
+    let store = Arc::new(
+        PostgresApprovalStore::connect(options_for(server, "terminate", Isolation::ReadCommitted))
+            .await
+            .unwrap(),
+    );
+    let t0 = now();
+    let approval = grant("a#term", TTL, t0).await;
+    store.issue(approval.clone()).await.unwrap();
+    let locker = lock_row(server, &store, &approval.id).await;
+
+    let attempt = AttemptId::generate().unwrap();
+    let consume = tokio::spawn({
+        let (store, approval, attempt) = (store.clone(), approval.clone(), attempt.clone());
+        async move {
+            store
+                .consume_once(&approval.id, &approval.binding(), t0, &attempt)
+                .await
+        }
+    });
+    let watcher = server.admin().await;
+    let pid = wait_for_waiter(&watcher).await;
+    let terminated: bool = watcher
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(terminated);
+    let err = consume.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, StoreError::Unavailable { .. }),
+        "a terminated connection is unavailable, effect unknown: {err:?}"
+    );
+    assert!(err.is_retryable());
+    locker.batch_execute("ROLLBACK").await.unwrap();
+
+    // The statement died before committing: the grant is still active, and
+    // the same store handle (its broken connection dropped) consumes it on
+    // the retry with the same attempt, exactly once.
+    let grant_now = store.get(&approval.id).await.unwrap().unwrap();
+    assert_eq!(grant_now.state, GrantState::Active);
+    let binding = approval.binding();
+    assert_eq!(
+        store
+            .consume_once(&approval.id, &binding, t0, &attempt)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    assert_eq!(
+        store
+            .consume_once(&approval.id, &binding, t0, &attempt)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: true }
+    );
+    assert_eq!(
+        store
+            .consume_once(&approval.id, &binding, t0, &AttemptId::generate().unwrap())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Stale(StaleReason::Consumed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_timeout_is_a_timeout_that_performs_nothing() {
+    let server = shared_server();
+    let store = Arc::new(
+        PostgresApprovalStore::connect(
+            options_for(server, "stmt_timeout", Isolation::ReadCommitted)
+                .statement_timeout(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap(),
+    );
+    let t0 = now();
+    let approval = grant("a#slow", TTL, t0).await;
+    store.issue(approval.clone()).await.unwrap();
+    let locker = lock_row(server, &store, &approval.id).await;
+    let before = store.get(&approval.id).await.unwrap().unwrap();
+
+    let started = Instant::now();
+    let err = store
+        .consume_once(
+            &approval.id,
+            &approval.binding(),
+            t0,
+            &AttemptId::generate().unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    match &err {
+        StoreError::Timeout { message } => assert!(message.contains("57014"), "{message}"),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(waited >= Duration::from_millis(250), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "hung for {waited:?}");
+
+    // Through the Act tool: STORE_UNAVAILABLE, nothing performed.
+    let backend = FakeBackend::new();
+    let operations = Arc::new(InMemoryOperationStore::new());
+    let act = act_over(
+        store.clone(),
+        &backend,
+        &operations,
+        RetryPolicy::no_retry(),
+    );
+    let result = act
+        .execute_tool_call(&call(approval.id.as_str(), "a#slow"))
+        .await;
+    assert_eq!(result.code(), OutcomeCode::StoreUnavailable);
+    assert_eq!(backend.len(), 0);
+    assert_eq!(store.get(&approval.id).await.unwrap().unwrap(), before);
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    let result = act
+        .execute_tool_call(&call(approval.id.as_str(), "a#slow"))
+        .await;
+    assert_eq!(result.code(), OutcomeCode::Ok);
+    assert_eq!(backend.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_pool_is_a_timeout_before_anything_is_sent() {
+    let server = shared_server();
+    let store = Arc::new(
+        PostgresApprovalStore::connect(
+            options_for(server, "pool", Isolation::ReadCommitted)
+                .pool_size(1)
+                .pool_wait_timeout(Duration::from_millis(200))
+                .statement_timeout(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap(),
+    );
+    let t0 = now();
+    let held = grant("a#held", TTL, t0).await;
+    let other = grant("a#other", TTL, t0).await;
+    store.issue(held.clone()).await.unwrap();
+    store.issue(other.clone()).await.unwrap();
+    let locker = lock_row(server, &store, &held.id).await;
+
+    // This consume holds the only connection while it waits on the lock.
+    let attempt = AttemptId::generate().unwrap();
+    let consume = tokio::spawn({
+        let (store, held, attempt) = (store.clone(), held.clone(), attempt.clone());
+        async move {
+            store
+                .consume_once(&held.id, &held.binding(), t0, &attempt)
+                .await
+        }
+    });
+    let watcher = server.admin().await;
+    wait_for_waiter(&watcher).await;
+
+    let started = Instant::now();
+    let err = store
+        .consume_once(
+            &other.id,
+            &other.binding(),
+            t0,
+            &AttemptId::generate().unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    match &err {
+        StoreError::Timeout { message } => {
+            assert!(message.contains("pool is exhausted"), "{message}")
+        }
+        other => panic!("expected a pool timeout, got {other:?}"),
+    }
+    assert!(waited < Duration::from_secs(10), "hung for {waited:?}");
+    assert_eq!(
+        store.get(&other.id).await.map_err(|e| e.is_retryable()),
+        Err(true)
+    );
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        consume.await.unwrap().unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    // The pool is free again; the refused consume changed nothing.
+    assert_eq!(
+        store.get(&other.id).await.unwrap().unwrap().state,
+        GrantState::Active
+    );
+    assert_eq!(
+        store
+            .consume_once(
+                &other.id,
+                &other.binding(),
+                t0,
+                &AttemptId::generate().unwrap()
+            )
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+}
+
+const BURST_GRANTS: usize = 240;
+const BURST_TASKS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_sigkilled_mid_burst_loses_no_ok_and_the_store_recovers_by_itself() {
+    let server = Arc::new(PgServer::start());
+    let store = Arc::new(
+        PostgresApprovalStore::connect(
+            options_for(&server, "sigkill", Isolation::ReadCommitted)
+                .statement_timeout(Duration::from_secs(1))
+                .pool_wait_timeout(Duration::from_secs(2))
+                .connect_timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap(),
+    );
+    let t0 = now();
+    let mut ids = Vec::new();
+    for i in 0..BURST_GRANTS {
+        let approval = grant(&format!("a#k{i}"), TTL, t0).await;
+        ids.push(approval.id.as_str().to_owned());
+        store.issue(approval).await.unwrap();
+    }
+    let backend = FakeBackend::new();
+    let operations = Arc::new(InMemoryOperationStore::new());
+    let act = Arc::new(act_over(
+        store.clone(),
+        &backend,
+        &operations,
+        RetryPolicy::default(),
+    ));
+
+    // Two tasks race for every grant; each task walks its half of the grants.
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..BURST_TASKS {
+        let (act, done) = (act.clone(), done.clone());
+        let mine: Vec<(usize, String)> = ids
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % (BURST_TASKS / 2) == task % (BURST_TASKS / 2))
+            .map(|(i, id)| (i, id.clone()))
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            for (i, id) in mine {
+                let result = act.execute_tool_call(&call(&id, &format!("a#k{i}"))).await;
+                results.push((id, result.code()));
+                done.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(4)).await;
+            }
+            results
+        }));
+    }
+    while done.load(Ordering::SeqCst) < BURST_GRANTS / 2 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let killed_at = done.load(Ordering::SeqCst);
+    let restarter = tokio::task::spawn_blocking({
+        let server = server.clone();
+        move || {
+            server.kill();
+            std::thread::sleep(Duration::from_millis(700));
+            server.restart();
+        }
+    });
+
+    let mut ok: HashSet<String> = HashSet::new();
+    let mut codes: HashMap<OutcomeCode, usize> = HashMap::new();
+    for task in tasks {
+        for (id, code) in task.await.expect("no task panicked") {
+            *codes.entry(code).or_default() += 1;
+            match code {
+                OutcomeCode::Ok => assert!(ok.insert(id.clone()), "{id}: two oks"),
+                OutcomeCode::StoreUnavailable | OutcomeCode::ApprovalStale => {}
+                other => panic!("{id}: unexpected {other}"),
+            }
+        }
+    }
+    restarter.await.unwrap();
+    eprintln!("sigkill: killed after {killed_at} calls; codes {codes:?}");
+    assert!(
+        codes
+            .get(&OutcomeCode::StoreUnavailable)
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "the kill hit some calls"
+    );
+
+    // The same store handle recovers by itself once the server is back.
+    let probe = ApprovalId::parse(&ids[0]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.get(&probe).await.is_err() {
+        assert!(Instant::now() < deadline, "the store did not recover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A second pass over every grant: what was not consumed is now, once.
+    for (i, id) in ids.iter().enumerate() {
+        let result = act.execute_tool_call(&call(id, &format!("a#k{i}"))).await;
+        match result.code() {
+            OutcomeCode::Ok => assert!(ok.insert(id.clone()), "{id}: a second ok"),
+            OutcomeCode::ApprovalStale => {}
+            other => panic!("{id}: after recovery, unexpected {other}"),
+        }
+    }
+
+    // Never a double performance; every ok recorded once and still consumed.
+    let mut performed: HashMap<String, usize> = HashMap::new();
+    for record in backend.records() {
+        *performed
+            .entry(record.approval_id.as_str().to_owned())
+            .or_default() += 1;
+    }
+    assert!(
+        performed.values().all(|&n| n == 1),
+        "an action performed twice"
+    );
+    assert_eq!(performed.keys().cloned().collect::<HashSet<_>>(), ok);
+    for id in &ids {
+        let grant = store
+            .get(&ApprovalId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(grant.state, GrantState::Consumed { .. }), "{id}");
+    }
+    // Grants consumed but never performed: their answer was lost to the kill
+    // (the documented fail-closed outcome).
+    eprintln!(
+        "sigkill: {} performed, {} consumed with the answer lost",
+        ok.len(),
+        ids.len() - ok.len()
+    );
+}
