@@ -167,7 +167,7 @@ async fn connect(
 /// check, binding check, row update, commit).
 fn pgbench_script(statement: &str, f: &Fixture, keyspace: usize) -> Result<String, String> {
     let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
-    let guard = "state = 'active' AND consumed_at IS NULL AND consumed_by IS NULL AND ";
+    let guard = " AND state = 'active' AND consumed_at IS NULL AND consumed_by IS NULL";
     if !statement.contains(guard) {
         return Err("the consume statement changed; update the benchmark's baseline".into());
     }
