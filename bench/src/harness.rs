@@ -136,3 +136,62 @@ pub fn time(f: impl FnOnce()) -> Duration {
     f();
     start.elapsed()
 }
+
+/// A store's consume against its server's own load tool (redis-benchmark,
+/// pgbench) at `clients` concurrent callers, built from each side's
+/// `(ops/s, p50 ms)` samples: judged by p50 latency at one client and by
+/// throughput above; `note` carries both sides' medians.
+pub struct ServerToolComparison {
+    /// The store's side.
+    pub subject: Side,
+    /// The load tool's side.
+    pub baseline: Side,
+    /// p50 ≤ 1.3× at one client, throughput ≥ 0.9× above.
+    pub target: Target,
+    /// `p50 latency` or `throughput`, for the row's name.
+    pub what: &'static str,
+    /// `"… vs … ops/s; p50 … vs … ms"`.
+    pub note: String,
+}
+
+/// Compares the medians of `ours` and `theirs`, each `(ops/s, p50 ms)` per sample.
+pub fn compare_with_server_tool(
+    ours: &[(f64, f64)],
+    theirs: &[(f64, f64)],
+    clients: usize,
+) -> ServerToolComparison {
+    let medians = |samples: &[(f64, f64)]| {
+        let mut rps: Vec<f64> = samples.iter().map(|s| s.0).collect();
+        let mut p50: Vec<f64> = samples.iter().map(|s| s.1).collect();
+        (median(&mut rps), median(&mut p50))
+    };
+    let (our_rps, our_p50) = medians(ours);
+    let (their_rps, their_p50) = medians(theirs);
+    let note =
+        format!("{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms");
+    if clients == 1 {
+        ServerToolComparison {
+            subject: Side {
+                median_ns: our_p50 * 1e6,
+            },
+            baseline: Side {
+                median_ns: their_p50 * 1e6,
+            },
+            target: Target::TimeRatioAtMost(1.3),
+            what: "p50 latency",
+            note,
+        }
+    } else {
+        ServerToolComparison {
+            subject: Side {
+                median_ns: 1e9 / our_rps,
+            },
+            baseline: Side {
+                median_ns: 1e9 / their_rps,
+            },
+            target: Target::ThroughputRatioAtLeast(0.9),
+            what: "throughput",
+            note,
+        }
+    }
+}

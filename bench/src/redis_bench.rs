@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use countersign_approval_core::{ApprovalId, ApprovalStore};
 use countersign_store_redis::{RedisApprovalStore, RedisStoreOptions};
 
-use crate::harness::{Row, Side, Target, median};
+use crate::harness::{Row, ServerToolComparison, compare_with_server_tool, median};
 use crate::memory_bench::Fixture;
 
 const PRELUDE: &str = include_str!("../../crates/store-redis/src/lua/prelude.lua");
@@ -429,35 +429,13 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
                     ))?);
                 }
             }
-            let mut our_rps: Vec<f64> = ours.iter().map(|o| o.0).collect();
-            let mut our_p50: Vec<f64> = ours.iter().map(|o| o.1).collect();
-            let mut their_rps: Vec<f64> = theirs.iter().map(|o| o.0).collect();
-            let mut their_p50: Vec<f64> = theirs.iter().map(|o| o.1).collect();
-            let (our_rps, our_p50) = (median(&mut our_rps), median(&mut our_p50));
-            let (their_rps, their_p50) = (median(&mut their_rps), median(&mut their_p50));
-            let (subject, baseline, target, what) = if clients == 1 {
-                (
-                    Side {
-                        median_ns: our_p50 * 1e6,
-                    },
-                    Side {
-                        median_ns: their_p50 * 1e6,
-                    },
-                    Target::TimeRatioAtMost(1.3),
-                    "p50 latency",
-                )
-            } else {
-                (
-                    Side {
-                        median_ns: 1e9 / our_rps,
-                    },
-                    Side {
-                        median_ns: 1e9 / their_rps,
-                    },
-                    Target::ThroughputRatioAtLeast(0.9),
-                    "throughput",
-                )
-            };
+            let ServerToolComparison {
+                subject,
+                baseline,
+                target,
+                what,
+                note,
+            } = compare_with_server_tool(&ours, &theirs, clients);
             rows.push(Row {
                 name: format!(
                     "redis store: consume_once, {clients} concurrent, {persistence} ({what})"
@@ -467,11 +445,10 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
                 baseline,
                 target,
                 note: if bare.is_empty() {
-                    format!("{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms")
+                    note
                 } else {
                     format!(
-                        "{our_rps:.0} vs {their_rps:.0} ops/s; p50 {our_p50:.3} vs {their_p50:.3} ms; \
-                         bare redis-rs, same script: p50 {:.3} ms",
+                        "{note}; bare redis-rs, same script: p50 {:.3} ms",
                         median(&mut bare)
                     )
                 },
