@@ -80,14 +80,21 @@ pub fn click(budget: Budget) -> Result<Option<Row>, String> {
             .map_err(err)?;
         tokio::spawn(async move { while handler.next().await.is_some() {} });
         browser.fetch_targets().await.map_err(err)?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let page = browser
-            .pages()
-            .await
-            .map_err(err)?
-            .into_iter()
-            .find(|p| p.target_id().inner() == tab.target().as_str())
-            .ok_or("the benchmark tab is not visible to a second client")?;
+        // The second client learns of the tab asynchronously: poll, bounded.
+        let mut page = None;
+        for _ in 0..100 {
+            page = browser
+                .pages()
+                .await
+                .map_err(err)?
+                .into_iter()
+                .find(|p| p.target_id().inner() == tab.target().as_str());
+            if page.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let page = page.ok_or("the benchmark tab is not visible to a second client within 10 s")?;
         let centre = tab
             .inspect(
                 "function () { const r = document.getElementById('count').getBoundingClientRect(); \

@@ -9,8 +9,9 @@
 //! On a fresh machine `cargo xtask ci` installs what it needs and is missing:
 //! cargo-deny (`cargo install --locked cargo-deny`) and, when run as root
 //! with `apt-get`, `redis-server` and `redis-cli` (Debian's `redis-server`
-//! and `redis-tools`) and Chromium (Debian's `chromium`); otherwise it stops
-//! first, saying what to install.
+//! and `redis-tools`), Chromium (Debian's `chromium`) and the PostgreSQL
+//! server binaries (Debian's `postgresql`); otherwise it stops first,
+//! saying what to install.
 //!
 //! ```text
 //! cargo xtask test          the workspace tests with all features

@@ -295,12 +295,21 @@ async fn websockets_reach_allowed_hosts_only() {
         format!(
             r#"<!doctype html><html><head>{MARK}</head><body>
 <p id="allowed">pending</p><p id="refused">pending</p>
+<img src="/hold" width="1" height="1">
 <script>
+// Virtual time does not wait for WebSockets: the held image keeps the dump
+// waiting until both sockets have settled, then the page releases it.
+let settled = 0;
+function settle(id, text) {{
+  if (document.getElementById(id).textContent !== 'pending') return;
+  mark(id, text);
+  if (++settled === 2) fetch('/release');
+}}
 function open(id, url) {{
   const ws = new WebSocket(url);
   ws.onopen = () => ws.send('hello ' + id);
-  ws.onmessage = (e) => {{ mark(id, 'echo: ' + e.data); ws.close(); }};
-  ws.onerror = () => mark(id, 'blocked');
+  ws.onmessage = (e) => {{ settle(id, 'echo: ' + e.data); ws.close(); }};
+  ws.onerror = () => settle(id, 'blocked');
 }}
 open('allowed', 'ws://ws.test:{p}/ws');
 open('refused', 'ws://evil.test:{q}/ws');

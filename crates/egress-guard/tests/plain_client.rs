@@ -286,7 +286,13 @@ async fn with_one_scheme_a_tunnel_must_carry_that_scheme() {
     let mut rest = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(30), plain.read_to_end(&mut rest)).await;
     assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
-    assert_eq!(echo.total(), before + 1, "connected, but sent nothing");
+    // Connected (the echo server's accept may trail the guard's connect),
+    // but sent nothing.
+    eventually("the tunnel reaches the upstream", || {
+        echo.total() == before + 1
+    })
+    .await;
+    assert_eq!(echo.total(), before + 1);
     let reasons: Vec<_> = guard
         .refusals()
         .iter()
@@ -412,6 +418,10 @@ async fn connections_beyond_the_limit_wait_their_turn() {
     let (_, second) = connect(guard.local_addr(), &authority).await;
     let (proxy, later) = (guard.local_addr(), authority.clone());
     let third = tokio::spawn(async move { connect(proxy, &later).await });
+    // The two served tunnels reach the echo server (its accept task may run
+    // after the guard's connect returns); a third must not, however long
+    // it is given.
+    eventually("the two tunnels reach the upstream", || echo.total() == 2).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !third.is_finished(),

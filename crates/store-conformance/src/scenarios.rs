@@ -1004,7 +1004,8 @@ pub async fn grants_are_independent(store: &dyn ApprovalStore) -> Result<(), Che
 /// here.
 pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(), CheckFailure> {
     use countersign_approval_core::{
-        ActorId, Approval, ApprovalId, AttemptId, MAX_HOST_ID_BYTES, MAX_NOTE_BYTES, MAX_TTL, RunId,
+        ActorId, Approval, ApprovalId, AttemptId, MAX_HOST_ID_BYTES, MAX_NOTE_BYTES,
+        MAX_PAGE_ID_BYTES, MAX_TTL, PageBinding, RunId,
     };
     use countersign_canonical_policy::{
         MAX_ARGUMENT_KEY_BYTES, MAX_ARGUMENT_VALUE_BYTES, MAX_ARGUMENTS, MAX_DESCRIPTION_BYTES,
@@ -1070,6 +1071,15 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
         let mut grant =
             Approval::for_action(actor.clone(), run.clone(), &url, action, MAX_TTL, cx.t0)
                 .and_then(|a| a.with_note(sized("note «✓» \"", MAX_NOTE_BYTES)))
+                .and_then(|a| {
+                    // Page ids at their maximum, with the quotes and
+                    // backslashes a record encoding must escape.
+                    a.bound_to_page(&PageBinding {
+                        session_id: sized("s\"\\{}:", MAX_PAGE_ID_BYTES),
+                        target_id: sized("t'\\,;", MAX_PAGE_ID_BYTES),
+                        page_revision: sized("r\"%\\", MAX_PAGE_ID_BYTES),
+                    })
+                })
                 .map_err(|e| fail("the grant", &e))?;
         // A 128-character id, unique to this run of the check.
         let unique = cx.unknown_id()?;

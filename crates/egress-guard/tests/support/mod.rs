@@ -36,6 +36,8 @@ type Canned = (StatusCode, Vec<(String, String)>, Vec<u8>);
 struct SiteState {
     pages: Mutex<HashMap<String, Canned>>,
     seen: Mutex<Vec<Seen>>,
+    /// Set by `/release`; `/hold` answers only once it is set.
+    released: tokio::sync::watch::Sender<bool>,
 }
 
 /// An HTTP site (axum) on `ip`, port chosen by the system.
@@ -116,6 +118,19 @@ async fn serve_page(State(state): State<Arc<SiteState>>, request: Request) -> Re
         }
     };
     state.seen.lock().unwrap().push(seen);
+    // `/hold` stays unanswered until the page asks for `/release`: a pending
+    // load pauses Chromium's virtual time and keeps the load event (and so
+    // `--dump-dom`) waiting, which a WebSocket alone does not. Capped in
+    // real time so a broken page cannot hang the test.
+    if path == "/hold" {
+        let mut released = state.released.subscribe();
+        let _ = tokio::time::timeout(Duration::from_secs(60), released.wait_for(|r| *r)).await;
+        return (StatusCode::NO_CONTENT, "").into_response();
+    }
+    if path == "/release" {
+        state.released.send_replace(true);
+        return ([(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")], "released").into_response();
+    }
     if path == "/ws" {
         let (mut parts, _) = request.into_parts();
         let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await else {
@@ -332,13 +347,13 @@ impl Resolver for Rebinding {
     }
 }
 
-/// Waits (up to 10 s) until `check` holds.
+/// Waits (up to 30 s, for a loaded 2-core machine) until `check` holds.
 pub async fn eventually(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..200 {
+    for _ in 0..600 {
         if check() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("{what} did not happen within 10 s");
+    panic!("{what} did not happen within 30 s");
 }
