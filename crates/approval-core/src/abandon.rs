@@ -25,9 +25,13 @@ pub enum AbandonOutcome {
     /// The grant is expired at the caller's `now` (a consume by this attempt
     /// was undone all the same).
     Expired,
-    /// The grant is revoked: by the host, or by this call because
-    /// [`MAX_ABANDONED_ATTEMPTS`] attempts were already abandoned.
+    /// The grant is revoked: by the host, locked after too many failed
+    /// attempts, or revoked by this call because [`MAX_ABANDONED_ATTEMPTS`]
+    /// attempts were already abandoned.
     Revoked,
+    /// The grant's run or actor was stopped: nothing changes, and no
+    /// attempt can consume the grant again.
+    Stopped,
     /// No grant has this id.
     Unknown,
 }
@@ -46,6 +50,7 @@ impl AbandonOutcome {
             AbandonOutcome::ConsumedByOther => "consumed by another attempt",
             AbandonOutcome::Expired => "expired",
             AbandonOutcome::Revoked => "revoked",
+            AbandonOutcome::Stopped => "stopped",
             AbandonOutcome::Unknown => "unknown",
         }
     }
@@ -63,10 +68,13 @@ pub struct AbandonDecision {
 }
 
 /// Applies the abandon rules of the store contract to one existing grant,
-/// its list of abandoned attempts and the caller's `now`. In order:
+/// its list of abandoned attempts, whether its run or actor was stopped
+/// since it was issued, and the caller's `now`. In order:
 ///
-/// 1. revoked ⇒ `Revoked`, nothing changes (a revoked grant is never
-///    consumed again);
+/// 1. stopped ⇒ `Stopped`, nothing changes (a stopped grant is never
+///    consumed again, by any attempt);
+///    revoked or locked ⇒ `Revoked`, nothing changes (a revoked grant is
+///    never consumed again);
 /// 2. `attempt` is not in the list and the list already holds
 ///    [`MAX_ABANDONED_ATTEMPTS`]: consumed by another attempt ⇒
 ///    `ConsumedByOther`, nothing changes (that consume can no longer be
@@ -82,6 +90,7 @@ pub struct AbandonDecision {
 pub fn decide_abandon(
     grant: &StoredGrant,
     abandoned: &[AttemptId],
+    stopped: bool,
     now: Timestamp,
     attempt: &AttemptId,
 ) -> AbandonDecision {
@@ -90,8 +99,12 @@ pub fn decide_abandon(
         state: None,
         remember: false,
     };
+    if stopped {
+        return unchanged(AbandonOutcome::Stopped);
+    }
     let consumed_by_this = match &grant.state {
-        GrantState::Revoked => return unchanged(AbandonOutcome::Revoked),
+        GrantState::Stopped => return unchanged(AbandonOutcome::Stopped),
+        GrantState::Revoked | GrantState::Locked => return unchanged(AbandonOutcome::Revoked),
         GrantState::Consumed { by, .. } => by == attempt,
         GrantState::Active => false,
     };

@@ -4,12 +4,18 @@ use std::time::Duration;
 
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 
-use crate::{ActorId, ApprovalId, AttemptId, RandomnessError, RunId, Timestamp};
+use crate::{ActorId, ApprovalId, ApproverId, AttemptId, RandomnessError, RunId, Timestamp};
 
 /// Longest grant lifetime.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Longest approver note, in UTF-8 bytes.
 pub const MAX_NOTE_BYTES: usize = 1024;
+/// Mismatched presentations a grant tolerates before it locks, unless the
+/// host sets another limit ([`Approval::with_attempt_limit`]). PSD2's RTS
+/// (Art. 4(3)(b)) caps authentication attempts at five.
+pub const DEFAULT_ATTEMPT_LIMIT: u32 = 5;
+/// Highest failed-attempt limit a grant may carry.
+pub const MAX_ATTEMPT_LIMIT: u32 = 100;
 
 /// A grant could not be created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +40,25 @@ pub enum ApprovalError {
     /// or not printable ASCII without `/`.
     #[error("page ids must be 1 to 256 printable ascii characters without `/`")]
     InvalidPage,
+    /// The failed-attempt limit is 0 or above [`MAX_ATTEMPT_LIMIT`].
+    #[error("attempt limit must be 1 to 100, got {limit}")]
+    InvalidAttemptLimit {
+        /// The requested limit.
+        limit: u32,
+    },
+    /// The approval time is after the grant was issued.
+    #[error("approval time must not be after the grant's issue time")]
+    ApprovedAfterIssue,
+}
+
+/// Who approved a grant, and when: host-owned, recorded with the grant and
+/// in the operation record of the call that used it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Approver {
+    /// The host's id of whoever approved.
+    pub id: ApproverId,
+    /// When they approved (at or before the grant's `issued_at`).
+    pub approved_at: Timestamp,
 }
 
 /// What a grant binds: who, in which run, on which page, doing exactly what.
@@ -84,6 +109,13 @@ pub struct Approval {
     pub expires_at: Timestamp,
     /// A note from the approver, for audit.
     pub approver_note: Option<String>,
+    /// Who approved the grant and when (see [`Approval::approved_by`]);
+    /// `None` for a grant the host issued without naming an approver.
+    pub approver: Option<Approver>,
+    /// How many mismatched presentations lock the grant (see rule 4.8 of
+    /// the [store contract](crate::ApprovalStore)); [`DEFAULT_ATTEMPT_LIMIT`]
+    /// unless the host set another.
+    pub attempt_limit: u32,
     /// For a page-bound grant, the revision of the page it was approved on
     /// (see [`Approval::bound_to_page`]); `None` otherwise.
     pub page_revision: Option<String>,
@@ -122,6 +154,8 @@ impl Approval {
             issued_at: now,
             expires_at,
             approver_note: None,
+            approver: None,
+            attempt_limit: DEFAULT_ATTEMPT_LIMIT,
             page_revision: None,
             operation_id: None,
             session_id: None,
@@ -135,6 +169,33 @@ impl Approval {
             return Err(ApprovalError::InvalidNote);
         }
         self.approver_note = Some(note);
+        Ok(self)
+    }
+
+    /// Records who approved the grant and when; `approved_at` must not be
+    /// after `issued_at`.
+    pub fn approved_by(
+        mut self,
+        approver: ApproverId,
+        approved_at: Timestamp,
+    ) -> Result<Approval, ApprovalError> {
+        if approved_at > self.issued_at {
+            return Err(ApprovalError::ApprovedAfterIssue);
+        }
+        self.approver = Some(Approver {
+            id: approver,
+            approved_at,
+        });
+        Ok(self)
+    }
+
+    /// Sets how many mismatched presentations lock the grant (1 to
+    /// [`MAX_ATTEMPT_LIMIT`]; the default is [`DEFAULT_ATTEMPT_LIMIT`]).
+    pub fn with_attempt_limit(mut self, limit: u32) -> Result<Approval, ApprovalError> {
+        if limit == 0 || limit > MAX_ATTEMPT_LIMIT {
+            return Err(ApprovalError::InvalidAttemptLimit { limit });
+        }
+        self.attempt_limit = limit;
         Ok(self)
     }
 
@@ -169,6 +230,14 @@ pub enum GrantState {
     Active,
     /// The host revoked it before use.
     Revoked,
+    /// Locked after [`Approval::attempt_limit`] mismatched presentations:
+    /// revoked by the store, for good.
+    Locked,
+    /// Its run or its actor was stopped
+    /// ([`ApprovalStore::stop_run`](crate::ApprovalStore::stop_run)) while
+    /// it was active: never usable again, also after the host resumes the
+    /// run. Stores derive it; a stored record stays `Active`.
+    Stopped,
     /// An attempt consumed it.
     Consumed {
         /// When.
@@ -185,6 +254,19 @@ pub struct StoredGrant {
     pub approval: Approval,
     /// Its state.
     pub state: GrantState,
+    /// Mismatched presentations so far (see [`Approval::attempt_limit`]).
+    pub failed_attempts: u32,
+}
+
+impl StoredGrant {
+    /// A grant as just issued: active, no failed attempts.
+    pub fn issued(approval: Approval) -> StoredGrant {
+        StoredGrant {
+            approval,
+            state: GrantState::Active,
+            failed_attempts: 0,
+        }
+    }
 }
 
 /// Why a consume was refused although the grant exists.
@@ -202,6 +284,11 @@ pub enum StaleReason {
     /// [`ApprovalStore::abandon`](crate::ApprovalStore::abandon); it can
     /// never consume the grant.
     Abandoned,
+    /// The grant is locked: this presentation, or earlier ones, reached its
+    /// [`attempt_limit`](Approval::attempt_limit) of mismatches.
+    Locked,
+    /// The grant's run or actor was stopped.
+    Stopped,
 }
 
 impl StaleReason {
@@ -213,6 +300,8 @@ impl StaleReason {
             StaleReason::Expired => "expired",
             StaleReason::Mismatch => "mismatch",
             StaleReason::Abandoned => "abandoned",
+            StaleReason::Locked => "locked",
+            StaleReason::Stopped => "stopped",
         }
     }
 }
@@ -245,10 +334,22 @@ pub enum RevokeOutcome {
     Unknown,
 }
 
+/// What one consume does to one grant, as [`decide_consume`] rules it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumeDecision {
+    /// The answer.
+    pub outcome: ConsumeOutcome,
+    /// The grant's new state, when it changes (`Consumed`, or `Locked`).
+    pub state: Option<GrantState>,
+    /// The grant's new count of failed attempts, when it changes (a
+    /// mismatch).
+    pub failed_attempts: Option<u32>,
+}
+
 /// Applies the consume rules of the store contract to one grant's current
-/// state, returning the outcome and, when the grant must be marked consumed,
-/// the new state. `abandoned` is the grant's list of attempts given back
-/// with [`ApprovalStore::abandon`](crate::ApprovalStore::abandon).
+/// state. `abandoned` is the grant's list of attempts given back with
+/// [`ApprovalStore::abandon`](crate::ApprovalStore::abandon); `stopped`
+/// tells whether the grant's run or actor was stopped since it was issued.
 ///
 /// Stores that keep grants in process call this under their lock; stores
 /// that run the check elsewhere (a Lua script, a SQL statement) must
@@ -256,44 +357,72 @@ pub enum RevokeOutcome {
 pub fn decide_consume(
     grant: &StoredGrant,
     abandoned: &[AttemptId],
+    stopped: bool,
     binding: &Binding,
     now: Timestamp,
     attempt: &AttemptId,
-) -> (ConsumeOutcome, Option<GrantState>) {
+) -> ConsumeDecision {
+    let answer = |outcome| ConsumeDecision {
+        outcome,
+        state: None,
+        failed_attempts: None,
+    };
     if abandoned.contains(attempt) {
-        return (ConsumeOutcome::Stale(StaleReason::Abandoned), None);
+        return answer(ConsumeOutcome::Stale(StaleReason::Abandoned));
+    }
+    if stopped {
+        return answer(ConsumeOutcome::Stale(StaleReason::Stopped));
     }
     match &grant.state {
-        GrantState::Revoked => (ConsumeOutcome::Stale(StaleReason::Revoked), None),
+        GrantState::Revoked => answer(ConsumeOutcome::Stale(StaleReason::Revoked)),
+        GrantState::Locked => answer(ConsumeOutcome::Stale(StaleReason::Locked)),
+        GrantState::Stopped => answer(ConsumeOutcome::Stale(StaleReason::Stopped)),
         GrantState::Consumed { by, .. } => {
             if by == attempt && grant.approval.is_bound_to(binding) {
-                (ConsumeOutcome::Consumed { replay: true }, None)
+                answer(ConsumeOutcome::Consumed { replay: true })
             } else {
-                (ConsumeOutcome::Stale(StaleReason::Consumed), None)
+                answer(ConsumeOutcome::Stale(StaleReason::Consumed))
             }
         }
         GrantState::Active if grant.approval.is_expired_at(now) => {
-            (ConsumeOutcome::Stale(StaleReason::Expired), None)
+            answer(ConsumeOutcome::Stale(StaleReason::Expired))
         }
         GrantState::Active if !grant.approval.is_bound_to(binding) => {
-            (ConsumeOutcome::Stale(StaleReason::Mismatch), None)
+            let failed = grant.failed_attempts.saturating_add(1);
+            if failed >= grant.approval.attempt_limit {
+                ConsumeDecision {
+                    outcome: ConsumeOutcome::Stale(StaleReason::Locked),
+                    state: Some(GrantState::Locked),
+                    failed_attempts: Some(failed),
+                }
+            } else {
+                ConsumeDecision {
+                    outcome: ConsumeOutcome::Stale(StaleReason::Mismatch),
+                    state: None,
+                    failed_attempts: Some(failed),
+                }
+            }
         }
-        GrantState::Active => (
-            ConsumeOutcome::Consumed { replay: false },
-            Some(GrantState::Consumed {
+        GrantState::Active => ConsumeDecision {
+            outcome: ConsumeOutcome::Consumed { replay: false },
+            state: Some(GrantState::Consumed {
                 at: now,
                 by: attempt.clone(),
             }),
-        ),
+            failed_attempts: None,
+        },
     }
 }
 
 /// Applies the revoke rules to one grant's current state, returning the
 /// outcome and the new state when it changes.
+/// A locked or stopped grant answers `AlreadyRevoked` and stays as it is.
 pub fn decide_revoke(state: &GrantState) -> (RevokeOutcome, Option<GrantState>) {
     match state {
         GrantState::Active => (RevokeOutcome::Revoked, Some(GrantState::Revoked)),
-        GrantState::Revoked => (RevokeOutcome::AlreadyRevoked, None),
+        GrantState::Revoked | GrantState::Locked | GrantState::Stopped => {
+            (RevokeOutcome::AlreadyRevoked, None)
+        }
         GrantState::Consumed { .. } => (RevokeOutcome::AlreadyConsumed, None),
     }
 }

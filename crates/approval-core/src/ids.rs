@@ -151,3 +151,10 @@ host_id!(
     RunId,
     "run id"
 );
+host_id!(
+    /// Who approved a grant: the host's own id of the person or system that
+    /// decided (from the host's authentication), never taken from model
+    /// output.
+    ApproverId,
+    "approver id"
+);

@@ -7,7 +7,7 @@
 //! ```
 //! use std::time::Duration;
 //! use countersign_approval_core::{
-//!     ActorId, Approval, AttemptId, Binding, ConsumeOutcome, GrantState, RunId, StaleReason,
+//!     ActorId, Approval, AttemptId, Binding, ConsumeOutcome, RunId, StaleReason,
 //!     StoredGrant, Timestamp, decide_consume,
 //! };
 //! use countersign_canonical_policy::{Policy, StaticResolver};
@@ -26,19 +26,22 @@
 //! assert!(approval.id.as_str().starts_with("apr_"));
 //!
 //! // The consume rules every store applies, on one grant in memory:
-//! let grant = StoredGrant { approval, state: GrantState::Active };
+//! let grant = StoredGrant::issued(approval);
 //! let binding = Binding::new(&actor, &run, &url, &action);
 //! let attempt = AttemptId::generate()?;
-//! let (outcome, _) = decide_consume(&grant, &[], &binding, now, &attempt);
-//! assert_eq!(outcome, ConsumeOutcome::Consumed { replay: false });
+//! let decision = decide_consume(&grant, &[], false, &binding, now, &attempt);
+//! assert_eq!(decision.outcome, ConsumeOutcome::Consumed { replay: false });
 //! let late = Timestamp::from_millis(61_000);
-//! assert_eq!(decide_consume(&grant, &[], &binding, late, &attempt).0, ConsumeOutcome::Stale(StaleReason::Expired));
+//! assert_eq!(decide_consume(&grant, &[], false, &binding, late, &attempt).outcome, ConsumeOutcome::Stale(StaleReason::Expired));
+//! // A stopped run refuses even a matching, unexpired consume.
+//! assert_eq!(decide_consume(&grant, &[], true, &binding, now, &attempt).outcome, ConsumeOutcome::Stale(StaleReason::Stopped));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
 
 mod abandon;
 mod backend;
+mod control;
 mod grant;
 mod ids;
 mod operation;
@@ -48,13 +51,15 @@ mod time;
 
 pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
 pub use backend::{ActionRequest, Backend, BackendError};
+pub use control::{ResumeOutcome, StopOutcome};
 pub use grant::{
-    Approval, ApprovalError, Binding, ConsumeOutcome, GrantState, MAX_NOTE_BYTES, MAX_TTL,
-    RevokeOutcome, StaleReason, StoredGrant, decide_consume, decide_revoke,
+    Approval, ApprovalError, Approver, Binding, ConsumeDecision, ConsumeOutcome,
+    DEFAULT_ATTEMPT_LIMIT, GrantState, MAX_ATTEMPT_LIMIT, MAX_NOTE_BYTES, MAX_TTL, RevokeOutcome,
+    StaleReason, StoredGrant, decide_consume, decide_revoke,
 };
 pub use ids::{
-    ActorId, ApprovalId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId, RandomnessError,
-    RunId,
+    ActorId, ApprovalId, ApproverId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId,
+    RandomnessError, RunId,
 };
 pub use operation::{GivenApprovalId, OperationLog, OperationRecord, OutcomeCode};
 pub use page::{MAX_PAGE_ID_BYTES, PageBinding};

@@ -5,7 +5,7 @@ use std::fmt;
 use async_trait::async_trait;
 use countersign_canonical_policy::{ActionDigest, quote_untrusted};
 
-use crate::{ActorId, ApprovalId, OperationId, RunId, StoreError, Timestamp};
+use crate::{ActorId, ApprovalId, ApproverId, OperationId, RunId, StoreError, Timestamp};
 
 /// The outcome of one Act call, as the model sees its code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,6 +169,10 @@ pub struct OperationRecord {
     pub url: Option<String>,
     /// The action digest, when the policy accepted the action.
     pub action_digest: Option<ActionDigest>,
+    /// Who approved the grant the call used (ok, or a backend failure after
+    /// the consume), as the grant records it; `None` when no grant was used
+    /// or the grant names no approver.
+    pub approver_id: Option<ApproverId>,
     /// The outcome.
     pub outcome: OutcomeCode,
     /// Why, in lower-case words (empty for `ok`).

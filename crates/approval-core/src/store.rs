@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    AbandonOutcome, Approval, ApprovalId, AttemptId, Binding, ConsumeOutcome, RevokeOutcome,
-    StoredGrant, Timestamp,
+    AbandonOutcome, ActorId, Approval, ApprovalId, AttemptId, Binding, ConsumeOutcome,
+    ResumeOutcome, RevokeOutcome, RunId, StopOutcome, StoredGrant, Timestamp,
 };
 
 /// An infrastructure failure of a store. Callers fail closed: a store error
@@ -93,6 +93,11 @@ pub enum IssueError {
     /// A grant with this id already exists; it was left untouched.
     #[error("approval `{0}` already exists")]
     AlreadyExists(ApprovalId),
+    /// The grant's run or actor is stopped; nothing was stored. The host
+    /// resumes it with [`ApprovalStore::resume_run`] or
+    /// [`ApprovalStore::resume_actor`].
+    #[error("the grant's run or actor is stopped: resume it before issuing")]
+    Stopped,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -105,28 +110,43 @@ pub enum IssueError {
 /// Every implementation, whatever it stores grants in, must behave as
 /// follows; `countersign-store-conformance` checks each rule.
 ///
-/// 1. **`issue`** stores a new grant in state `Active`. An id already
-///    present is [`IssueError::AlreadyExists`]; the existing grant is never
-///    overwritten, whatever its state.
+/// 1. **`issue`** stores a new grant in state `Active` with no failed
+///    attempts. An id already present is [`IssueError::AlreadyExists`]; the
+///    existing grant is never overwritten, whatever its state. A grant
+///    whose run or actor is stopped (rule 9) is [`IssueError::Stopped`] and
+///    nothing is stored; an id already present answers `AlreadyExists`
+///    even then. Every field of the [`Approval`] is kept and read
+///    back unchanged (approver, attempt limit and page binding included).
 /// 2. **`revoke`** turns an `Active` grant `Revoked` and answers
-///    [`RevokeOutcome::Revoked`]; a revoked grant answers `AlreadyRevoked`,
-///    a consumed one `AlreadyConsumed` (and stays consumed), a missing id
-///    `Unknown`. Revoking an expired, unused grant revokes it.
-/// 3. **`get`** returns the grant and its state, or `None`. Reads never
-///    change state: any number of reads leave a grant consumable.
+///    [`RevokeOutcome::Revoked`]; a revoked, locked or stopped grant
+///    answers `AlreadyRevoked` (and stays as it is), a consumed one
+///    `AlreadyConsumed` (and stays consumed), a missing id `Unknown`.
+///    Revoking an expired, unused grant revokes it.
+/// 3. **`get`** returns the grant, its state and its count of failed
+///    attempts, or `None`. A grant that was active when its run or actor
+///    was stopped reads [`GrantState::Stopped`](crate::GrantState::Stopped).
+///    Reads never change state: any number of reads leave a grant
+///    consumable.
 /// 4. **`consume_once`** is one atomic check-and-mark, evaluated in this
 ///    order:
 ///    1. no grant with this id ⇒ [`ConsumeOutcome::Unknown`];
 ///    2. `attempt` was abandoned (rule 8) ⇒ `Stale(Abandoned)`;
-///    3. revoked ⇒ `Stale(Revoked)`;
-///    4. consumed ⇒ `Consumed { replay: true }` when it was consumed by this
+///    3. the grant's run or actor was stopped since it was issued (rule 9)
+///       ⇒ `Stale(Stopped)` — also for a retry of a consume applied before
+///       the stop, whose caller never saw `Consumed` and so never acted;
+///    4. revoked ⇒ `Stale(Revoked)`; locked ⇒ `Stale(Locked)`;
+///    5. consumed ⇒ `Consumed { replay: true }` when it was consumed by this
 ///       same `attempt` and `binding` equals the grant's binding, otherwise
 ///       `Stale(Consumed)`;
-///    5. `now >= expires_at` ⇒ `Stale(Expired)`;
-///    6. any field of `binding` (actor, run, URL, action digest) differs
-///       from the grant's ⇒ `Stale(Mismatch)`, and the grant **stays
-///       usable**: a mismatch never burns it;
-///    7. otherwise the grant becomes `Consumed { at: now, by: attempt }` ⇒
+///    6. `now >= expires_at` ⇒ `Stale(Expired)`;
+///    7. any field of `binding` (actor, run, URL, action digest) differs
+///       from the grant's ⇒ the grant's count of failed attempts grows by
+///       one; below its [`attempt_limit`](crate::Approval::attempt_limit)
+///       the answer is `Stale(Mismatch)` and the grant **stays usable** (a
+///       single mismatch never burns it); reaching the limit turns it
+///       `Locked` for good and answers `Stale(Locked)`. Since a matching
+///       consume uses the grant up, the count is never reset;
+///    8. otherwise the grant becomes `Consumed { at: now, by: attempt }` ⇒
 ///       `Consumed { replay: false }`.
 ///
 ///    Atomic means: among any number of concurrent calls on one grant, from
@@ -170,6 +190,20 @@ pub enum IssueError {
 ///    Abandon is idempotent: repeating it changes nothing more, and answers
 ///    the grant's state then (`Usable { restored: false }` after a first
 ///    `Usable { restored: true }`), so a caller may retry it after an error.
+///    A grant whose run or actor was stopped answers `Stopped` and nothing
+///    changes; a locked grant answers `Revoked`.
+/// 9. **`stop_run`** stops a run: every grant of that actor and run issued
+///    before the call returns can never be consumed again (it reads
+///    `Stopped` if it was active), and `issue` for that run answers
+///    [`IssueError::Stopped`] until **`resume_run`**; resuming lets new
+///    grants be issued, never revives a stopped one. **`stop_actor`** does
+///    the same for every run of the actor, including runs that have no
+///    grant yet, until **`resume_actor`**. A stop is atomic with respect to
+///    consumes: a consume ordered before it may have succeeded, every
+///    consume ordered after it (every one that starts after the stop
+///    returned) answers `Stale(Stopped)`, and none is both. It answers how
+///    many grants were usable until then (active and unexpired at `now`)
+///    and are now stopped; stopping again answers 0 and `was_stopped`.
 ///
 /// The trait is object safe: hosts hold an `Arc<dyn ApprovalStore>`.
 #[async_trait]
@@ -202,6 +236,28 @@ pub trait ApprovalStore: Send + Sync {
         attempt: &AttemptId,
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError>;
+
+    /// Stops `run` of `actor`: none of its grants can be consumed any more,
+    /// and none can be issued until [`resume_run`](ApprovalStore::resume_run);
+    /// see rule 9 of the contract.
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError>;
+
+    /// Stops every run of `actor`, present and future, until
+    /// [`resume_actor`](ApprovalStore::resume_actor); see rule 9.
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError>;
+
+    /// Lets grants be issued for a stopped run again; stopped grants stay
+    /// stopped.
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError>;
+
+    /// Lets grants be issued for a stopped actor's runs again; stopped
+    /// grants stay stopped, and runs stopped one by one stay stopped.
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError>;
 }
 
 #[async_trait]
@@ -231,5 +287,22 @@ impl<S: ApprovalStore + ?Sized> ApprovalStore for std::sync::Arc<S> {
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError> {
         (**self).abandon(id, attempt, now).await
+    }
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        (**self).stop_run(actor, run, now).await
+    }
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
+        (**self).stop_actor(actor, now).await
+    }
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
+        (**self).resume_run(actor, run).await
+    }
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+        (**self).resume_actor(actor).await
     }
 }

@@ -252,16 +252,30 @@ impl<'a> Ctx<'a> {
         self.expect(step, "revoke", answer, expected)
     }
 
-    /// Reads `approval.id` and expects exactly `approval` in `state`.
+    /// Reads `approval.id` and expects exactly `approval` in `state`, with
+    /// no failed attempts.
     pub(crate) async fn stored(
         &self,
         step: &str,
         approval: &Approval,
         state: GrantState,
     ) -> Result<(), CheckFailure> {
+        self.stored_with_failures(step, approval, state, 0).await
+    }
+
+    /// Reads `approval.id` and expects exactly `approval` in `state` after
+    /// `failed_attempts` mismatched presentations.
+    pub(crate) async fn stored_with_failures(
+        &self,
+        step: &str,
+        approval: &Approval,
+        state: GrantState,
+        failed_attempts: u32,
+    ) -> Result<(), CheckFailure> {
         let expected = Some(StoredGrant {
             approval: approval.clone(),
             state,
+            failed_attempts,
         });
         let answer = self.get(step, &approval.id).await?;
         if answer == expected {
@@ -347,6 +361,8 @@ pub(crate) fn describe_difference(
         issued_at,
         expires_at,
         approver_note,
+        approver,
+        attempt_limit,
         page_revision,
         operation_id,
         session_id
@@ -355,6 +371,12 @@ pub(crate) fn describe_difference(
         differences.push(format!(
             "state: got {:?}, expected {:?}",
             got.state, want.state
+        ));
+    }
+    if got.failed_attempts != want.failed_attempts {
+        differences.push(format!(
+            "failed_attempts: got {}, expected {}",
+            got.failed_attempts, want.failed_attempts
         ));
     }
     if differences.is_empty() {

@@ -100,12 +100,19 @@ macro_rules! __for_each_check {
                 late_consume_of_abandoned_attempt_never_consumes,
                 abandon_outcomes,
                 abandoned_attempts_are_bounded,
+                stop_run_stops_its_grants_and_only_them,
+                stopped_run_refuses_issue_until_resumed,
+                stop_actor_stops_every_run,
+                failed_attempts_lock_the_grant,
+                approver_and_attempt_limit_round_trip,
             ]
             races [
                 concurrent_consumes_have_one_winner,
                 concurrent_retries_of_one_attempt_have_one_winner,
                 revoke_racing_consume_has_one_winner,
                 abandon_racing_consumes_never_performs_twice,
+                stop_racing_consumes_orders_every_consume,
+                concurrent_mismatches_lock_once,
             ]
         }
     };

@@ -1,5 +1,6 @@
 //! The model-based property test: random sequences of issue, revoke, get,
-//! consume, abandon and clock advances, run against the store and against
+//! consume, abandon, stops and resumes of runs and actors, and clock
+//! advances, run against the store and against
 //! [`ReferenceModel`], an independent implementation of the contract over
 //! plain data. Any difference in any answer fails the check, and proptest
 //! shrinks the sequence to a minimal one that shows it.
@@ -14,8 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use countersign_approval_core::{
-    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock, ConsumeOutcome,
-    GrantState, IssueError, RevokeOutcome, StaleReason, StoredGrant, SystemClock, Timestamp,
+    AbandonOutcome, Approval, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding, Clock,
+    ConsumeOutcome, GrantState, IssueError, ResumeOutcome, RevokeOutcome, StaleReason, StopOutcome,
+    StoredGrant, SystemClock, Timestamp,
 };
 use proptest::prelude::*;
 use proptest::strategy::{BoxedStrategy, Just, Union};
@@ -178,6 +180,10 @@ pub enum Transition {
         ttl_ms: u64,
         /// Whether it carries an approver note.
         note: bool,
+        /// Whether it names an approver.
+        approver: bool,
+        /// Its failed-attempt limit (small, so grants lock).
+        attempt_limit: u32,
     },
     /// Issue a different grant under the id of the n-th one.
     IssueDuplicate {
@@ -204,6 +210,30 @@ pub enum Transition {
         /// Which of the [`ATTEMPTS`] attempt ids.
         attempt: usize,
     },
+    /// Stop a run of one of the two actors.
+    StopRun {
+        /// 0 or 1.
+        actor: usize,
+        /// 0 or 1.
+        run: usize,
+    },
+    /// Stop one of the two actors.
+    StopActor {
+        /// 0 or 1.
+        actor: usize,
+    },
+    /// Resume a run.
+    ResumeRun {
+        /// 0 or 1.
+        actor: usize,
+        /// 0 or 1.
+        run: usize,
+    },
+    /// Resume an actor.
+    ResumeActor {
+        /// 0 or 1.
+        actor: usize,
+    },
     /// Move the clock forward.
     Advance {
         /// By how much.
@@ -226,6 +256,8 @@ pub enum ModelGrantState {
     Active,
     /// Revoked.
     Revoked,
+    /// Locked after its attempt limit of mismatches.
+    Locked,
     /// Consumed at `at` (milliseconds from the sequence's start) by attempt
     /// number `by`.
     Consumed {
@@ -247,6 +279,12 @@ pub struct ModelGrant {
     pub state: ModelGrantState,
     /// The attempts abandoned on it, one bit per attempt number.
     pub abandoned: u8,
+    /// Mismatched presentations so far.
+    pub failed: u32,
+    /// Its failed-attempt limit.
+    pub attempt_limit: u32,
+    /// Its run's and its actor's stop count when it was issued.
+    pub issued_in: (u32, u32),
 }
 
 impl ModelGrant {
@@ -255,13 +293,28 @@ impl ModelGrant {
     }
 }
 
-/// The model: the clock and the grants issued so far.
+/// A run's or an actor's stops: how many so far, and whether it is
+/// stopped now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelFence {
+    /// Stops so far.
+    pub stops: u32,
+    /// Stopped, not resumed since.
+    pub stopped: bool,
+}
+
+/// The model: the clock, the grants issued so far, and the stop fences of
+/// the two actors and their two runs each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelState {
     /// Milliseconds since the sequence started.
     pub now: u64,
     /// Grants in the order they were issued.
     pub grants: Vec<ModelGrant>,
+    /// Run fences, by actor then run.
+    pub runs: [[ModelFence; 2]; 2],
+    /// Actor fences.
+    pub actors: [ModelFence; 2],
 }
 
 /// What the contract says a store answers to one transition.
@@ -271,6 +324,12 @@ pub enum Expected {
     Issued,
     /// `issue` answers `AlreadyExists` and changes nothing.
     AlreadyExists,
+    /// `issue` answers `Stopped` and stores nothing.
+    IssueStopped,
+    /// `stop_run` or `stop_actor` answers this.
+    Stop(StopOutcome),
+    /// `resume_run` or `resume_actor` answers this.
+    Resume(ResumeOutcome),
     /// `revoke` answers this.
     Revoke(RevokeOutcome),
     /// `get` answers this grant (or `None`).
@@ -289,27 +348,42 @@ impl ModelState {
     pub fn step(&mut self, transition: &Transition) -> Expected {
         match *transition {
             Transition::Issue {
-                binding, ttl_ms, ..
+                binding,
+                ttl_ms,
+                attempt_limit,
+                ..
             } => {
+                let run = self.runs[binding.actor % 2][binding.run % 2];
+                let actor = self.actors[binding.actor % 2];
+                if run.stopped || actor.stopped {
+                    return Expected::IssueStopped;
+                }
                 self.grants.push(ModelGrant {
                     binding,
                     expires_at: self.now.saturating_add(ttl_ms),
                     state: ModelGrantState::Active,
                     abandoned: 0,
+                    failed: 0,
+                    attempt_limit,
+                    issued_in: (run.stops, actor.stops),
                 });
                 Expected::Issued
             }
             Transition::IssueDuplicate { .. } => Expected::AlreadyExists,
             Transition::Revoke(target) => {
+                let stopped = self.is_stopped(target);
                 let Some(grant) = self.grant_mut(target) else {
                     return Expected::Revoke(RevokeOutcome::Unknown);
                 };
                 Expected::Revoke(match grant.state {
+                    ModelGrantState::Active if stopped => RevokeOutcome::AlreadyRevoked,
                     ModelGrantState::Active => {
                         grant.state = ModelGrantState::Revoked;
                         RevokeOutcome::Revoked
                     }
-                    ModelGrantState::Revoked => RevokeOutcome::AlreadyRevoked,
+                    ModelGrantState::Revoked | ModelGrantState::Locked => {
+                        RevokeOutcome::AlreadyRevoked
+                    }
                     ModelGrantState::Consumed { .. } => RevokeOutcome::AlreadyConsumed,
                 })
             }
@@ -320,6 +394,7 @@ impl ModelState {
                 attempt,
             } => {
                 let now = self.now;
+                let stopped = self.is_stopped(target);
                 let Some(grant) = self.grant_mut(target) else {
                     return Expected::Consume(ConsumeOutcome::Unknown);
                 };
@@ -331,8 +406,12 @@ impl ModelState {
                 if grant.is_abandoned(attempt) {
                     return Expected::Consume(ConsumeOutcome::Stale(StaleReason::Abandoned));
                 }
+                if stopped {
+                    return Expected::Consume(ConsumeOutcome::Stale(StaleReason::Stopped));
+                }
                 Expected::Consume(match grant.state {
                     ModelGrantState::Revoked => ConsumeOutcome::Stale(StaleReason::Revoked),
+                    ModelGrantState::Locked => ConsumeOutcome::Stale(StaleReason::Locked),
                     ModelGrantState::Consumed { by, .. } if by == attempt && same_binding => {
                         ConsumeOutcome::Consumed { replay: true }
                     }
@@ -343,7 +422,13 @@ impl ModelState {
                         ConsumeOutcome::Stale(StaleReason::Expired)
                     }
                     ModelGrantState::Active if !same_binding => {
-                        ConsumeOutcome::Stale(StaleReason::Mismatch)
+                        grant.failed += 1;
+                        if grant.failed >= grant.attempt_limit {
+                            grant.state = ModelGrantState::Locked;
+                            ConsumeOutcome::Stale(StaleReason::Locked)
+                        } else {
+                            ConsumeOutcome::Stale(StaleReason::Mismatch)
+                        }
                     }
                     ModelGrantState::Active => {
                         grant.state = ModelGrantState::Consumed {
@@ -356,13 +441,20 @@ impl ModelState {
             }
             Transition::Abandon { target, attempt } => {
                 let now = self.now;
+                let stopped = self.is_stopped(target);
                 let Some(grant) = self.grant_mut(target) else {
                     return Expected::Abandon(AbandonOutcome::Unknown);
                 };
                 // The model never holds more than ATTEMPTS (< the bound)
                 // abandoned attempts, so the bound is not modelled here; the
                 // `abandoned_attempts_are_bounded` scenario checks it.
-                if grant.state == ModelGrantState::Revoked {
+                if stopped {
+                    return Expected::Abandon(AbandonOutcome::Stopped);
+                }
+                if matches!(
+                    grant.state,
+                    ModelGrantState::Revoked | ModelGrantState::Locked
+                ) {
                     return Expected::Abandon(AbandonOutcome::Revoked);
                 }
                 grant.abandoned |= 1 << (attempt % ATTEMPTS);
@@ -383,6 +475,59 @@ impl ModelState {
                     AbandonOutcome::Usable { restored }
                 })
             }
+            Transition::StopRun { actor, run } => {
+                let (a, r) = (actor % 2, run % 2);
+                let now = self.now;
+                let before = self.runs[a][r];
+                let stopped_grants = (0..self.grants.len())
+                    .filter(|&g| {
+                        let grant = self.grants[g];
+                        grant.binding.actor % 2 == a
+                            && grant.binding.run % 2 == r
+                            && grant.state == ModelGrantState::Active
+                            && now < grant.expires_at
+                            && !self.is_stopped(Target::Grant(g))
+                    })
+                    .count() as u64;
+                self.runs[a][r] = ModelFence {
+                    stops: before.stops + 1,
+                    stopped: true,
+                };
+                Expected::Stop(StopOutcome {
+                    stopped_grants,
+                    was_stopped: before.stopped,
+                })
+            }
+            Transition::StopActor { actor } => {
+                let a = actor % 2;
+                let now = self.now;
+                let before = self.actors[a];
+                let stopped_grants = (0..self.grants.len())
+                    .filter(|&g| {
+                        let grant = self.grants[g];
+                        grant.binding.actor % 2 == a
+                            && grant.state == ModelGrantState::Active
+                            && now < grant.expires_at
+                            && !self.is_stopped(Target::Grant(g))
+                    })
+                    .count() as u64;
+                self.actors[a] = ModelFence {
+                    stops: before.stops + 1,
+                    stopped: true,
+                };
+                Expected::Stop(StopOutcome {
+                    stopped_grants,
+                    was_stopped: before.stopped,
+                })
+            }
+            Transition::ResumeRun { actor, run } => {
+                let fence = &mut self.runs[actor % 2][run % 2];
+                Expected::Resume(resume(fence))
+            }
+            Transition::ResumeActor { actor } => {
+                let fence = &mut self.actors[actor % 2];
+                Expected::Resume(resume(fence))
+            }
             Transition::Advance { ms } => {
                 self.now = self.now.saturating_add(ms);
                 Expected::ClockMoved
@@ -397,11 +542,32 @@ impl ModelState {
         }
     }
 
+    /// Whether the grant's run or actor was stopped since it was issued.
+    pub fn is_stopped(&self, target: Target) -> bool {
+        let Target::Grant(g) = target else {
+            return false;
+        };
+        let Some(grant) = self.grants.get(g) else {
+            return false;
+        };
+        let (actor, run) = (grant.binding.actor % 2, grant.binding.run % 2);
+        grant.issued_in != (self.runs[actor][run].stops, self.actors[actor].stops)
+    }
+
     fn grant_mut(&mut self, target: Target) -> Option<&mut ModelGrant> {
         match target {
             Target::Grant(n) => self.grants.get_mut(n),
             Target::Unknown => None,
         }
+    }
+}
+
+fn resume(fence: &mut ModelFence) -> ResumeOutcome {
+    if fence.stopped {
+        fence.stopped = false;
+        ResumeOutcome::Resumed
+    } else {
+        ResumeOutcome::NotStopped
     }
 }
 
@@ -450,11 +616,21 @@ impl ReferenceStateMachine for ReferenceModel {
             );
             options.push((
                 issue_weight,
-                (binding, 1u64..=5_000, any::<bool>())
-                    .prop_map(|(binding, ttl_ms, note)| Transition::Issue {
-                        binding,
-                        ttl_ms,
-                        note,
+                (
+                    binding,
+                    1u64..=5_000,
+                    any::<bool>(),
+                    any::<bool>(),
+                    prop_oneof![Just(1u32), Just(2), Just(3), Just(5)],
+                )
+                    .prop_map(|(binding, ttl_ms, note, approver, attempt_limit)| {
+                        Transition::Issue {
+                            binding,
+                            ttl_ms,
+                            note,
+                            approver,
+                            attempt_limit,
+                        }
                     })
                     .boxed(),
             ));
@@ -485,6 +661,26 @@ impl ReferenceStateMachine for ReferenceModel {
             (0u64..=3_000)
                 .prop_map(|ms| Transition::Advance { ms })
                 .boxed(),
+        ));
+        options.push((
+            1,
+            (0..2usize, 0..2usize)
+                .prop_map(|(actor, run)| Transition::StopRun { actor, run })
+                .boxed(),
+        ));
+        options.push((
+            1,
+            (0..2usize, 0..2usize)
+                .prop_map(|(actor, run)| Transition::ResumeRun { actor, run })
+                .boxed(),
+        ));
+        options.push((
+            1,
+            prop_oneof![
+                (0..2usize).prop_map(|actor| Transition::StopActor { actor }),
+                (0..2usize).prop_map(|actor| Transition::ResumeActor { actor }),
+            ]
+            .boxed(),
         ));
         if n > 0 {
             options.push((
@@ -589,6 +785,10 @@ impl ReferenceStateMachine for ReferenceModel {
             | Transition::Abandon { target, attempt } => {
                 names_existing(target) && *attempt < ATTEMPTS
             }
+            Transition::StopRun { actor, run } | Transition::ResumeRun { actor, run } => {
+                *actor < 2 && *run < 2
+            }
+            Transition::StopActor { actor } | Transition::ResumeActor { actor } => *actor < 2,
             Transition::Advance { .. } => true,
         }
     }
@@ -620,21 +820,32 @@ impl Harness<'_> {
         }
     }
 
-    fn expected_grant(&self, g: usize, grant: &ModelGrant) -> Result<StoredGrant, TestCaseError> {
+    fn expected_grant(
+        &self,
+        model: &ModelState,
+        g: usize,
+        grant: &ModelGrant,
+    ) -> Result<StoredGrant, TestCaseError> {
         let approval = self
             .approvals
             .get(g)
             .cloned()
             .ok_or_else(|| case_error(format!("internal: grant {g} was never issued")))?;
         let state = match grant.state {
+            ModelGrantState::Active if model.is_stopped(Target::Grant(g)) => GrantState::Stopped,
             ModelGrantState::Active => GrantState::Active,
             ModelGrantState::Revoked => GrantState::Revoked,
+            ModelGrantState::Locked => GrantState::Locked,
             ModelGrantState::Consumed { at, by } => GrantState::Consumed {
                 at: self.at(at),
                 by: self.attempts[by % ATTEMPTS].clone(),
             },
         };
-        Ok(StoredGrant { approval, state })
+        Ok(StoredGrant {
+            approval,
+            state,
+            failed_attempts: grant.failed,
+        })
     }
 
     /// Runs `transition` on the store; `before` is the model before it,
@@ -652,8 +863,10 @@ impl Harness<'_> {
                     binding,
                     ttl_ms,
                     note,
+                    approver,
+                    attempt_limit,
                 },
-                Expected::Issued,
+                expected @ (Expected::Issued | Expected::IssueStopped),
             ) => {
                 let fx = self.fx;
                 let mut approval = Approval::for_action(
@@ -664,17 +877,36 @@ impl Harness<'_> {
                     Duration::from_millis(*ttl_ms),
                     now,
                 )
+                .and_then(|a| a.with_attempt_limit(*attempt_limit))
                 .map_err(|e| format!("could not build a grant: {e}"))?;
                 if *note {
                     approval = approval
                         .with_note(format!("approved by model step {}", self.approvals.len()))
                         .map_err(|e| format!("could not add a note: {e}"))?;
                 }
-                self.store.issue(approval.clone()).await.map_err(|e| {
-                    format!("issue of a new grant answered `{e}`, expected success")
-                })?;
-                self.approvals.push(approval);
-                Ok(())
+                if *approver {
+                    let id = ApproverId::new(format!("approver {}", self.approvals.len()))
+                        .map_err(|e| format!("could not build an approver id: {e}"))?;
+                    approval = approval
+                        .approved_by(id, now)
+                        .map_err(|e| format!("could not name the approver: {e}"))?;
+                }
+                match (self.store.issue(approval.clone()).await, expected) {
+                    (Ok(()), Expected::Issued) => {
+                        self.approvals.push(approval);
+                        Ok(())
+                    }
+                    (Err(IssueError::Stopped), Expected::IssueStopped) => {
+                        match self.store.get(&approval.id).await {
+                            Ok(None) => Ok(()),
+                            Ok(Some(_)) => Err("a refused issue stored the grant".to_owned()),
+                            Err(e) => Err(format!("get failed with a store error: {e}")),
+                        }
+                    }
+                    (answer, expected) => Err(format!(
+                        "issue of a new grant answered {answer:?}, the model expected {expected:?}"
+                    )),
+                }
             }
             (Transition::IssueDuplicate { grant }, Expected::AlreadyExists) => {
                 let Some(original) = self.approvals.get(*grant) else {
@@ -720,9 +952,10 @@ impl Harness<'_> {
                     .await
                     .map_err(|e| format!("get failed with a store error: {e}"))?;
                 let want = match (target, grant) {
-                    (Target::Grant(g), Some(grant)) => {
-                        Some(self.expected_grant(*g, grant).map_err(|e| e.to_string())?)
-                    }
+                    (Target::Grant(g), Some(grant)) => Some(
+                        self.expected_grant(before, *g, grant)
+                            .map_err(|e| e.to_string())?,
+                    ),
                     _ => None,
                 };
                 if answer == want {
@@ -781,6 +1014,62 @@ impl Harness<'_> {
                     ))
                 }
             }
+            (Transition::StopRun { actor, run }, Expected::Stop(outcome)) => {
+                let answer = self
+                    .store
+                    .stop_run(&self.fx.actors[actor % 2], &self.fx.runs[run % 2], now)
+                    .await
+                    .map_err(|e| format!("stop_run failed with a store error: {e}"))?;
+                if answer == *outcome {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "stop_run answered {answer:?}, the model expected {outcome:?}"
+                    ))
+                }
+            }
+            (Transition::StopActor { actor }, Expected::Stop(outcome)) => {
+                let answer = self
+                    .store
+                    .stop_actor(&self.fx.actors[actor % 2], now)
+                    .await
+                    .map_err(|e| format!("stop_actor failed with a store error: {e}"))?;
+                if answer == *outcome {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "stop_actor answered {answer:?}, the model expected {outcome:?}"
+                    ))
+                }
+            }
+            (Transition::ResumeRun { actor, run }, Expected::Resume(outcome)) => {
+                let answer = self
+                    .store
+                    .resume_run(&self.fx.actors[actor % 2], &self.fx.runs[run % 2])
+                    .await
+                    .map_err(|e| format!("resume_run failed with a store error: {e}"))?;
+                if answer == *outcome {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "resume_run answered {answer:?}, the model expected {outcome:?}"
+                    ))
+                }
+            }
+            (Transition::ResumeActor { actor }, Expected::Resume(outcome)) => {
+                let answer = self
+                    .store
+                    .resume_actor(&self.fx.actors[actor % 2])
+                    .await
+                    .map_err(|e| format!("resume_actor failed with a store error: {e}"))?;
+                if answer == *outcome {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "resume_actor answered {answer:?}, the model expected {outcome:?}"
+                    ))
+                }
+            }
             (Transition::Advance { .. } | Transition::AdvanceToExpiry { .. }, _) => Ok(()),
             (transition, expected) => Err(format!(
                 "internal: the model answered {expected:?} to {transition:?}"
@@ -791,7 +1080,9 @@ impl Harness<'_> {
     /// After the sequence: every grant reads exactly as the model holds it.
     async fn compare_all(&self, model: &ModelState) -> Result<(), String> {
         for (g, grant) in model.grants.iter().enumerate() {
-            let want = self.expected_grant(g, grant).map_err(|e| e.to_string())?;
+            let want = self
+                .expected_grant(model, g, grant)
+                .map_err(|e| e.to_string())?;
             let answer =
                 self.store.get(&want.approval.id).await.map_err(|e| {
                     format!("final get of grant {g} failed with a store error: {e}")

@@ -69,6 +69,7 @@ impl LogCx {
             approval_id: GivenApprovalId::Absent,
             url: None,
             action_digest: None,
+            approver_id: None,
             outcome: OutcomeCode::NotAuthorized,
             reason: format!("call {n} was refused"),
             started_at: at,
@@ -82,6 +83,10 @@ impl LogCx {
         record.approval_id = GivenApprovalId::from_text(&format!("apr_{n:032x}"));
         record.url = Some("https://shop.example.com/cart?item=1".to_owned());
         record.action_digest = Some(self.digest);
+        record.approver_id = Some(
+            countersign_approval_core::ApproverId::new(format!("approver «{n}» \"q\" \\"))
+                .map_err(|e| self.fail(format!("could not build an approver id: {e}")))?,
+        );
         record.outcome = OutcomeCode::Ok;
         record.reason = String::new();
         record.finished_at = record

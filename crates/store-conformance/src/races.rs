@@ -569,3 +569,252 @@ pub async fn abandon_racing_consumes_never_performs_twice(
     }
     Ok(())
 }
+
+/// Consumes of a run's grants by many tasks while the run is stopped: every
+/// consume that started after `stop_run` returned answers `Stale(Stopped)`,
+/// none that ended before the stop began does, every grant ends either
+/// consumed by an `ok` consume or stopped, and the stop counts exactly the
+/// grants no consume had taken (`ok` + `stopped_grants` = grants).
+pub async fn stop_racing_consumes_orders_every_consume(
+    store: Arc<dyn ApprovalStore>,
+    config: &RaceConfig,
+) -> Result<(), CheckFailure> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    let race = Race::new("stop_racing_consumes_orders_every_consume", store, config).await?;
+    let unique =
+        ApprovalId::generate().map_err(|e| race.fail(format!("could not generate an id: {e}")))?;
+    let actor = countersign_approval_core::ActorId::new(format!("stop-race-{unique}"))
+        .map_err(|e| race.fail(e.to_string()))?;
+    let run = countersign_approval_core::RunId::new(format!("stop-race-run-{unique}"))
+        .map_err(|e| race.fail(e.to_string()))?;
+    let mut grants = Vec::with_capacity(config.grants);
+    for _ in 0..config.grants {
+        let approval = Approval::for_action(
+            actor.clone(),
+            run.clone(),
+            &race.fx.urls[0],
+            &race.fx.actions[0],
+            TTL,
+            race.t0,
+        )
+        .map_err(|e| race.fail(format!("could not build a grant: {e}")))?;
+        race.store
+            .issue(approval.clone())
+            .await
+            .map_err(|e| race.fail(format!("issuing a new grant failed: {e}")))?;
+        grants.push(approval);
+    }
+    let grants = Arc::new(grants);
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop_began = Arc::new(AtomicBool::new(false));
+    type Answer = (usize, Instant, Instant, Result<ConsumeOutcome, StoreError>);
+    let answers: Arc<Mutex<Vec<Answer>>> = Arc::new(Mutex::new(Vec::new()));
+    let now = race.t0.saturating_add(std::time::Duration::from_millis(1));
+    let workers = (config.consumers * 4).max(2);
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let (store, grants, next, stop_began, answers) = (
+            Arc::clone(&race.store),
+            Arc::clone(&grants),
+            Arc::clone(&next),
+            Arc::clone(&stop_began),
+            Arc::clone(&answers),
+        );
+        handles.push(tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, Ordering::SeqCst);
+                let Some(grant) = grants.get(n) else {
+                    return Ok::<(), String>(());
+                };
+                // The second half waits for the stop to begin, so the stop
+                // lands among consumes.
+                while n >= grants.len() / 2 && !stop_began.load(Ordering::SeqCst) {
+                    tokio::task::yield_now().await;
+                }
+                let attempt = AttemptId::generate().map_err(|e| e.to_string())?;
+                let started = Instant::now();
+                let answer = store
+                    .consume_once(&grant.id, &grant.binding(), now, &attempt)
+                    .await;
+                let ended = Instant::now();
+                answers
+                    .lock()
+                    .map_err(|_| "answers poisoned".to_owned())?
+                    .push((n, started, ended, answer));
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    while next.load(Ordering::SeqCst) < grants.len() / 2 {
+        tokio::task::yield_now().await;
+    }
+    let stop_start = Instant::now();
+    stop_began.store(true, Ordering::SeqCst);
+    let stopped = race
+        .store
+        .stop_run(&actor, &run, now)
+        .await
+        .map_err(|e| race.fail(format!("stop_run failed with a store error: {e}")))?;
+    let stop_end = Instant::now();
+    for handle in handles {
+        race.join(handle)
+            .await?
+            .map_err(|e| race.fail(format!("a consumer failed: {e}")))?;
+    }
+    let answers = answers
+        .lock()
+        .map_err(|_| race.fail("answers poisoned"))?
+        .drain(..)
+        .collect::<Vec<_>>();
+    let mut ok = vec![false; grants.len()];
+    for (n, started, ended, answer) in &answers {
+        match answer {
+            Ok(ConsumeOutcome::Consumed { replay: false }) => {
+                if *started > stop_end {
+                    return Err(race.fail(format!(
+                        "grant {n}: a consume that started after stop_run returned answered ok"
+                    )));
+                }
+                ok[*n] = true;
+            }
+            Ok(ConsumeOutcome::Stale(StaleReason::Stopped)) => {
+                if *ended < stop_start {
+                    return Err(race.fail(format!(
+                        "grant {n}: a consume that ended before the stop began answered Stale(Stopped)"
+                    )));
+                }
+            }
+            Ok(other) => {
+                return Err(race.fail(format!(
+                    "grant {n}: a racing consume answered {other:?}, expected ok or Stale(Stopped)"
+                )));
+            }
+            Err(e) => {
+                return Err(race.fail(format!(
+                    "grant {n}: a racing consume failed with a store error: {e}"
+                )));
+            }
+        }
+    }
+    let oks = ok.iter().filter(|o| **o).count() as u64;
+    if oks + stopped.stopped_grants != grants.len() as u64 || stopped.was_stopped {
+        return Err(race.fail(format!(
+            "{oks} consumes answered ok and the stop answered {stopped:?}: expected the stop to \
+             count exactly the {} grants no consume took, and the run not stopped before",
+            grants.len() as u64 - oks.min(grants.len() as u64)
+        )));
+    }
+    for (n, grant) in grants.iter().enumerate() {
+        let stored = race
+            .store
+            .get(&grant.id)
+            .await
+            .map_err(|e| race.fail(format!("grant {n}: get failed with a store error: {e}")))?
+            .map(|g| g.state);
+        let fits = match &stored {
+            Some(GrantState::Consumed { .. }) => ok[n],
+            Some(GrantState::Stopped) => !ok[n],
+            _ => false,
+        };
+        if !fits {
+            return Err(race.fail(format!(
+                "grant {n}: after the race get answered {stored:?}, its consume answered {}",
+                if ok[n] { "ok" } else { "no ok" }
+            )));
+        }
+        let late = race
+            .store
+            .consume_once(&grant.id, &grant.binding(), now, &race.attempt()?)
+            .await
+            .map_err(|e| race.fail(format!("grant {n}: a late consume failed: {e}")))?;
+        if late != ConsumeOutcome::Stale(StaleReason::Stopped) {
+            return Err(race.fail(format!(
+                "grant {n}: a consume after the stop answered {late:?}, expected Stale(Stopped)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `limit + 11` concurrent mismatched consumes on each grant (limit 5):
+/// exactly `limit - 1` answer `Stale(Mismatch)`, the others `Stale(Locked)`;
+/// the grant ends locked with exactly `limit` failed attempts, never
+/// consumed, and a matching consume then answers `Stale(Locked)`.
+pub async fn concurrent_mismatches_lock_once(
+    store: Arc<dyn ApprovalStore>,
+    config: &RaceConfig,
+) -> Result<(), CheckFailure> {
+    use crate::BindingField;
+    const LIMIT: u32 = 5;
+    let race = Race::new("concurrent_mismatches_lock_once", store, config).await?;
+    let contenders = LIMIT as usize + 11;
+    for grant in 0..config.grants.min(50) {
+        let (id, binding) = race.issue().await?;
+        let barrier = Arc::new(Barrier::new(contenders));
+        let handles: Vec<_> = (0..contenders)
+            .map(|i| {
+                let field = BindingField::ALL[i % BindingField::ALL.len()];
+                let wrong = race.fx.mismatched(&binding, field);
+                Ok(race.spawn_consume(&barrier, &id, &wrong, race.attempt()?))
+            })
+            .collect::<Result<_, CheckFailure>>()?;
+        let (mut mismatches, mut locked) = (0u32, 0u32);
+        for handle in handles {
+            match race.join(handle).await?.1 {
+                Ok(ConsumeOutcome::Stale(StaleReason::Mismatch)) => mismatches += 1,
+                Ok(ConsumeOutcome::Stale(StaleReason::Locked)) => locked += 1,
+                Ok(other) => {
+                    return Err(race.fail(format!(
+                        "grant {grant}: a mismatched consume answered {other:?}"
+                    )));
+                }
+                Err(e) => {
+                    return Err(race.fail(format!(
+                        "grant {grant}: a mismatched consume failed with a store error: {e}"
+                    )));
+                }
+            }
+        }
+        if mismatches != LIMIT - 1 {
+            return Err(race.fail(format!(
+                "grant {grant}: {mismatches} of {contenders} concurrent mismatches answered \
+                 Stale(Mismatch) and {locked} Stale(Locked), expected exactly {} Stale(Mismatch)",
+                LIMIT - 1
+            )));
+        }
+        let stored =
+            race.store.get(&id).await.map_err(|e| {
+                race.fail(format!("grant {grant}: get failed with a store error: {e}"))
+            })?;
+        match stored {
+            Some(g) if g.state == GrantState::Locked && g.failed_attempts == LIMIT => {}
+            other => {
+                return Err(race.fail(format!(
+                    "grant {grant}: after the race get answered {:?} with {:?} failed attempts, \
+                     expected Locked with {LIMIT}",
+                    other.as_ref().map(|g| g.state.clone()),
+                    other.as_ref().map(|g| g.failed_attempts)
+                )));
+            }
+        }
+        let matching = race
+            .store
+            .consume_once(
+                &id,
+                &binding,
+                race.t0.saturating_add(std::time::Duration::from_millis(2)),
+                &race.attempt()?,
+            )
+            .await
+            .map_err(|e| race.fail(format!("grant {grant}: the matching consume failed: {e}")))?;
+        if matching != ConsumeOutcome::Stale(StaleReason::Locked) {
+            return Err(race.fail(format!(
+                "grant {grant}: a matching consume of the locked grant answered {matching:?}"
+            )));
+        }
+    }
+    Ok(())
+}

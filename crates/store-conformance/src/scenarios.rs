@@ -230,10 +230,11 @@ async fn mismatch_does_not_burn(
         MISMATCH,
     )
     .await?;
-    cx.stored(
+    cx.stored_with_failures(
         &format!("the grant after {name} mismatches (a mismatch must not burn it)"),
         &grant,
         GrantState::Active,
+        2,
     )
     .await?;
     cx.consume(
@@ -245,13 +246,14 @@ async fn mismatch_does_not_burn(
         OK,
     )
     .await?;
-    cx.stored(
-        "the grant after the matching consume",
+    cx.stored_with_failures(
+        "the grant after the matching consume (it keeps its two failed attempts)",
         &grant,
         GrantState::Consumed {
             at: cx.at(20),
             by: attempt,
         },
+        2,
     )
     .await
 }
@@ -720,8 +722,17 @@ pub async fn get_round_trips_grant_and_state(
         target_id: "T".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
         page_revision: "R~!\"#$%&'()*+,-.:;<=>?@[]^_`{|}".to_owned(),
     };
+    let approver = countersign_approval_core::ApproverId::new("host-user:42 «reviewer»")
+        .map_err(|e| fail("the approver", &e))?;
     let rich = Approval::for_action(actor, run, &url, &action, crate::fixtures::TTL, cx.t0)
         .and_then(|a| a.with_note(note))
+        .and_then(|a| {
+            a.approved_by(
+                approver,
+                cx.t0.saturating_sub(std::time::Duration::from_millis(1)),
+            )
+        })
+        .and_then(|a| a.with_attempt_limit(2))
         .and_then(|a| a.bound_to_page(&page))
         .map_err(|e| fail("the grant", &e))?;
     let plain = cx.grant_at(cx.at(1))?;
@@ -779,10 +790,11 @@ pub async fn get_round_trips_grant_and_state(
         MISMATCH,
     )
     .await?;
-    cx.stored(
+    cx.stored_with_failures(
         "the empty-note grant after a mismatch",
         &empty_note,
         GrantState::Active,
+        1,
     )
     .await
 }
@@ -1004,8 +1016,8 @@ pub async fn grants_are_independent(store: &dyn ApprovalStore) -> Result<(), Che
 /// here.
 pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(), CheckFailure> {
     use countersign_approval_core::{
-        ActorId, Approval, ApprovalId, AttemptId, MAX_HOST_ID_BYTES, MAX_NOTE_BYTES,
-        MAX_PAGE_ID_BYTES, MAX_TTL, PageBinding, RunId,
+        ActorId, Approval, ApprovalId, ApproverId, AttemptId, MAX_ATTEMPT_LIMIT, MAX_HOST_ID_BYTES,
+        MAX_NOTE_BYTES, MAX_PAGE_ID_BYTES, MAX_TTL, PageBinding, RunId,
     };
     use countersign_canonical_policy::{
         MAX_ARGUMENT_KEY_BYTES, MAX_ARGUMENT_VALUE_BYTES, MAX_ARGUMENTS, MAX_DESCRIPTION_BYTES,
@@ -1065,12 +1077,16 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
         }))
         .map_err(|e| fail("the action with a description", &e))?;
 
+    let approver = ApproverId::new(sized("approver «ü» \"\\ ", MAX_HOST_ID_BYTES))
+        .map_err(|e| fail("the approver", &e))?;
     let longest_id = |prefix: &str| format!("{prefix}{}", "9".repeat(128 - prefix.len()));
     let mut grants = Vec::new();
     for (i, action) in [&default_described, &described].into_iter().enumerate() {
         let mut grant =
             Approval::for_action(actor.clone(), run.clone(), &url, action, MAX_TTL, cx.t0)
                 .and_then(|a| a.with_note(sized("note «✓» \"", MAX_NOTE_BYTES)))
+                .and_then(|a| a.approved_by(approver.clone(), cx.t0))
+                .and_then(|a| a.with_attempt_limit(MAX_ATTEMPT_LIMIT))
                 .and_then(|a| {
                     // Page ids at their maximum, with the quotes and
                     // backslashes a record encoding must escape.
@@ -1111,10 +1127,11 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
             MISMATCH,
         )
         .await?;
-        cx.stored(
+        cx.stored_with_failures(
             "the maximal grant after a mismatch",
             grant,
             GrantState::Active,
+            1,
         )
         .await?;
     }
@@ -1131,13 +1148,14 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
         OK,
     )
     .await?;
-    cx.stored(
+    cx.stored_with_failures(
         "the consumed maximal grant",
         first,
         GrantState::Consumed {
             at: cx.at(2),
             by: attempt.clone(),
         },
+        1,
     )
     .await?;
     cx.consume(
@@ -1171,7 +1189,7 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
         RevokeOutcome::Revoked,
     )
     .await?;
-    cx.stored("the revoked maximal grant", second, GrantState::Revoked)
+    cx.stored_with_failures("the revoked maximal grant", second, GrantState::Revoked, 1)
         .await?;
     cx.consume(
         "consume of the revoked maximal grant",
@@ -1183,6 +1201,13 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
     )
     .await
 }
+
+mod control;
+pub use control::{
+    approver_and_attempt_limit_round_trip, failed_attempts_lock_the_grant,
+    stop_actor_stops_every_run, stop_run_stops_its_grants_and_only_them,
+    stopped_run_refuses_issue_until_resumed,
+};
 
 mod abandon;
 pub use abandon::{

@@ -42,9 +42,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GrantState, IssueError, OperationId, OperationLog, OperationRecord, RevokeOutcome, RunId,
-    StoreError, StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
+    ConsumeOutcome, GrantState, IssueError, OperationId, OperationLog, OperationRecord,
+    ResumeOutcome, RevokeOutcome, RunId, StopOutcome, StoreError, StoredGrant, Timestamp,
+    decide_abandon, decide_consume, decide_revoke,
 };
 
 /// The default time records are kept after they stop mattering.
@@ -58,17 +59,88 @@ fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
         .map_err(|_| StoreError::unavailable("in-memory store is poisoned by a panic"))
 }
 
-/// One grant and the attempts given back on it.
+/// One grant, the attempts given back on it, and the generations of its
+/// run and actor when it was issued.
 #[derive(Debug)]
 struct Entry {
     grant: StoredGrant,
     abandoned: Vec<AttemptId>,
+    run_generation: u64,
+    actor_generation: u64,
+}
+
+/// A run's or an actor's stop fence. Every stop moves `generation` on, so a
+/// grant issued before any stop is stopped for good, also after a resume.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fence {
+    generation: u64,
+    stopped: bool,
+}
+
+#[derive(Debug, Default)]
+struct Grants {
+    entries: HashMap<ApprovalId, Entry>,
+    /// Run fences by actor, then run: looked up with borrowed ids.
+    runs: HashMap<ActorId, HashMap<RunId, Fence>>,
+    actors: HashMap<ActorId, Fence>,
+}
+
+impl Grants {
+    fn run_fence(&self, actor: &ActorId, run: &RunId) -> Fence {
+        self.runs
+            .get(actor)
+            .and_then(|runs| runs.get(run))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn actor_fence(&self, actor: &ActorId) -> Fence {
+        self.actors.get(actor).copied().unwrap_or_default()
+    }
+
+    /// Whether the grant's run or actor was stopped since it was issued.
+    fn is_stopped(&self, entry: &Entry) -> bool {
+        let approval = &entry.grant.approval;
+        self.run_fence(&approval.actor_id, &approval.run_id)
+            .generation
+            != entry.run_generation
+            || self.actor_fence(&approval.actor_id).generation != entry.actor_generation
+    }
+
+    /// The grant as `get` shows it: an active grant that was stopped reads
+    /// `Stopped`.
+    fn shown(&self, entry: &Entry) -> StoredGrant {
+        let mut grant = entry.grant.clone();
+        if grant.state == GrantState::Active && self.is_stopped(entry) {
+            grant.state = GrantState::Stopped;
+        }
+        grant
+    }
+
+    /// Grants usable at `now` (active, unexpired, not stopped) for which
+    /// `selects` holds.
+    fn usable(&self, now: Timestamp, selects: impl Fn(&Approval) -> bool) -> u64 {
+        let count = self
+            .entries
+            .values()
+            .filter(|entry| {
+                entry.grant.state == GrantState::Active
+                    && !entry.grant.approval.is_expired_at(now)
+                    && selects(&entry.grant.approval)
+                    && !self.is_stopped(entry)
+            })
+            .count();
+        u64::try_from(count).unwrap_or(u64::MAX)
+    }
 }
 
 /// Grants in process memory. Cheap to share behind an `Arc`.
+///
+/// A stop counts the grants it stops by walking every grant held: stops
+/// are rare, and this store holds one process's grants.
 #[derive(Debug, Default)]
 pub struct InMemoryApprovalStore {
-    grants: Mutex<HashMap<ApprovalId, Entry>>,
+    grants: Mutex<Grants>,
 }
 
 impl InMemoryApprovalStore {
@@ -79,31 +151,52 @@ impl InMemoryApprovalStore {
 
     /// How many grants are held, in any state.
     pub fn len(&self) -> Result<usize, StoreError> {
-        Ok(lock(&self.grants)?.len())
+        Ok(lock(&self.grants)?.entries.len())
     }
 
     /// Whether no grant is held.
     pub fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(lock(&self.grants)?.is_empty())
+        Ok(lock(&self.grants)?.entries.is_empty())
     }
 
     /// Drops every grant that stopped mattering more than `retention`
     /// before `now`: one whose `max(expires_at, consumed at)` +
     /// `retention` is at or before `now`. Returns how many were dropped.
+    /// Stop fences go with the last grant of their run or actor, unless
+    /// the run or actor is still stopped (then they stay until resumed).
     ///
     /// A purged id is unknown afterwards, so purge only past the grant's
     /// expiry: an expired grant can never be consumed again anyway.
     pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let before = grants.len();
-        grants.retain(|_, Entry { grant, .. }| {
+        let Grants {
+            entries,
+            runs,
+            actors,
+        } = &mut *grants;
+        let before = entries.len();
+        entries.retain(|_, Entry { grant, .. }| {
             let last = match &grant.state {
                 GrantState::Consumed { at, .. } => (*at).max(grant.approval.expires_at),
                 _ => grant.approval.expires_at,
             };
             last.saturating_add(retention) > now
         });
-        Ok(before - grants.len())
+        let mut held_runs = HashSet::new();
+        let mut held_actors = HashSet::new();
+        for entry in entries.values() {
+            let approval = &entry.grant.approval;
+            held_runs.insert((approval.actor_id.clone(), approval.run_id.clone()));
+            held_actors.insert(approval.actor_id.clone());
+        }
+        for (actor, fences) in runs.iter_mut() {
+            fences.retain(|run, fence| {
+                fence.stopped || held_runs.contains(&(actor.clone(), run.clone()))
+            });
+        }
+        runs.retain(|_, fences| !fences.is_empty());
+        actors.retain(|key, fence| fence.stopped || held_actors.contains(key));
+        Ok(before - entries.len())
     }
 }
 
@@ -111,17 +204,21 @@ impl InMemoryApprovalStore {
 impl ApprovalStore for InMemoryApprovalStore {
     async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
         let mut grants = lock(&self.grants)?;
-        if grants.contains_key(&approval.id) {
+        if grants.entries.contains_key(&approval.id) {
             return Err(IssueError::AlreadyExists(approval.id));
         }
-        grants.insert(
+        let run = grants.run_fence(&approval.actor_id, &approval.run_id);
+        let actor = grants.actor_fence(&approval.actor_id);
+        if run.stopped || actor.stopped {
+            return Err(IssueError::Stopped);
+        }
+        grants.entries.insert(
             approval.id.clone(),
             Entry {
-                grant: StoredGrant {
-                    approval,
-                    state: GrantState::Active,
-                },
+                grant: StoredGrant::issued(approval),
                 abandoned: Vec::new(),
+                run_generation: run.generation,
+                actor_generation: actor.generation,
             },
         );
         Ok(())
@@ -129,18 +226,19 @@ impl ApprovalStore for InMemoryApprovalStore {
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(entry) = grants.get_mut(id) else {
+        let Some(entry) = grants.entries.get(id) else {
             return Ok(RevokeOutcome::Unknown);
         };
-        let (outcome, next) = decide_revoke(&entry.grant.state);
-        if let Some(next) = next {
+        let (outcome, next) = decide_revoke(&grants.shown(entry).state);
+        if let (Some(next), Some(entry)) = (next, grants.entries.get_mut(id)) {
             entry.grant.state = next;
         }
         Ok(outcome)
     }
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
-        Ok(lock(&self.grants)?.get(id).map(|entry| entry.grant.clone()))
+        let grants = lock(&self.grants)?;
+        Ok(grants.entries.get(id).map(|entry| grants.shown(entry)))
     }
 
     async fn consume_once(
@@ -151,14 +249,27 @@ impl ApprovalStore for InMemoryApprovalStore {
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(entry) = grants.get_mut(id) else {
+        let Some(entry) = grants.entries.get(id) else {
             return Ok(ConsumeOutcome::Unknown);
         };
-        let (outcome, next) = decide_consume(&entry.grant, &entry.abandoned, binding, now, attempt);
-        if let Some(next) = next {
-            entry.grant.state = next;
+        let stopped = grants.is_stopped(entry);
+        let decision = decide_consume(
+            &entry.grant,
+            &entry.abandoned,
+            stopped,
+            binding,
+            now,
+            attempt,
+        );
+        if let Some(entry) = grants.entries.get_mut(id) {
+            if let Some(next) = decision.state {
+                entry.grant.state = next;
+            }
+            if let Some(failed) = decision.failed_attempts {
+                entry.grant.failed_attempts = failed;
+            }
         }
-        Ok(outcome)
+        Ok(decision.outcome)
     }
 
     async fn abandon(
@@ -168,17 +279,83 @@ impl ApprovalStore for InMemoryApprovalStore {
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(entry) = grants.get_mut(id) else {
+        let Some(entry) = grants.entries.get(id) else {
             return Ok(AbandonOutcome::Unknown);
         };
-        let decision = decide_abandon(&entry.grant, &entry.abandoned, now, attempt);
-        if decision.remember {
-            entry.abandoned.push(attempt.clone());
-        }
-        if let Some(next) = decision.state {
-            entry.grant.state = next;
+        let stopped = grants.is_stopped(entry);
+        let decision = decide_abandon(&entry.grant, &entry.abandoned, stopped, now, attempt);
+        if let Some(entry) = grants.entries.get_mut(id) {
+            if decision.remember {
+                entry.abandoned.push(attempt.clone());
+            }
+            if let Some(next) = decision.state {
+                entry.grant.state = next;
+            }
         }
         Ok(decision.outcome)
+    }
+
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let stopped_grants = grants.usable(now, |a| a.actor_id == *actor && a.run_id == *run);
+        let fence = grants
+            .runs
+            .entry(actor.clone())
+            .or_default()
+            .entry(run.clone())
+            .or_default();
+        let was_stopped = fence.stopped;
+        fence.generation += 1;
+        fence.stopped = true;
+        Ok(StopOutcome {
+            stopped_grants,
+            was_stopped,
+        })
+    }
+
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let stopped_grants = grants.usable(now, |a| a.actor_id == *actor);
+        let fence = grants.actors.entry(actor.clone()).or_default();
+        let was_stopped = fence.stopped;
+        fence.generation += 1;
+        fence.stopped = true;
+        Ok(StopOutcome {
+            stopped_grants,
+            was_stopped,
+        })
+    }
+
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        Ok(resume(
+            grants
+                .runs
+                .get_mut(actor)
+                .and_then(|runs| runs.get_mut(run)),
+        ))
+    }
+
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        Ok(resume(grants.actors.get_mut(actor)))
+    }
+}
+
+/// Clears a fence's stop, keeping its generation (stopped grants stay
+/// stopped).
+fn resume(fence: Option<&mut Fence>) -> ResumeOutcome {
+    match fence {
+        Some(fence) if fence.stopped => {
+            fence.stopped = false;
+            ResumeOutcome::Resumed
+        }
+        _ => ResumeOutcome::NotStopped,
     }
 }
 

@@ -145,6 +145,7 @@ fn record(finished: u64) -> OperationRecord {
         approval_id: GivenApprovalId::from_text(&format!("apr_{finished}")),
         url: None,
         action_digest: None,
+        approver_id: None,
         outcome: OutcomeCode::ApprovalRequired,
         reason: "approval id is missing".to_owned(),
         started_at: at(finished.saturating_sub(5)),
