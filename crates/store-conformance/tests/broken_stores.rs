@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GrantState, IssueError, RevokeOutcome, StaleReason, StoreError, StoredGrant, Timestamp,
-    decide_abandon, decide_consume, decide_revoke,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
+    ConsumeOutcome, GrantState, IssueError, ResumeOutcome, RevokeOutcome, RunId, StaleReason,
+    StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 use countersign_store_conformance::{
     CheckFailure, MODEL_CHECK, ModelConfig, RACE_CHECKS, RaceConfig, SCENARIO_CHECKS,
@@ -31,12 +31,41 @@ enum Defect {
     /// `abandon` undoes the attempt's consume but does not remember the
     /// attempt, so its late consume still succeeds.
     ForgetsAbandonedAttempts,
+    /// A stop refuses new grants but consumes never look at it.
+    StopDoesNotFenceConsumes,
+    /// Mismatches are never counted, so no grant ever locks.
+    NoAttemptCap,
+}
+
+/// Stop fences: (generation, stopped) per run and per actor, and the
+/// generations each grant was issued in.
+#[derive(Default)]
+struct Fences {
+    runs: HashMap<(ActorId, RunId), (u64, bool)>,
+    actors: HashMap<ActorId, (u64, bool)>,
+    issued_in: HashMap<ApprovalId, (u64, u64)>,
+}
+
+impl Fences {
+    fn current(&self, approval: &Approval) -> (u64, u64) {
+        let run = self
+            .runs
+            .get(&(approval.actor_id.clone(), approval.run_id.clone()))
+            .map_or(0, |f| f.0);
+        let actor = self.actors.get(&approval.actor_id).map_or(0, |f| f.0);
+        (run, actor)
+    }
+
+    fn is_stopped(&self, approval: &Approval) -> bool {
+        self.issued_in.get(&approval.id) != Some(&self.current(approval))
+    }
 }
 
 struct TestStore {
     defect: Defect,
     grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
     abandoned: Mutex<HashMap<ApprovalId, Vec<AttemptId>>>,
+    fences: Mutex<Fences>,
 }
 
 impl TestStore {
@@ -45,6 +74,7 @@ impl TestStore {
             defect,
             grants: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(HashMap::new()),
+            fences: Mutex::new(Fences::default()),
         }
     }
 
@@ -56,6 +86,51 @@ impl TestStore {
             .cloned()
             .unwrap_or_default()
     }
+
+    /// Whether consumes and abandons see `approval` as stopped.
+    fn stopped_for_consume(&self, approval: &Approval) -> bool {
+        self.defect != Defect::StopDoesNotFenceConsumes
+            && self.fences.lock().unwrap().is_stopped(approval)
+    }
+
+    fn apply(&self, grant: &mut StoredGrant, decision: countersign_approval_core::ConsumeDecision) {
+        if let Some(next) = decision.state {
+            grant.state = next;
+        }
+        if let Some(failed) = decision.failed_attempts
+            && self.defect != Defect::NoAttemptCap
+        {
+            grant.failed_attempts = failed;
+        }
+    }
+
+    /// Counts the usable grants `selects` picks and stops them, holding the
+    /// grants lock throughout so no consume lands in between.
+    fn stop(
+        &self,
+        now: Timestamp,
+        selects: impl Fn(&Approval) -> bool,
+        fence_of: impl FnOnce(&mut Fences) -> &mut (u64, bool),
+    ) -> StopOutcome {
+        let grants = self.grants.lock().unwrap();
+        let mut fences = self.fences.lock().unwrap();
+        let stopped_grants = grants
+            .values()
+            .filter(|g| {
+                g.state == GrantState::Active
+                    && !g.approval.is_expired_at(now)
+                    && selects(&g.approval)
+                    && !fences.is_stopped(&g.approval)
+            })
+            .count() as u64;
+        let fence = fence_of(&mut fences);
+        let was_stopped = fence.1;
+        *fence = (fence.0 + 1, true);
+        StopOutcome {
+            stopped_grants,
+            was_stopped,
+        }
+    }
 }
 
 #[async_trait]
@@ -65,13 +140,24 @@ impl ApprovalStore for TestStore {
         if grants.contains_key(&approval.id) {
             return Err(IssueError::AlreadyExists(approval.id));
         }
-        grants.insert(
-            approval.id.clone(),
-            StoredGrant {
-                approval,
-                state: GrantState::Active,
-            },
-        );
+        let mut fences = self.fences.lock().unwrap();
+        let run = fences
+            .runs
+            .get(&(approval.actor_id.clone(), approval.run_id.clone()))
+            .copied()
+            .unwrap_or_default();
+        let actor = fences
+            .actors
+            .get(&approval.actor_id)
+            .copied()
+            .unwrap_or_default();
+        if run.1 || actor.1 {
+            return Err(IssueError::Stopped);
+        }
+        fences
+            .issued_in
+            .insert(approval.id.clone(), (run.0, actor.0));
+        grants.insert(approval.id.clone(), StoredGrant::issued(approval));
         Ok(())
     }
 
@@ -80,7 +166,11 @@ impl ApprovalStore for TestStore {
         let Some(grant) = grants.get_mut(id) else {
             return Ok(RevokeOutcome::Unknown);
         };
-        let (outcome, next) = decide_revoke(&grant.state);
+        let mut shown = grant.state.clone();
+        if shown == GrantState::Active && self.fences.lock().unwrap().is_stopped(&grant.approval) {
+            shown = GrantState::Stopped;
+        }
+        let (outcome, next) = decide_revoke(&shown);
         if let Some(next) = next {
             grant.state = next;
         }
@@ -92,7 +182,12 @@ impl ApprovalStore for TestStore {
         let Some(grant) = grants.get_mut(id) else {
             return Ok(None);
         };
-        let answer = grant.clone();
+        let mut answer = grant.clone();
+        if answer.state == GrantState::Active
+            && self.fences.lock().unwrap().is_stopped(&answer.approval)
+        {
+            answer.state = GrantState::Stopped;
+        }
         if self.defect == Defect::ReadsConsume && grant.state == GrantState::Active {
             grant.state = GrantState::Consumed {
                 at: grant.approval.issued_at,
@@ -114,12 +209,12 @@ impl ApprovalStore for TestStore {
                 return Ok(ConsumeOutcome::Unknown);
             };
             let abandoned = self.abandoned(id);
-            let (outcome, next) = decide_consume(&grant, &abandoned, binding, now, attempt);
+            let stopped = self.stopped_for_consume(&grant.approval);
+            let decision = decide_consume(&grant, &abandoned, stopped, binding, now, attempt);
             tokio::task::yield_now().await;
-            if let Some(next) = next
-                && let Some(stored) = self.grants.lock().unwrap().get_mut(id)
-            {
-                stored.state = next;
+            let outcome = decision.outcome;
+            if let Some(stored) = self.grants.lock().unwrap().get_mut(id) {
+                self.apply(stored, decision);
             }
             return Ok(outcome);
         }
@@ -132,10 +227,10 @@ impl ApprovalStore for TestStore {
         if self.defect == Defect::IgnoresExpiry {
             seen.approval.expires_at = Timestamp::from_millis(u64::MAX);
         }
-        let (outcome, next) = decide_consume(&seen, &abandoned, binding, now, attempt);
-        if let Some(next) = next {
-            grant.state = next;
-        }
+        let stopped = self.stopped_for_consume(&grant.approval);
+        let decision = decide_consume(&seen, &abandoned, stopped, binding, now, attempt);
+        let outcome = decision.outcome;
+        self.apply(grant, decision);
         if self.defect == Defect::BurnsOnMismatch
             && outcome == ConsumeOutcome::Stale(StaleReason::Mismatch)
         {
@@ -157,9 +252,10 @@ impl ApprovalStore for TestStore {
         let Some(grant) = grants.get_mut(id) else {
             return Ok(AbandonOutcome::Unknown);
         };
+        let stopped = self.stopped_for_consume(&grant.approval);
         let mut abandoned = self.abandoned.lock().unwrap();
         let list = abandoned.entry(id.clone()).or_default();
-        let decision = decide_abandon(grant, list, now, attempt);
+        let decision = decide_abandon(grant, list, stopped, now, attempt);
         if decision.remember && self.defect != Defect::ForgetsAbandonedAttempts {
             list.push(attempt.clone());
         }
@@ -167,6 +263,47 @@ impl ApprovalStore for TestStore {
             grant.state = next;
         }
         Ok(decision.outcome)
+    }
+
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        Ok(self.stop(
+            now,
+            |a| a.actor_id == *actor && a.run_id == *run,
+            |fences| fences.runs.entry((actor.clone(), run.clone())).or_default(),
+        ))
+    }
+
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
+        Ok(self.stop(
+            now,
+            |a| a.actor_id == *actor,
+            |fences| fences.actors.entry(actor.clone()).or_default(),
+        ))
+    }
+
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
+        let mut fences = self.fences.lock().unwrap();
+        Ok(resume(fences.runs.get_mut(&(actor.clone(), run.clone()))))
+    }
+
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+        let mut fences = self.fences.lock().unwrap();
+        Ok(resume(fences.actors.get_mut(actor)))
+    }
+}
+
+fn resume(fence: Option<&mut (u64, bool)>) -> ResumeOutcome {
+    match fence {
+        Some(fence) if fence.1 => {
+            fence.1 = false;
+            ResumeOutcome::Resumed
+        }
+        _ => ResumeOutcome::NotStopped,
     }
 }
 
@@ -347,5 +484,37 @@ fn forgetting_abandoned_attempts_is_caught() {
         "unexpected message: {message}"
     );
     let model = model(Defect::ForgetsAbandonedAttempts).unwrap_err();
+    assert_eq!(model.check(), MODEL_CHECK);
+}
+
+#[test]
+fn a_stop_that_does_not_fence_consumes_is_caught() {
+    let failures = run_all(Defect::StopDoesNotFenceConsumes, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "stop_run_stops_its_grants_and_only_them",
+            "stopped_run_refuses_issue_until_resumed",
+            "stop_actor_stops_every_run",
+            "stop_racing_consumes_orders_every_consume",
+        ],
+    );
+    let message = failures["stop_run_stops_its_grants_and_only_them"].to_string();
+    assert!(message.contains("Stopped"), "unexpected message: {message}");
+    let model = model(Defect::StopDoesNotFenceConsumes).unwrap_err();
+    assert_eq!(model.check(), MODEL_CHECK);
+}
+
+#[test]
+fn a_store_without_the_attempt_cap_is_caught() {
+    let failures = run_all(Defect::NoAttemptCap, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "failed_attempts_lock_the_grant",
+            "concurrent_mismatches_lock_once",
+        ],
+    );
+    let model = model(Defect::NoAttemptCap).unwrap_err();
     assert_eq!(model.check(), MODEL_CHECK);
 }

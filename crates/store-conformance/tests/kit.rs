@@ -36,8 +36,8 @@ fn the_macro_runs_every_check() {
             "the macro does not run `{name}`"
         );
     }
-    assert_eq!(SCENARIO_CHECKS.len(), 24);
-    assert_eq!(RACE_CHECKS.len(), 4);
+    assert_eq!(SCENARIO_CHECKS.len(), 29);
+    assert_eq!(RACE_CHECKS.len(), 6);
 }
 
 #[test]
