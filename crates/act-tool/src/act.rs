@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
-    AbandonOutcome, ActionRequest, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StaleReason,
-    StoreError,
+    AbandonOutcome, ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding,
+    ConsumeOutcome, GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding,
+    StaleReason, StopOutcome, StoreError,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -37,7 +37,8 @@ use crate::result::{ActError, ActResult, Performed};
 ///    [accepts unbound grants](crate::ContextBuilder::accept_unbound_grants);
 ///    a backend or store error here ⇒ `BACKEND_FAILED` or
 ///    `STORE_UNAVAILABLE`, nothing consumed;
-/// 5. `consume_once`: stale (expired, revoked, consumed, mismatched) ⇒
+/// 5. `consume_once`: stale (expired, revoked, consumed, mismatched,
+///    locked after too many mismatches, or its run stopped by the host) ⇒
 ///    `APPROVAL_STALE`; a retryable store error is retried with the same
 ///    attempt id (a replay answer on a retry is success), other errors or
 ///    exhausted retries ⇒ `STORE_UNAVAILABLE`, after the tool gave the
@@ -58,7 +59,11 @@ use crate::result::{ActError, ActResult, Performed};
 ///    the page changed in between (the backend's reason goes to the
 ///    operation record); a later call with that grant on the changed page is
 ///    `APPROVAL_STALE` at step 4 and consumes nothing;
-/// 7. one operation record is written for every call, whatever happened.
+/// 7. one operation record is written for every call, whatever happened;
+///    for a call that consumed a grant it names the grant's approver (read
+///    with the page check, or with one `get` after the backend ran; if
+///    that read fails the record says no approver and an error event is
+///    logged).
 ///
 /// Cheap to clone; `Send + Sync`, so one `Act` may serve concurrent calls.
 #[derive(Debug, Clone)]
@@ -102,6 +107,8 @@ impl Refusal {
 struct Known {
     url: Option<String>,
     digest: Option<ActionDigest>,
+    /// The approver of the grant the call consumed.
+    approver: Option<ApproverId>,
 }
 
 fn stale_message(reason: StaleReason) -> &'static str {
@@ -111,6 +118,10 @@ fn stale_message(reason: StaleReason) -> &'static str {
         StaleReason::Expired => "approval has expired",
         StaleReason::Mismatch => "approval does not match this actor, run, url or action",
         StaleReason::Abandoned => "approval attempt was given up; call again",
+        StaleReason::Locked => {
+            "approval is locked after too many calls that did not match it; the host must issue a new approval"
+        }
+        StaleReason::Stopped => "the host stopped this run; none of its approvals can be used",
     }
 }
 
@@ -145,6 +156,7 @@ fn given_back_message(gave_up: GaveUp, abandon: &Result<AbandonOutcome, StoreErr
         Ok(AbandonOutcome::ConsumedByOther) => "the approval was used by another call",
         Ok(AbandonOutcome::Expired) => "the approval has expired",
         Ok(AbandonOutcome::Revoked) => "the approval was revoked",
+        Ok(AbandonOutcome::Stopped) => "the host stopped this run",
         Ok(AbandonOutcome::Unknown) => "the approval id is unknown",
         Err(_) => "the approval may have been used up",
     };
@@ -278,6 +290,7 @@ impl Act {
             approval_id: given,
             url: known.url,
             action_digest: known.digest,
+            approver_id: known.approver,
             outcome: code,
             reason,
             started_at,
@@ -343,7 +356,7 @@ impl Act {
         };
 
         // 4b. A backend with pages acts only on the page the grant names.
-        let page = self.check_page(store.as_ref(), &approval_id).await?;
+        let (page, read_approver) = self.check_page(store.as_ref(), &approval_id).await?;
 
         // 4–5. One atomic check-and-mark; an unknown id is its first answer.
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
@@ -366,6 +379,12 @@ impl Act {
                     .await
             }
             None => context.backend().perform(&action_request).await,
+        };
+        // The grant was used: the record names who approved it. Read after
+        // the backend ran, so the action waits for nothing more.
+        known.approver = match read_approver {
+            Some(approver) => approver,
+            None => self.approver_of(store.as_ref(), &action_request).await,
         };
         match performed {
             Ok(()) => {}
@@ -397,14 +416,72 @@ impl Act {
         })
     }
 
+    /// Who approved the grant of `request`, for the operation record: one
+    /// `get`; a failed read is logged and recorded as no approver.
+    async fn approver_of(
+        &self,
+        store: &dyn ApprovalStore,
+        request: &ActionRequest,
+    ) -> Option<ApproverId> {
+        match store.get(&request.approval_id).await {
+            Ok(grant) => grant.and_then(|g| g.approval.approver.map(|a| a.id)),
+            Err(error) => {
+                tracing::error!(
+                    operation_id = %request.operation_id,
+                    approval_id = %request.approval_id,
+                    %error,
+                    "browser_act: the grant's approver could not be read for the operation record",
+                );
+                None
+            }
+        }
+    }
+
+    /// Stops the context's run on its approval store: no grant of this
+    /// actor and run can be used any more, and none can be issued until
+    /// the host resumes the run (see
+    /// [`ApprovalStore::stop_run`](countersign_approval_core::ApprovalStore::stop_run)).
+    /// Emits a `tracing` event with the count of grants it stopped.
+    /// Without an approval store nothing can be approved, and it answers
+    /// zero stopped grants.
+    pub async fn stop_run(&self) -> Result<StopOutcome, StoreError> {
+        let context = &*self.context;
+        let Some(store) = context.approval_store() else {
+            return Ok(StopOutcome {
+                stopped_grants: 0,
+                was_stopped: false,
+            });
+        };
+        let outcome = store
+            .stop_run(context.actor_id(), context.run_id(), context.now())
+            .await;
+        match &outcome {
+            Ok(stop) => tracing::warn!(
+                actor = %context.actor_id(),
+                run = %context.run_id(),
+                stopped_grants = stop.stopped_grants,
+                was_stopped = stop.was_stopped,
+                "countersign: the host stopped the run",
+            ),
+            Err(error) => tracing::error!(
+                actor = %context.actor_id(),
+                run = %context.run_id(),
+                %error,
+                "countersign: stopping the run failed; it may not be stopped",
+            ),
+        }
+        outcome
+    }
+
     /// For a backend with pages: the grant's page, if it is the backend's
-    /// current page; refusals consume nothing. `None` for a backend without
-    /// pages (no extra store read) or an accepted unbound grant.
+    /// current page, and (for the operation record) its approver; refusals
+    /// consume nothing. `(None, None)` for a backend without pages (no extra
+    /// store read), and no page for an accepted unbound grant.
     async fn check_page(
         &self,
         store: &dyn ApprovalStore,
         id: &ApprovalId,
-    ) -> Result<Option<PageBinding>, Refusal> {
+    ) -> Result<(Option<PageBinding>, Option<Option<ApproverId>>), Refusal> {
         let context = &*self.context;
         let current = context.backend().current_page().await.map_err(|error| {
             Refusal::with_reason(
@@ -414,7 +491,7 @@ impl Act {
             )
         })?;
         let Some(current) = current else {
-            return Ok(None);
+            return Ok((None, None));
         };
         let grant = store.get(id).await.map_err(|error| {
             Refusal::with_reason(
@@ -429,13 +506,14 @@ impl Act {
                 "approval id is unknown; the host must issue an approval for this action",
             ));
         };
+        let approver = Some(grant.approval.approver.as_ref().map(|a| a.id.clone()));
         match grant.approval.page() {
-            Some(bound) if bound == current => Ok(Some(bound)),
+            Some(bound) if bound == current => Ok((Some(bound), approver)),
             Some(_) => Err(Refusal::new(
                 OutcomeCode::ApprovalStale,
                 "the page changed since approval (another document, tab or session); the approval was not used",
             )),
-            None if context.accepts_unbound_grants() => Ok(None),
+            None if context.accepts_unbound_grants() => Ok((None, approver)),
             None => Err(Refusal::new(
                 OutcomeCode::ApprovalRequired,
                 "approval is not bound to a page; the host must approve on the page the browser shows",

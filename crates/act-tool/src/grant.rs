@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use countersign_approval_core::{Approval, ApprovalError, IssueError, PageBinding};
+use countersign_approval_core::{Approval, ApprovalError, ApproverId, IssueError, PageBinding};
 use countersign_canonical_policy::Denial;
 use serde_json::Value;
 
@@ -39,7 +39,68 @@ pub async fn issue_grant(
     action: &Value,
     ttl: Duration,
 ) -> Result<Approval, GrantError> {
-    issue(context, url, action, ttl, None).await
+    issue(context, url, action, ttl, &GrantOptions::default()).await
+}
+
+/// What a grant carries beyond its binding: who approved it, a note, its
+/// failed-attempt limit and the page it is bound to. All optional; the
+/// default is no approver, no note, the default attempt limit and no page.
+///
+/// ```
+/// use countersign_act_tool::GrantOptions;
+/// use countersign_act_tool::approval::ApproverId;
+///
+/// let options = GrantOptions::default()
+///     .approved_by(ApproverId::new("user:42")?)
+///     .note("checked the amount")
+///     .attempt_limit(3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct GrantOptions {
+    approver: Option<ApproverId>,
+    note: Option<String>,
+    attempt_limit: Option<u32>,
+    page: Option<PageBinding>,
+}
+
+impl GrantOptions {
+    /// Records `approver` (from the host's own authentication, never from
+    /// the model) as having approved the grant at the context's `now`.
+    pub fn approved_by(mut self, approver: ApproverId) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// An approver note (at most 1024 bytes, no control characters).
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+
+    /// Mismatched calls that lock the grant (1 to 100; default 5).
+    pub fn attempt_limit(mut self, limit: u32) -> Self {
+        self.attempt_limit = Some(limit);
+        self
+    }
+
+    /// Binds the grant to `page` (see [`issue_page_grant`]).
+    pub fn page(mut self, page: PageBinding) -> Self {
+        self.page = Some(page);
+        self
+    }
+}
+
+/// As [`issue_grant`], with the approver, note, attempt limit and page of
+/// `options`.
+pub async fn issue_grant_with(
+    context: &Context,
+    url: &str,
+    action: &Value,
+    ttl: Duration,
+    options: &GrantOptions,
+) -> Result<Approval, GrantError> {
+    issue(context, url, action, ttl, options).await
 }
 
 /// As [`issue_grant`], and binds the grant to `page`: the browser session,
@@ -54,7 +115,14 @@ pub async fn issue_page_grant(
     action: &Value,
     ttl: Duration,
 ) -> Result<Approval, GrantError> {
-    issue(context, url, action, ttl, Some(page)).await
+    issue(
+        context,
+        url,
+        action,
+        ttl,
+        &GrantOptions::default().page(page.clone()),
+    )
+    .await
 }
 
 async fn issue(
@@ -62,7 +130,7 @@ async fn issue(
     url: &str,
     action: &Value,
     ttl: Duration,
-    page: Option<&PageBinding>,
+    options: &GrantOptions,
 ) -> Result<Approval, GrantError> {
     let store = context
         .approval_store()
@@ -78,15 +146,26 @@ async fn issue(
         ttl,
         context.now(),
     )?;
-    let approval = match page {
+    let mut approval = match &options.page {
         Some(page) => approval.bound_to_page(page)?,
         None => approval,
     };
+    if let Some(approver) = &options.approver {
+        let approved_at = approval.issued_at;
+        approval = approval.approved_by(approver.clone(), approved_at)?;
+    }
+    if let Some(note) = &options.note {
+        approval = approval.with_note(note.clone())?;
+    }
+    if let Some(limit) = options.attempt_limit {
+        approval = approval.with_attempt_limit(limit)?;
+    }
     store.issue(approval.clone()).await?;
     tracing::info!(
         approval_id = %approval.id,
         actor = %approval.actor_id,
         run = %approval.run_id,
+        approver = approval.approver.as_ref().map(|a| a.id.as_str()),
         expires_at = approval.expires_at.as_millis(),
         "approval issued",
     );

@@ -109,7 +109,7 @@ pub use act::Act;
 pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING};
 pub use context::{Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, RetryPolicy};
 pub use definition::{TOOL_NAME, ToolDefinition, ToolFormat};
-pub use grant::{GrantError, issue_grant, issue_page_grant};
+pub use grant::{GrantError, GrantOptions, issue_grant, issue_grant_with, issue_page_grant};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};
 

@@ -193,12 +193,16 @@ async fn another_actor_or_run_is_stale_and_the_grant_stays_usable() {
 #[tokio::test]
 async fn another_url_or_action_is_stale_and_the_grant_stays_usable() {
     let h = Harness::new();
-    let grant = h
-        .grant(
-            URL,
-            &json!({"method": "fill", "selector": "input#q", "arguments": {"text": "docs"}}),
-        )
-        .await;
+    // Seven mismatches below: a limit above them keeps the grant usable.
+    let grant = countersign_act_tool::issue_grant_with(
+        &h.context,
+        URL,
+        &json!({"method": "fill", "selector": "input#q", "arguments": {"text": "docs"}}),
+        common::TTL,
+        &countersign_act_tool::GrantOptions::default().attempt_limit(8),
+    )
+    .await
+    .unwrap();
     let id = grant.id.as_str();
     let mismatches = [
         call_for(

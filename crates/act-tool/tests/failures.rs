@@ -264,6 +264,34 @@ impl ApprovalStore for ReplayingStore {
     ) -> Result<AbandonOutcome, StoreError> {
         self.0.abandon(id, attempt, now).await
     }
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: countersign_act_tool::approval::Timestamp,
+    ) -> Result<countersign_act_tool::approval::StopOutcome, StoreError> {
+        self.0.stop_run(actor, run, now).await
+    }
+    async fn stop_actor(
+        &self,
+        actor: &ActorId,
+        now: countersign_act_tool::approval::Timestamp,
+    ) -> Result<countersign_act_tool::approval::StopOutcome, StoreError> {
+        self.0.stop_actor(actor, now).await
+    }
+    async fn resume_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+    ) -> Result<countersign_act_tool::approval::ResumeOutcome, StoreError> {
+        self.0.resume_run(actor, run).await
+    }
+    async fn resume_actor(
+        &self,
+        actor: &ActorId,
+    ) -> Result<countersign_act_tool::approval::ResumeOutcome, StoreError> {
+        self.0.resume_actor(actor).await
+    }
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use countersign_act_tool::approval::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
     ConsumeOutcome, IssueError, ManualClock, OperationLog, OperationRecord, OutcomeCode,
-    RevokeOutcome, RunId, StoreError, StoredGrant, Timestamp,
+    ResumeOutcome, RevokeOutcome, RunId, StopOutcome, StoreError, StoredGrant, Timestamp,
 };
 use countersign_act_tool::policy::{Policy, StaticResolver};
 use countersign_act_tool::{Act, Context, RetryPolicy, issue_grant};
@@ -311,6 +311,23 @@ impl ApprovalStore for FlakyStore {
             .unwrap()
             .push((attempt.clone(), answer.clone()));
         answer
+    }
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        self.inner.stop_run(actor, run, now).await
+    }
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
+        self.inner.stop_actor(actor, now).await
+    }
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
+        self.inner.resume_run(actor, run).await
+    }
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+        self.inner.resume_actor(actor).await
     }
 }
 
