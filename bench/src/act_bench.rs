@@ -169,6 +169,7 @@ pub fn end_to_end(budget: Budget) -> Result<String, String> {
             approval_id: GivenApprovalId::WellFormed(request.approval_id.clone()),
             url: Some(url.as_str().to_owned()),
             action_digest: Some(action.digest()),
+            approver_id: None,
             outcome: OutcomeCode::Ok,
             reason: String::new(),
             started_at: f.now,

@@ -163,12 +163,13 @@ pub mod prelude {
     //! The names a host needs for the usual flow: `use countersign::prelude::*;`.
 
     pub use crate::act::{
-        Act, ActCall, ActResult, Context, GrantError, RetryPolicy, Toolset, issue_grant,
-        issue_page_grant,
+        Act, ActCall, ActResult, Context, GrantError, GrantOptions, RetryPolicy, Toolset,
+        issue_grant, issue_grant_with, issue_page_grant,
     };
     pub use crate::approval::{
-        ActorId, Approval, ApprovalId, ApprovalStore, Backend, Clock, GrantState, ManualClock,
-        OperationLog, OutcomeCode, PageBinding, RevokeOutcome, RunId, SystemClock, Timestamp,
+        ActorId, Approval, ApprovalId, ApprovalStore, ApproverId, Backend, Clock, GrantState,
+        ManualClock, OperationLog, OutcomeCode, PageBinding, ResumeOutcome, RevokeOutcome, RunId,
+        StopOutcome, SystemClock, Timestamp,
     };
     #[cfg(feature = "fake")]
     pub use crate::backend::fake::FakeBackend;
