@@ -107,7 +107,7 @@ pub use options::{
     DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT, InvalidOptions, MAX_IDENTIFIER_BYTES,
     MAX_TABLE_PREFIX_BYTES, PostgresStoreOptions, SchemaSetup,
 };
-pub use schema::{SCHEMA_VERSION, schema_sql};
+pub use schema::{SCHEMA_VERSION, schema_sql, schema_upgrade_sql};
 pub use store::PostgresApprovalStore;
 
 /// The code blocks of `docs/postgres.md`, compiled as doc tests so the

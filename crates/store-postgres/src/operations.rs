@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use countersign_approval_core::policy::ActionDigest;
 use countersign_approval_core::{
-    ActorId, ApprovalId, GivenApprovalId, OperationId, OperationLog, OperationRecord, OutcomeCode,
+    ActorId, ApprovalId, ApproverId, GivenApprovalId, OperationId, OperationLog, OperationRecord, OutcomeCode,
     RunId, StoreError, Timestamp,
 };
 use tokio_postgres::Row;
@@ -18,7 +18,7 @@ use crate::store::{PURGE_BATCH, Shared, count_of, purge_batches};
 /// Every column of an operation row, in the order [`decode`] reads them.
 pub(crate) const OPERATION_COLUMNS: &str = "operation_id, actor_id, run_id, approval_id, \
      approval_id_bytes, approval_id_prefix, approval_id_json_type, url, action_digest, outcome, \
-     reason, started_at, finished_at";
+     reason, started_at, finished_at, approver_id";
 
 /// The JSON types a non-string approval id is recorded under.
 const JSON_TYPES: [&str; 4] = ["number", "boolean", "array", "object"];
@@ -103,6 +103,10 @@ fn decode(row: &Row) -> Result<OperationRecord, StoreError> {
             .map(|d| ActionDigest::from_str(&d))
             .transpose()
             .map_err(|_| corrupt("action_digest is not 64 lower-case hex characters"))?,
+        approver_id: optional(13)?
+            .map(ApproverId::new)
+            .transpose()
+            .map_err(|_| corrupt("approver_id is not a valid approver id"))?,
         outcome: outcome_from_str(&text(9)?).ok_or_else(|| corrupt("unknown outcome"))?,
         reason: text(10)?,
         started_at: timestamp(11)?,
@@ -240,6 +244,7 @@ impl OperationLog for PostgresOperationLog {
                     &record.reason,
                     &started_at,
                     &finished_at,
+                    &record.approver_id.as_ref().map(ApproverId::as_str),
                 ],
             )
             .await?;

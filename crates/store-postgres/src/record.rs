@@ -1,34 +1,97 @@
-//! How a grant is laid out in its row (format 1), its seal, and the strict
+//! How a grant is laid out in its row (format 2), its seal, and the strict
 //! reader of that layout.
 
 use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, AttemptId, GrantState, MAX_ABANDONED_ATTEMPTS, RunId,
-    StoreError, StoredGrant, Timestamp,
+    ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, GrantState,
+    MAX_ABANDONED_ATTEMPTS, RunId, StoreError, StoredGrant, Timestamp,
 };
 use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-/// The row format written by this version of the store.
-pub(crate) const FORMAT: i16 = 1;
+/// The row format written by this version of the store. Format 1 rows (schema
+/// version 1) are converted to format 2 by the version 2 migration.
+pub(crate) const FORMAT: i16 = 2;
+
+/// The largest count a `u32` column holds (attempt limit, failed attempts).
+pub(crate) const U32_MAX_SQL: &str = "4294967295";
 
 /// State names, as stored.
 pub(crate) mod state {
     pub(crate) const ACTIVE: &str = "active";
     pub(crate) const REVOKED: &str = "revoked";
     pub(crate) const CONSUMED: &str = "consumed";
+    pub(crate) const LOCKED: &str = "locked";
 }
 
-/// Every column of a grant row, in the order [`decode`] reads them.
-pub(crate) const COLUMNS: &str = "id, format, seal, actor_id, run_id, url, action, action_digest, \
-     issued_at, expires_at, approver_note, page_revision, operation_id, session_id, state, \
-     consumed_at, consumed_by, abandoned_attempts";
+/// Every column of a grant row, in the order [`decode`] reads them, then
+/// the current generations of its run's and actor's fences.
+const GRANT_COLUMNS: [&str; 24] = [
+    "id",
+    "format",
+    "seal",
+    "actor_id",
+    "run_id",
+    "url",
+    "action",
+    "action_digest",
+    "issued_at",
+    "expires_at",
+    "approver_note",
+    "page_revision",
+    "operation_id",
+    "session_id",
+    "approver_id",
+    "approved_at",
+    "attempt_limit",
+    "run_gen",
+    "actor_gen",
+    "state",
+    "consumed_at",
+    "consumed_by",
+    "abandoned_attempts",
+    "failed_attempts",
+];
+
+/// The columns [`decode`] reads, for a select from the grants table as `g`
+/// joined to its run fence as `rf` and its actor fence as `af`.
+pub(crate) fn select_columns() -> String {
+    let mut columns: Vec<String> = GRANT_COLUMNS.iter().map(|c| format!("g.{c}")).collect();
+    columns.push("rf.gen".to_owned());
+    columns.push("af.gen".to_owned());
+    columns.join(", ")
+}
+
+/// How many values the seal covers.
+pub(crate) const SEALED: usize = 18;
 
 /// The sealed columns, in seal order, as SQL text expressions.
-const SEALED_SQL: [&str; 13] = [
+pub(crate) const SEALED_SQL: [&str; SEALED] = [
+    "format::text",
+    "id",
+    "actor_id",
+    "run_id",
+    "url",
+    "action",
+    "action_digest",
+    "issued_at::text",
+    "expires_at::text",
+    "approver_note",
+    "page_revision",
+    "operation_id",
+    "session_id",
+    "approver_id",
+    "approved_at::text",
+    "attempt_limit::text",
+    "run_gen::text",
+    "actor_gen::text",
+];
+
+/// The columns the format 1 seal covered (schema version 1), in its order.
+pub(crate) const SEALED_SQL_V1: [&str; 13] = [
     "format::text",
     "id",
     "actor_id",
@@ -44,13 +107,13 @@ const SEALED_SQL: [&str; 13] = [
     "session_id",
 ];
 
-/// The SQL expression that recomputes a row's seal; equal to [`seal`] of
-/// the same values. Statements that change a row require `seal = ` this.
-pub(crate) fn seal_sql() -> String {
-    let parts: Vec<String> = SEALED_SQL
+/// The SQL expression of a seal over `values` (SQL text expressions, in
+/// seal order); equal to [`seal`] of the same values.
+pub(crate) fn seal_sql_over(values: &[&str]) -> String {
+    let parts: Vec<String> = values
         .iter()
-        .map(|column| {
-            format!("coalesce(octet_length({column})::text || ':' || {column}, '-') || ';'")
+        .map(|value| {
+            format!("coalesce(octet_length({value})::text || ':' || {value}, '-') || ';'")
         })
         .collect();
     format!(
@@ -59,9 +122,15 @@ pub(crate) fn seal_sql() -> String {
     )
 }
 
+/// The SQL expression that recomputes a row's seal; equal to [`seal`] of
+/// the same values. Statements that change a row require `seal = ` this.
+pub(crate) fn seal_sql() -> String {
+    seal_sql_over(&SEALED_SQL)
+}
+
 /// The seal of a grant: sha-256, as lower-case hex, over every column
 /// written at issue, each as `<byte length>:<text>;` (`-;` when null).
-fn seal(values: &[Option<&str>; 13]) -> String {
+fn seal(values: &[Option<&str>]) -> String {
     let mut hasher = Sha256::new();
     for value in values {
         match value {
@@ -96,15 +165,24 @@ pub(crate) struct Sealed<'a> {
     pub(crate) page_revision: Option<&'a str>,
     pub(crate) operation_id: Option<&'a str>,
     pub(crate) session_id: Option<&'a str>,
+    pub(crate) approver_id: Option<&'a str>,
+    pub(crate) approved_at: Option<i64>,
+    pub(crate) attempt_limit: i64,
+    pub(crate) run_gen: i64,
+    pub(crate) actor_gen: i64,
 }
 
 impl Sealed<'_> {
     /// The seal of these columns, in the order of [`seal_sql`].
     pub(crate) fn seal(&self) -> String {
-        let (format, issued, expires) = (
+        let (format, issued, expires, approved, limit, run_gen, actor_gen) = (
             self.format.to_string(),
             self.issued_at.to_string(),
             self.expires_at.to_string(),
+            self.approved_at.map(|at| at.to_string()),
+            self.attempt_limit.to_string(),
+            self.run_gen.to_string(),
+            self.actor_gen.to_string(),
         );
         seal(&[
             Some(&format),
@@ -120,17 +198,26 @@ impl Sealed<'_> {
             self.page_revision,
             self.operation_id,
             self.session_id,
+            self.approver_id,
+            approved.as_deref(),
+            Some(&limit),
+            Some(&run_gen),
+            Some(&actor_gen),
         ])
     }
 }
 
-/// A grant's values as the store writes them at issue.
+/// A grant's values as the store writes them at issue (the seal is computed
+/// by the issue statement itself, which reads the fence generations it
+/// covers).
 pub(crate) struct NewRow {
     pub(crate) action: String,
     pub(crate) action_digest: String,
     pub(crate) issued_at: i64,
     pub(crate) expires_at: i64,
-    pub(crate) seal: String,
+    pub(crate) approver_id: Option<String>,
+    pub(crate) approved_at: Option<i64>,
+    pub(crate) attempt_limit: i64,
 }
 
 /// A timestamp as a `bigint`, or `None` past `i64::MAX`.
@@ -141,43 +228,41 @@ pub(crate) fn millis(at: Timestamp) -> Option<i64> {
 /// The derived values of a new grant, or `None` when a timestamp does not
 /// fit a `bigint`.
 pub(crate) fn encode_new(approval: &Approval) -> Option<NewRow> {
-    let issued_at = millis(approval.issued_at)?;
-    let expires_at = millis(approval.expires_at)?;
-    let action = approval.action.canonical_json();
-    let action_digest = approval.action_digest.to_hex();
-    let seal = Sealed {
-        format: FORMAT,
-        id: approval.id.as_str(),
-        actor_id: approval.actor_id.as_str(),
-        run_id: approval.run_id.as_str(),
-        url: &approval.url,
-        action: &action,
-        action_digest: &action_digest,
-        issued_at,
-        expires_at,
-        approver_note: approval.approver_note.as_deref(),
-        page_revision: approval.page_revision.as_deref(),
-        operation_id: approval.operation_id.as_deref(),
-        session_id: approval.session_id.as_deref(),
-    }
-    .seal();
+    let approved_at = match &approval.approver {
+        Some(approver) => Some(millis(approver.approved_at)?),
+        None => None,
+    };
     Some(NewRow {
-        action,
-        action_digest,
-        issued_at,
-        expires_at,
-        seal,
+        action: approval.action.canonical_json(),
+        action_digest: approval.action_digest.to_hex(),
+        issued_at: millis(approval.issued_at)?,
+        expires_at: millis(approval.expires_at)?,
+        approver_id: approval
+            .approver
+            .as_ref()
+            .map(|approver| approver.id.as_str().to_owned()),
+        approved_at,
+        attempt_limit: i64::from(approval.attempt_limit),
     })
 }
 
-/// Reads a row selected with [`COLUMNS`] as the grant `id` and the attempts
-/// abandoned on it, accepting only a complete, well-formed, correctly sealed
-/// format-1 row whose abandoned list holds distinct attempt ids, at most
-/// [`MAX_ABANDONED_ATTEMPTS`], none of them the attempt that consumed it.
-pub(crate) fn decode(
-    id: &ApprovalId,
-    row: &Row,
-) -> Result<(StoredGrant, Vec<AttemptId>), StoreError> {
+/// A grant as read: its state as `get` answers it (`Stopped` derived), the
+/// state as stored, its abandoned attempts, and whether its run or actor was
+/// stopped since it was issued.
+pub(crate) struct ReadGrant {
+    pub(crate) grant: StoredGrant,
+    pub(crate) stored_state: GrantState,
+    pub(crate) abandoned: Vec<AttemptId>,
+    pub(crate) stopped: bool,
+}
+
+/// Reads a row selected with [`select_columns`] as the grant `id`,
+/// accepting only a complete, well-formed, correctly sealed format-2 row
+/// whose abandoned list holds distinct attempt ids, at most
+/// [`MAX_ABANDONED_ATTEMPTS`], none of them the attempt that consumed it,
+/// and whose run and actor fences exist at or past the generations it
+/// recorded.
+pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError> {
     let corrupt = |message: &str| StoreError::corrupt(id.as_str(), message);
     fn column<'a, T: FromSql<'a>>(
         row: &'a Row,
@@ -192,7 +277,7 @@ pub(crate) fn decode(
             )
         })
     }
-    if row.len() != 18 {
+    if row.len() != GRANT_COLUMNS.len() + 2 {
         return Err(corrupt("row has an unexpected number of columns"));
     }
     let stored_id: String = column(row, 0, "id", id)?;
@@ -209,10 +294,18 @@ pub(crate) fn decode(
     let page_revision: Option<String> = column(row, 11, "page_revision", id)?;
     let operation_id: Option<String> = column(row, 12, "operation_id", id)?;
     let session_id: Option<String> = column(row, 13, "session_id", id)?;
-    let state_text: String = column(row, 14, "state", id)?;
-    let consumed_at: Option<i64> = column(row, 15, "consumed_at", id)?;
-    let consumed_by: Option<String> = column(row, 16, "consumed_by", id)?;
-    let abandoned: Vec<Option<String>> = column(row, 17, "abandoned_attempts", id)?;
+    let approver_id: Option<String> = column(row, 14, "approver_id", id)?;
+    let approved_at: Option<i64> = column(row, 15, "approved_at", id)?;
+    let attempt_limit: i64 = column(row, 16, "attempt_limit", id)?;
+    let run_gen: i64 = column(row, 17, "run_gen", id)?;
+    let actor_gen: i64 = column(row, 18, "actor_gen", id)?;
+    let state_text: String = column(row, 19, "state", id)?;
+    let consumed_at: Option<i64> = column(row, 20, "consumed_at", id)?;
+    let consumed_by: Option<String> = column(row, 21, "consumed_by", id)?;
+    let abandoned: Vec<Option<String>> = column(row, 22, "abandoned_attempts", id)?;
+    let failed_attempts: i64 = column(row, 23, "failed_attempts", id)?;
+    let run_fence_gen: Option<i64> = column(row, 24, "the run fence's gen", id)?;
+    let actor_fence_gen: Option<i64> = column(row, 25, "the actor fence's gen", id)?;
 
     if format != FORMAT {
         return Err(corrupt("unsupported row format"));
@@ -234,6 +327,11 @@ pub(crate) fn decode(
         page_revision: page_revision.as_deref(),
         operation_id: operation_id.as_deref(),
         session_id: session_id.as_deref(),
+        approver_id: approver_id.as_deref(),
+        approved_at,
+        attempt_limit,
+        run_gen,
+        actor_gen,
     }
     .seal();
     if stored_seal != expected_seal {
@@ -257,6 +355,23 @@ pub(crate) fn decode(
     };
     let issued_at = timestamp(issued_at, "issued_at")?;
     let expires_at = timestamp(expires_at, "expires_at")?;
+    let approver = match (approver_id, approved_at) {
+        (None, None) => None,
+        (Some(approver), Some(at)) => Some(Approver {
+            id: ApproverId::new(approver)
+                .map_err(|_| corrupt("approver_id is not a valid approver id"))?,
+            approved_at: timestamp(at, "approved_at")?,
+        }),
+        _ => {
+            return Err(corrupt(
+                "approver_id and approved_at are not both set or both null",
+            ));
+        }
+    };
+    let attempt_limit = u32::try_from(attempt_limit)
+        .map_err(|_| corrupt("attempt_limit is out of range"))?;
+    let failed_attempts = u32::try_from(failed_attempts)
+        .map_err(|_| corrupt("failed_attempts is out of range"))?;
     let mut abandoned_attempts: Vec<AttemptId> = Vec::with_capacity(abandoned.len());
     for attempt in &abandoned {
         let attempt = attempt
@@ -274,14 +389,15 @@ pub(crate) fn decode(
         ));
     }
 
-    let state = match (state_text.as_str(), consumed_at, consumed_by) {
+    let stored_state = match (state_text.as_str(), consumed_at, consumed_by) {
         (state::ACTIVE, None, None) => GrantState::Active,
         (state::REVOKED, None, None) => GrantState::Revoked,
+        (state::LOCKED, None, None) => GrantState::Locked,
         (state::CONSUMED, Some(at), Some(by)) => GrantState::Consumed {
             at: timestamp(at, "consumed_at")?,
             by: AttemptId::parse(&by).ok_or_else(|| corrupt("consumed_by is not an attempt id"))?,
         },
-        (state::ACTIVE | state::REVOKED, _, _) => {
+        (state::ACTIVE | state::REVOKED | state::LOCKED, _, _) => {
             return Err(corrupt("unconsumed row has consumed columns"));
         }
         (state::CONSUMED, _, _) => {
@@ -289,11 +405,28 @@ pub(crate) fn decode(
         }
         _ => return Err(corrupt("unknown state")),
     };
-    if let GrantState::Consumed { by, .. } = &state
+    if let GrantState::Consumed { by, .. } = &stored_state
         && abandoned_attempts.contains(by)
     {
         return Err(corrupt("consumed by an attempt it lists as abandoned"));
     }
+
+    // Stopped: the run's or the actor's fence moved past the generation the
+    // grant recorded at issue. A fence behind it, or missing, was altered.
+    let fence = |current: Option<i64>, recorded: i64, what: &str| match current {
+        None => Err(corrupt(&format!("the grant's {what} fence row is missing"))),
+        Some(current) if recorded < 0 || current < recorded => Err(corrupt(&format!(
+            "the grant records a {what} generation its fence never had"
+        ))),
+        Some(current) => Ok(current != recorded),
+    };
+    let run_stopped = fence(run_fence_gen, run_gen, "run")?;
+    let actor_stopped = fence(actor_fence_gen, actor_gen, "actor")?;
+    let stopped = run_stopped || actor_stopped;
+    let state = match &stored_state {
+        GrantState::Active if stopped => GrantState::Stopped,
+        other => other.clone(),
+    };
 
     let grant = StoredGrant {
         approval: Approval {
@@ -306,13 +439,21 @@ pub(crate) fn decode(
             issued_at,
             expires_at,
             approver_note,
+            approver,
+            attempt_limit,
             page_revision,
             operation_id,
             session_id,
         },
         state,
+        failed_attempts,
     };
-    Ok((grant, abandoned_attempts))
+    Ok(ReadGrant {
+        grant,
+        stored_state,
+        abandoned: abandoned_attempts,
+        stopped,
+    })
 }
 
 #[cfg(test)]
@@ -321,59 +462,23 @@ mod tests {
 
     use super::*;
 
+    fn values(first: &[Option<&'static str>]) -> Vec<Option<&'static str>> {
+        let mut all = first.to_vec();
+        all.resize(SEALED, None);
+        all
+    }
+
     #[test]
     fn the_seal_length_prefixes_every_value() {
-        let a = seal(&[
-            Some("ab"),
-            Some("c"),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        ]);
-        let b = seal(&[
-            Some("a"),
-            Some("bc"),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        ]);
-        let c = seal(&[
-            Some("ab"),
-            Some("c"),
-            Some(""),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        ]);
+        let a = seal(&values(&[Some("ab"), Some("c")]));
+        let b = seal(&values(&[Some("a"), Some("bc")]));
+        let c = seal(&values(&[Some("ab"), Some("c"), Some("")]));
         assert_ne!(a, b);
         assert_ne!(a, c);
         assert_eq!(a.len(), 64);
         // `2:ab;1:c;-;-;…`: fixed here so the SQL side can be checked against it.
         let mut hasher = Sha256::new();
-        hasher.update("2:ab;1:c;-;-;-;-;-;-;-;-;-;-;-;");
+        hasher.update(format!("2:ab;1:c;{}", "-;".repeat(SEALED - 2)));
         let expected: String = hasher
             .finalize()
             .iter()
@@ -390,6 +495,27 @@ mod tests {
             let found = sql[at..].find(&format!("octet_length({column})")).unwrap();
             at += found + 1;
         }
-        assert_eq!(sql.matches("octet_length(").count(), 13);
+        assert_eq!(sql.matches("octet_length(").count(), SEALED);
+        // Every column written at issue is sealed, except the state columns.
+        let unsealed: Vec<&str> = GRANT_COLUMNS
+            .iter()
+            .copied()
+            .filter(|c| {
+                !SEALED_SQL
+                    .iter()
+                    .any(|s| s.split("::").next() == Some(*c))
+            })
+            .collect();
+        assert_eq!(
+            unsealed,
+            [
+                "seal",
+                "state",
+                "consumed_at",
+                "consumed_by",
+                "abandoned_attempts",
+                "failed_attempts"
+            ]
+        );
     }
 }

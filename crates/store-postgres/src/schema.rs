@@ -4,9 +4,10 @@
 use sha2::{Digest, Sha256};
 
 use crate::options::{InvalidOptions, PostgresStoreOptions};
+use crate::record;
 
 /// The schema version this library reads and writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// One step of the schema: its version, what it does, and its SQL with
 /// placeholders.
@@ -17,11 +18,18 @@ pub(crate) struct Migration {
 }
 
 /// Every step, oldest first; the last one's version is [`SCHEMA_VERSION`].
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "grants and operations",
-    sql: include_str!("sql/0001_grants_and_operations.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "grants and operations",
+        sql: include_str!("sql/0001_grants_and_operations.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "host controls: fences, attempt cap, approver",
+        sql: include_str!("sql/0002_host_controls.sql"),
+    },
+];
 
 /// The version table, created before any step.
 const VERSION_TABLE_SQL: &str = "CREATE TABLE IF NOT EXISTS {table:schema_version} (
@@ -40,6 +48,10 @@ pub(crate) struct Names {
     pub(crate) grants: String,
     /// `"schema"."{prefix}operations"`.
     pub(crate) operations: String,
+    /// `"schema"."{prefix}run_fences"`.
+    pub(crate) run_fences: String,
+    /// `"schema"."{prefix}actor_fences"`.
+    pub(crate) actor_fences: String,
     /// `"schema"."{prefix}schema_version"`.
     pub(crate) schema_version: String,
 }
@@ -54,13 +66,25 @@ impl Names {
         Ok(Names {
             grants: table("grants"),
             operations: table("operations"),
+            run_fences: table("run_fences"),
+            actor_fences: table("actor_fences"),
             schema_version: table("schema_version"),
             schema,
             prefix,
         })
     }
 
-    /// `sql` with `{schema}`, `{table:NAME}` and `{name:NAME}` filled in.
+    /// The text that keys this store's advisory locks on runs and actors
+    /// (see `Statements`): the schema and the prefix, so two stores in one
+    /// database never wait on each other.
+    pub(crate) fn lock_namespace(&self) -> String {
+        format!("countersign {}.{}", self.schema, self.prefix)
+    }
+
+    /// `sql` with `{schema}`, `{table:NAME}`, `{name:NAME}`, and the seal
+    /// expressions `{seal:1}` (a format 1 row's, as schema version 1 sealed
+    /// it) and `{seal:2}` (the format 2 seal of a format 1 row being
+    /// converted) filled in.
     pub(crate) fn render(&self, sql: &str) -> String {
         let mut out = String::with_capacity(sql.len() + 256);
         let mut rest = sql;
@@ -78,6 +102,14 @@ impl Names {
                     out.push_str(&format!("\"{}\".\"{}{name}\"", self.schema, self.prefix))
                 }
                 Some(("name", name)) => out.push_str(&format!("\"{}{name}\"", self.prefix)),
+                Some(("seal", "1")) => out.push_str(&record::seal_sql_over(&record::SEALED_SQL_V1)),
+                Some(("seal", "2")) => {
+                    // The row still reads format 1 while its format 2 seal
+                    // is computed: the format value is the one being set.
+                    let mut values = record::SEALED_SQL;
+                    values[0] = "'2'::text";
+                    out.push_str(&record::seal_sql_over(&values))
+                }
                 _ => out.push_str(&rest[open..open + close + 2]),
             }
             rest = &after[close + 1..];
@@ -133,6 +165,30 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
     Ok(Names::new(options)?.setup_sql(0))
 }
 
+/// The SQL that upgrades a schema at `from_version` (as recorded in
+/// `{prefix}schema_version`) to [`SCHEMA_VERSION`], for hosts whose own
+/// migration tool applies schema changes ([`SchemaSetup::Verify`](crate::SchemaSetup::Verify)).
+/// Empty of steps when `from_version` is already current; [`schema_sql`] is
+/// this from version 0.
+///
+/// Run it in one transaction, with every host on the older library stopped
+/// (the version 2 step converts every grant row; see `docs/postgres.md`).
+///
+/// ```
+/// use countersign_store_postgres::{PostgresStoreOptions, schema_upgrade_sql};
+///
+/// let sql = schema_upgrade_sql(&PostgresStoreOptions::new("host=db"), 1)?;
+/// assert!(sql.contains("CREATE TABLE \"countersign\".\"run_fences\" ("));
+/// assert!(!sql.contains("CREATE TABLE \"countersign\".\"grants\" ("));
+/// # Ok::<(), countersign_store_postgres::InvalidOptions>(())
+/// ```
+pub fn schema_upgrade_sql(
+    options: &PostgresStoreOptions,
+    from_version: i32,
+) -> Result<String, InvalidOptions> {
+    Ok(Names::new(options)?.setup_sql(from_version))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -158,9 +214,17 @@ mod tests {
                     && created.contains(" ON \"s1\".\"p_"));
             assert!(ok, "creates outside the schema or unquoted: {created}");
         }
-        assert_eq!(sql.matches("CREATE TABLE").count(), 3);
-        assert_eq!(sql.matches("CREATE INDEX").count(), 3);
+        for altered in sql
+            .lines()
+            .filter(|l| l.starts_with("ALTER") || l.starts_with("INSERT") || l.starts_with("UPDATE"))
+        {
+            assert!(altered.contains(" \"s1\".\"p_"), "outside the schema: {altered}");
+        }
+        assert_eq!(sql.matches("CREATE TABLE").count(), 5);
+        assert_eq!(sql.matches("CREATE INDEX").count(), 4);
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
+        assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (2, 'host controls: fences, attempt cap, approver');"));
+        assert!(sql.contains("encode(sha256("), "the seal placeholders are filled");
     }
 
     #[test]
@@ -171,6 +235,28 @@ mod tests {
         assert_eq!(MIGRATIONS.last().unwrap().version, SCHEMA_VERSION);
         let names = Names::new(&PostgresStoreOptions::new("host=h")).unwrap();
         assert!(!names.setup_sql(SCHEMA_VERSION).contains("CREATE TABLE \""));
+        let upgrade = names.setup_sql(1);
+        assert!(!upgrade.contains("CREATE TABLE \"countersign\".\"grants\""));
+        assert!(upgrade.contains("ALTER TABLE \"countersign\".\"grants\""));
+        assert!(upgrade.contains("VALUES (2, "));
+        assert!(!upgrade.contains("VALUES (1, "));
+    }
+
+    #[test]
+    fn the_conversion_seals_differ_only_in_the_format_and_the_new_columns() {
+        let names = Names::new(&PostgresStoreOptions::new("host=h")).unwrap();
+        let v1 = names.render("{seal:1}");
+        let v2 = names.render("{seal:2}");
+        assert_eq!(v1.matches("octet_length(").count(), 13);
+        assert_eq!(v2.matches("octet_length(").count(), record::SEALED);
+        assert!(v1.contains("octet_length(format::text)"));
+        assert!(v2.contains("octet_length('2'::text)"));
+        assert!(!v2.contains("format::text"));
+        // The conversion seal is the format 2 seal with the format filled in.
+        assert_eq!(
+            v2.replace("'2'::text", "format::text"),
+            record::seal_sql()
+        );
     }
 
     #[test]

@@ -7,20 +7,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, RevokeOutcome, StoreError, StoredGrant,
-    Timestamp, decide_abandon, decide_consume, decide_revoke,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
+    ConsumeOutcome, GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, ResumeOutcome, RevokeOutcome,
+    RunId, StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon,
+    decide_consume, decide_revoke,
 };
 use deadpool::managed::QueueMode;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row, Socket};
+use tokio_postgres::{IsolationLevel, NoTls, Row, Socket};
 
 use crate::error::{ends_connection, is_conflict, pg_error, pool_error};
 use crate::operations::{OPERATION_COLUMNS, PostgresOperationLog};
 use crate::options::{ConnectError, InvalidOptions, PostgresStoreOptions, SchemaSetup};
-use crate::record::{self, COLUMNS, FORMAT, state};
+use crate::record::{self, FORMAT, ReadGrant, state};
 use crate::schema::{Names, SCHEMA_VERSION};
 
 /// How often one statement is repeated after a serialization failure or a
@@ -28,7 +29,9 @@ use crate::schema::{Names, SCHEMA_VERSION};
 pub(crate) const CONFLICT_RETRIES: u32 = 12;
 /// How often consume and revoke re-run their statement when the row reads
 /// as changeable right after the statement did not change it (a grant
-/// issued in between) before the row is taken as corrupt.
+/// issued in between) before the row is taken as corrupt; and how often
+/// issue re-runs its statement when it saw a fence created concurrently
+/// by another issue, which its snapshot could not show yet.
 const RECHECKS: usize = 3;
 /// How often abandon reads the row again after its guarded write found the
 /// row changed since it was read (a consume, revoke or abandon in between),
@@ -42,6 +45,19 @@ const MIN_SERVER_VERSION_NUM: i32 = 110_000;
 /// What every attempt id looks like (`AttemptId::parse`), as a POSIX regex.
 const ATTEMPT_ID_PATTERN: &str = "^[A-Za-z0-9_-]{1,128}$";
 
+/// The advisory-lock key of `run` of `actor` (SQL text expressions), in
+/// this store's lock namespace `ns`.
+fn run_lock_key(ns: &str, actor: &str, run: &str) -> String {
+    format!(
+        "hashtextextended('{ns} run ' || octet_length({actor}) || ':' || {actor} || ':' || {run}, 0)"
+    )
+}
+
+/// The advisory-lock key of `actor` (an SQL text expression).
+fn actor_lock_key(ns: &str, actor: &str) -> String {
+    format!("hashtextextended('{ns} actor ' || {actor}, 0)")
+}
+
 /// The statements, rendered once for the configured names.
 pub(crate) struct Statements {
     issue: String,
@@ -50,6 +66,12 @@ pub(crate) struct Statements {
     abandon: String,
     get: String,
     purge: String,
+    lock_run: String,
+    stop_run: String,
+    lock_actor: String,
+    stop_actor: String,
+    resume_run: String,
+    resume_actor: String,
     pub(crate) record_operation: String,
     pub(crate) get_operation: String,
     pub(crate) records_for_run: String,
@@ -61,18 +83,25 @@ impl Statements {
     fn new(names: &Names) -> Statements {
         let g = &names.grants;
         let o = &names.operations;
+        let runs = &names.run_fences;
+        let actors = &names.actor_fences;
+        let ns = names.lock_namespace();
         let seal = record::seal_sql();
+        let columns = record::select_columns();
+        let u32_max = record::U32_MAX_SQL;
         // The lowest `seq` among the newest `$2` operation records (`$2`
         // null: no bound, every record counts).
         let newest = format!(
             "(CASE WHEN $2::bigint IS NULL THEN 0 ELSE (SELECT coalesce(min(seq), 0) FROM \
              (SELECT seq FROM {o} ORDER BY seq DESC LIMIT $2) AS newest) END)"
         );
-        // A row is changeable only if it is format 1, its seal matches and
-        // its abandoned list holds at most the bound of distinct attempt
-        // ids: a row altered by hand is never changed, whatever else it holds.
+        // A row is changeable only if it is format 2, its seal matches, its
+        // count of failed attempts is in range and its abandoned list holds
+        // at most the bound of distinct attempt ids: a row altered by hand
+        // is never changed, whatever else it holds.
         let sound = format!(
             "format = {FORMAT} AND seal = {seal} \
+             AND failed_attempts BETWEEN 0 AND {u32_max} \
              AND cardinality(abandoned_attempts) <= {MAX_ABANDONED_ATTEMPTS} \
              AND NOT EXISTS (SELECT 1 FROM unnest(abandoned_attempts) AS a(attempt) \
              WHERE a.attempt IS NULL OR a.attempt !~ '{ATTEMPT_ID_PATTERN}') \
@@ -85,46 +114,195 @@ impl Statements {
             "{sound} AND state = '{active}' AND consumed_at IS NULL AND consumed_by IS NULL",
             active = state::ACTIVE
         );
+        // Every statement that changes grant `$1` first takes the shared
+        // advisory locks of its run and its actor (a stop or a resume takes
+        // the exclusive one: it waits for the changes in flight, and the
+        // changes that come after it queue behind it), then reads the
+        // fences' generations with `FOR SHARE`, which sees the fence as a
+        // stop committed it (READ COMMITTED re-reads a locked row that
+        // changed; REPEATABLE READ and SERIALIZABLE fail with a
+        // serialization error, and the statement is repeated). It changes
+        // the grant only if the generations it recorded are still the
+        // fences': a stopped grant is never changed.
+        let fenced = format!(
+            "WITH g AS (SELECT actor_id, run_id FROM {g} WHERE id = $1), \
+             l AS (SELECT pg_advisory_xact_lock_shared({run_key}) AS run_lock, \
+             pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM g), \
+             rf AS (SELECT f.gen FROM {runs} f JOIN g ON f.actor_id = g.actor_id \
+             AND f.run_id = g.run_id WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
+             af AS (SELECT f.gen FROM {actors} f JOIN g ON f.actor_id = g.actor_id \
+             WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f) ",
+            run_key = run_lock_key(&ns, "g.actor_id", "g.run_id"),
+            actor_key = actor_lock_key(&ns, "g.actor_id"),
+        );
+        let unstopped = "run_gen = (SELECT gen FROM rf) AND actor_gen = (SELECT gen FROM af)";
+        let bound = "actor_id = $4 AND run_id = $5 AND url = $6 AND action_digest = $7";
+        // The seal of the grant being issued: over its values (`v`) and the
+        // fence generations it records (`r`, `a`).
+        let issue_seal = {
+            let values: Vec<String> = record::SEALED_SQL
+                .iter()
+                .map(|column| match *column {
+                    "format::text" => format!("'{FORMAT}'::text"),
+                    "run_gen::text" => "r.gen::text".to_owned(),
+                    "actor_gen::text" => "a.gen::text".to_owned(),
+                    other => format!("v.{other}"),
+                })
+                .collect();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            record::seal_sql_over(&values)
+        };
         Statements {
+            // Issue: the shared locks of the run and the actor, their fences
+            // (created at generation 0 when missing) read with `FOR SHARE`,
+            // and the insert only if neither is stopped. Answers: inserted,
+            // run fences seen, actor fences seen, stopped, and whether the
+            // id was already taken in the statement's snapshot.
             issue: format!(
-                "INSERT INTO {g} (id, format, seal, actor_id, run_id, url, action, action_digest, \
-                 issued_at, expires_at, approver_note, page_revision, operation_id, session_id, state) \
-                 VALUES ($1, {FORMAT}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '{active}') \
-                 ON CONFLICT (id) DO NOTHING RETURNING 1",
+                "WITH v AS (SELECT $1::text AS id, $2::text AS actor_id, $3::text AS run_id, \
+                 $4::text AS url, $5::text AS action, $6::text AS action_digest, \
+                 $7::bigint AS issued_at, $8::bigint AS expires_at, $9::text AS approver_note, \
+                 $10::text AS page_revision, $11::text AS operation_id, $12::text AS session_id, \
+                 $13::text AS approver_id, $14::bigint AS approved_at, \
+                 $15::bigint AS attempt_limit), \
+                 l AS (SELECT pg_advisory_xact_lock_shared({run_key}) AS run_lock, \
+                 pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM v), \
+                 rf AS (SELECT f.gen, f.stopped FROM {runs} f JOIN v ON f.actor_id = v.actor_id \
+                 AND f.run_id = v.run_id WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
+                 af AS (SELECT f.gen, f.stopped FROM {actors} f JOIN v ON f.actor_id = v.actor_id \
+                 WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
+                 rn AS (INSERT INTO {runs} (actor_id, run_id, gen, stopped) \
+                 SELECT v.actor_id, v.run_id, 0, false FROM v \
+                 WHERE (SELECT count(*) FROM l) = 1 AND NOT EXISTS (SELECT 1 FROM rf) \
+                 ON CONFLICT DO NOTHING RETURNING gen, stopped), \
+                 an AS (INSERT INTO {actors} (actor_id, gen, stopped) \
+                 SELECT v.actor_id, 0, false FROM v \
+                 WHERE (SELECT count(*) FROM l) = 1 AND NOT EXISTS (SELECT 1 FROM af) \
+                 ON CONFLICT DO NOTHING RETURNING gen, stopped), \
+                 r AS (SELECT gen, stopped FROM rf UNION ALL SELECT gen, stopped FROM rn), \
+                 a AS (SELECT gen, stopped FROM af UNION ALL SELECT gen, stopped FROM an), \
+                 ins AS (INSERT INTO {g} (id, format, seal, actor_id, run_id, url, action, \
+                 action_digest, issued_at, expires_at, approver_note, page_revision, \
+                 operation_id, session_id, approver_id, approved_at, attempt_limit, run_gen, \
+                 actor_gen, state, failed_attempts) \
+                 SELECT v.id, {FORMAT}, {issue_seal}, v.actor_id, v.run_id, v.url, v.action, \
+                 v.action_digest, v.issued_at, v.expires_at, v.approver_note, v.page_revision, \
+                 v.operation_id, v.session_id, v.approver_id, v.approved_at, v.attempt_limit, \
+                 r.gen, a.gen, '{active}', 0 FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped \
+                 ON CONFLICT (id) DO NOTHING RETURNING 1) \
+                 SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM r), \
+                 (SELECT count(*) FROM a), \
+                 coalesce((SELECT bool_or(stopped) FROM r), false) \
+                 OR coalesce((SELECT bool_or(stopped) FROM a), false), \
+                 EXISTS (SELECT 1 FROM {g} WHERE id = $1)",
+                run_key = run_lock_key(&ns, "v.actor_id", "v.run_id"),
+                actor_key = actor_lock_key(&ns, "v.actor_id"),
                 active = state::ACTIVE
             ),
+            // Consume: marks the grant consumed when the binding matches, or
+            // counts a mismatch (locking the grant at its limit), in one
+            // statement; answers the new state.
             consume: format!(
-                "UPDATE {g} SET state = '{consumed}', consumed_at = $2, consumed_by = $3 \
-                 WHERE id = $1 AND expires_at > $2 AND actor_id = $4 AND run_id = $5 \
-                 AND url = $6 AND action_digest = $7 AND NOT ($3 = ANY(abandoned_attempts)) \
-                 AND {intact} RETURNING 1",
-                consumed = state::CONSUMED
+                "{fenced}UPDATE {g} SET \
+                 state = CASE WHEN {bound} THEN '{consumed}' \
+                 WHEN failed_attempts + 1 >= attempt_limit THEN '{locked}' ELSE state END, \
+                 consumed_at = CASE WHEN {bound} THEN $2 ELSE consumed_at END, \
+                 consumed_by = CASE WHEN {bound} THEN $3 ELSE consumed_by END, \
+                 failed_attempts = CASE WHEN {bound} THEN failed_attempts \
+                 ELSE least(failed_attempts + 1, {u32_max}) END \
+                 WHERE id = $1 AND expires_at > $2 AND NOT ($3 = ANY(abandoned_attempts)) \
+                 AND {unstopped} AND {intact} RETURNING state",
+                consumed = state::CONSUMED,
+                locked = state::LOCKED
             ),
             revoke: format!(
-                "UPDATE {g} SET state = '{revoked}' WHERE id = $1 AND {intact} RETURNING 1",
+                "{fenced}UPDATE {g} SET state = '{revoked}' WHERE id = $1 AND {unstopped} \
+                 AND {intact} RETURNING 1",
                 revoked = state::REVOKED
             ),
             // The write of an abandon that `decide_abandon` ruled on the row
             // as read: applied only if the row is still exactly that row
             // ($6..$9: state, consumed_at, consumed_by, abandoned list as
-            // read), so the decision and the write are one atomic step.
+            // read) and still not stopped, so the decision and the write are
+            // one atomic step.
             abandon: format!(
-                "UPDATE {g} SET state = $2, consumed_at = $3, consumed_by = $4, \
+                "{fenced}UPDATE {g} SET state = $2, consumed_at = $3, consumed_by = $4, \
                  abandoned_attempts = $5 WHERE id = $1 AND state = $6 \
                  AND consumed_at IS NOT DISTINCT FROM $7 AND consumed_by IS NOT DISTINCT FROM $8 \
-                 AND abandoned_attempts = $9 AND {sound} RETURNING 1"
+                 AND abandoned_attempts = $9 AND {unstopped} AND {sound} RETURNING 1"
             ),
-            get: format!("SELECT {COLUMNS} FROM {g} WHERE id = $1"),
+            get: format!(
+                "SELECT {columns} FROM {g} g \
+                 LEFT JOIN {runs} rf ON rf.actor_id = g.actor_id AND rf.run_id = g.run_id \
+                 LEFT JOIN {actors} af ON af.actor_id = g.actor_id WHERE g.id = $1"
+            ),
             purge: format!(
                 "WITH gone AS (DELETE FROM {g} WHERE id IN (SELECT id FROM {g} \
                  WHERE expires_at <= $1 AND (consumed_at IS NULL OR consumed_at <= $1) \
                  LIMIT $2) RETURNING 1) SELECT count(*) FROM gone"
             ),
+            // A stop is one READ COMMITTED transaction of two statements:
+            // the locks, then (with a snapshot taken once every change in
+            // flight has committed) the fence moved and the usable grants
+            // counted. Stopping a run takes its actor's lock shared, so a
+            // stop of the actor counts each grant once with it.
+            lock_run: format!(
+                "SELECT pg_advisory_xact_lock({run_key}) AS run_lock, \
+                 pg_advisory_xact_lock_shared({actor_key}) AS actor_lock",
+                run_key = run_lock_key(&ns, "$1::text", "$2::text"),
+                actor_key = actor_lock_key(&ns, "$1::text"),
+            ),
+            stop_run: format!(
+                "WITH old AS (SELECT gen, stopped FROM {runs} WHERE actor_id = $1 AND run_id = $2), \
+                 a AS (SELECT gen FROM {actors} WHERE actor_id = $1), \
+                 ins AS (INSERT INTO {runs} (actor_id, run_id, gen, stopped) \
+                 SELECT $1, $2, 1, true WHERE NOT EXISTS (SELECT 1 FROM old) RETURNING 1), \
+                 up AS (UPDATE {runs} SET gen = gen + 1, stopped = true \
+                 WHERE actor_id = $1 AND run_id = $2 RETURNING 1), \
+                 n AS (SELECT count(*) AS n FROM {g} WHERE actor_id = $1 AND run_id = $2 \
+                 AND state = '{active}' AND expires_at > $3 \
+                 AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)) \
+                 SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
+                 (SELECT count(*) FROM ins) + (SELECT count(*) FROM up)",
+                active = state::ACTIVE
+            ),
+            lock_actor: format!(
+                "SELECT pg_advisory_xact_lock({actor_key}) AS actor_lock",
+                actor_key = actor_lock_key(&ns, "$1::text"),
+            ),
+            stop_actor: format!(
+                "WITH old AS (SELECT gen, stopped FROM {actors} WHERE actor_id = $1), \
+                 ins AS (INSERT INTO {actors} (actor_id, gen, stopped) \
+                 SELECT $1, 1, true WHERE NOT EXISTS (SELECT 1 FROM old) RETURNING 1), \
+                 up AS (UPDATE {actors} SET gen = gen + 1, stopped = true \
+                 WHERE actor_id = $1 RETURNING 1), \
+                 n AS (SELECT count(*) AS n FROM {g} gr JOIN {runs} f \
+                 ON f.actor_id = gr.actor_id AND f.run_id = gr.run_id \
+                 WHERE gr.actor_id = $1 AND gr.state = '{active}' AND gr.expires_at > $2 \
+                 AND gr.actor_gen = (SELECT gen FROM old) AND gr.run_gen = f.gen) \
+                 SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
+                 (SELECT count(*) FROM ins) + (SELECT count(*) FROM up)",
+                active = state::ACTIVE
+            ),
+            // A resume takes the exclusive lock too (so consumes in flight
+            // cannot hold it off), then clears the flag.
+            resume_run: format!(
+                "WITH l AS (SELECT pg_advisory_xact_lock({run_key}) AS run_lock) \
+                 UPDATE {runs} SET stopped = false WHERE actor_id = $1 AND run_id = $2 \
+                 AND stopped AND (SELECT count(*) FROM l) = 1 RETURNING 1",
+                run_key = run_lock_key(&ns, "$1::text", "$2::text"),
+            ),
+            resume_actor: format!(
+                "WITH l AS (SELECT pg_advisory_xact_lock({actor_key}) AS actor_lock) \
+                 UPDATE {actors} SET stopped = false WHERE actor_id = $1 \
+                 AND stopped AND (SELECT count(*) FROM l) = 1 RETURNING 1",
+                actor_key = actor_lock_key(&ns, "$1::text"),
+            ),
             record_operation: format!(
                 "INSERT INTO {o} (operation_id, actor_id, run_id, approval_id, approval_id_bytes, \
                  approval_id_prefix, approval_id_json_type, url, action_digest, outcome, reason, \
-                 started_at, finished_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                 started_at, finished_at, approver_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (operation_id) DO NOTHING RETURNING 1"
             ),
             get_operation: format!(
@@ -203,6 +381,71 @@ impl Shared {
                         message: format!(
                             "{what}: no answer from postgres within {} ms",
                             self.statement_limit.as_millis()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Runs `lock` then `sql` in one READ COMMITTED transaction (whatever
+    /// the session's default level) on a pooled connection and returns the
+    /// rows of `sql`, repeating the whole transaction after a deadlock or a
+    /// serialization failure. `sql` takes its snapshot after `lock`
+    /// returned: it sees every change committed while `lock` waited.
+    pub(crate) async fn locked_transaction(
+        &self,
+        what: &str,
+        lock: &str,
+        lock_params: &[&(dyn ToSql + Sync)],
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let mut backoff = Duration::from_millis(1);
+        let mut conflicts = 0;
+        loop {
+            let mut client = self.pool.get().await.map_err(pool_error)?;
+            let run = async {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::ReadCommitted)
+                    .start()
+                    .await?;
+                let locking = tx.prepare_cached(lock).await?;
+                tx.query(&locking, lock_params).await?;
+                let statement = tx.prepare_cached(sql).await?;
+                let rows = tx.query(&statement, params).await?;
+                tx.commit().await?;
+                Ok::<_, tokio_postgres::Error>(rows)
+            };
+            match tokio::time::timeout(self.statement_limit * 2, run).await {
+                Ok(Ok(rows)) => return Ok(rows),
+                Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    drop(client);
+                    tokio::time::sleep(jitter(backoff)).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+                Ok(Err(err)) if is_conflict(&err) => {
+                    return Err(StoreError::unavailable(format!(
+                        "{what}: still conflicting with concurrent transactions after \
+                         {CONFLICT_RETRIES} repeats: {err}"
+                    )));
+                }
+                Ok(Err(err)) => {
+                    if ends_connection(&err) || client.is_closed() {
+                        drop(Object::take(client));
+                    }
+                    return Err(pg_error(what, &err));
+                }
+                Err(_) => {
+                    drop(Object::take(client));
+                    return Err(StoreError::Timeout {
+                        message: format!(
+                            "{what}: no answer from postgres within {} ms",
+                            (self.statement_limit * 2).as_millis()
                         ),
                     });
                 }
@@ -405,11 +648,7 @@ impl PostgresApprovalStore {
         .await
     }
 
-    async fn read(
-        &self,
-        what: &str,
-        id: &ApprovalId,
-    ) -> Result<Option<(StoredGrant, Vec<AttemptId>)>, StoreError> {
+    async fn read(&self, what: &str, id: &ApprovalId) -> Result<Option<ReadGrant>, StoreError> {
         let rows = self
             .shared
             .query(what, &self.shared.statements.get, &[&id.as_str()])
@@ -422,6 +661,97 @@ impl PostgresApprovalStore {
                 "more than one row has this id",
             )),
         }
+    }
+
+    /// Stops a run (`Some`) or an actor: one READ COMMITTED transaction
+    /// that takes the exclusive lock, moves the fence and counts the grants
+    /// that were usable.
+    async fn stop(
+        &self,
+        actor: &ActorId,
+        run: Option<&RunId>,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        let now_ms = clamp_millis(now);
+        let statements = &self.shared.statements;
+        let rows = match run {
+            Some(run) => {
+                self.shared
+                    .locked_transaction(
+                        "stopping a run",
+                        &statements.lock_run,
+                        &[&actor.as_str(), &run.as_str()],
+                        &statements.stop_run,
+                        &[&actor.as_str(), &run.as_str(), &now_ms],
+                    )
+                    .await?
+            }
+            None => {
+                self.shared
+                    .locked_transaction(
+                        "stopping an actor",
+                        &statements.lock_actor,
+                        &[&actor.as_str()],
+                        &statements.stop_actor,
+                        &[&actor.as_str(), &now_ms],
+                    )
+                    .await?
+            }
+        };
+        let unexpected = || StoreError::unavailable("stopping: unexpected reply from postgres");
+        let row = rows.first().ok_or_else(unexpected)?;
+        let was_stopped: bool = row.try_get(0).map_err(|_| unexpected())?;
+        let counted: i64 = row.try_get(1).map_err(|_| unexpected())?;
+        let moved: i64 = row.try_get(2).map_err(|_| unexpected())?;
+        if moved != 1 {
+            return Err(unexpected());
+        }
+        let outcome = StopOutcome {
+            stopped_grants: u64::try_from(counted).map_err(|_| unexpected())?,
+            was_stopped,
+        };
+        tracing::info!(
+            target: "countersign_store_postgres",
+            actor_id = %actor,
+            run_id = run.map(RunId::as_str),
+            stopped_grants = outcome.stopped_grants,
+            was_stopped = outcome.was_stopped,
+            "{}",
+            if run.is_some() { "stopped a run" } else { "stopped an actor" }
+        );
+        Ok(outcome)
+    }
+
+    /// Clears the stopped flag of a run (`Some`) or an actor.
+    async fn resume(&self, actor: &ActorId, run: Option<&RunId>) -> Result<ResumeOutcome, StoreError> {
+        let statements = &self.shared.statements;
+        let rows = match run {
+            Some(run) => {
+                self.shared
+                    .query(
+                        "resuming a run",
+                        &statements.resume_run,
+                        &[&actor.as_str(), &run.as_str()],
+                    )
+                    .await?
+            }
+            None => {
+                self.shared
+                    .query("resuming an actor", &statements.resume_actor, &[&actor.as_str()])
+                    .await?
+            }
+        };
+        if rows.is_empty() {
+            return Ok(ResumeOutcome::NotStopped);
+        }
+        tracing::info!(
+            target: "countersign_store_postgres",
+            actor_id = %actor,
+            run_id = run.map(RunId::as_str),
+            "{}",
+            if run.is_some() { "resumed a run" } else { "resumed an actor" }
+        );
+        Ok(ResumeOutcome::Resumed)
     }
 }
 
@@ -573,32 +903,58 @@ impl ApprovalStore for PostgresApprovalStore {
         let row = record::encode_new(&approval).ok_or_else(|| StoreError::Rejected {
             message: "a timestamp is past what postgres bigint holds".to_owned(),
         })?;
-        let rows = self
-            .shared
-            .query(
-                "issuing a grant",
-                &self.shared.statements.issue,
-                &[
-                    &approval.id.as_str(),
-                    &row.seal,
-                    &approval.actor_id.as_str(),
-                    &approval.run_id.as_str(),
-                    &approval.url,
-                    &row.action,
-                    &row.action_digest,
-                    &row.issued_at,
-                    &row.expires_at,
-                    &approval.approver_note,
-                    &approval.page_revision,
-                    &approval.operation_id,
-                    &approval.session_id,
-                ],
-            )
-            .await?;
-        if rows.is_empty() {
-            return Err(IssueError::AlreadyExists(approval.id));
+        let what = "issuing a grant";
+        for _ in 0..RECHECKS {
+            let rows = self
+                .shared
+                .query(
+                    what,
+                    &self.shared.statements.issue,
+                    &[
+                        &approval.id.as_str(),
+                        &approval.actor_id.as_str(),
+                        &approval.run_id.as_str(),
+                        &approval.url,
+                        &row.action,
+                        &row.action_digest,
+                        &row.issued_at,
+                        &row.expires_at,
+                        &approval.approver_note,
+                        &approval.page_revision,
+                        &approval.operation_id,
+                        &approval.session_id,
+                        &row.approver_id,
+                        &row.approved_at,
+                        &row.attempt_limit,
+                    ],
+                )
+                .await?;
+            let unexpected = || StoreError::unavailable(format!("{what}: unexpected reply"));
+            let reply = rows.first().ok_or_else(unexpected)?;
+            let count = |i: usize| reply.try_get::<_, i64>(i).map_err(|_| unexpected());
+            let (inserted, run_fences, actor_fences) = (count(0)?, count(1)?, count(2)?);
+            let stopped: bool = reply.try_get(3).map_err(|_| unexpected())?;
+            let taken: bool = reply.try_get(4).map_err(|_| unexpected())?;
+            if inserted == 1 {
+                return Ok(());
+            }
+            // An id already present is refused as such, stopped or not.
+            if taken {
+                return Err(IssueError::AlreadyExists(approval.id));
+            }
+            if stopped {
+                return Err(IssueError::Stopped);
+            }
+            if run_fences == 1 && actor_fences == 1 {
+                // The insert met a grant committed after the snapshot.
+                return Err(IssueError::AlreadyExists(approval.id));
+            }
+            // A fence another issue created after this statement's snapshot:
+            // the next run of the statement sees it.
         }
-        Ok(())
+        Err(IssueError::Store(StoreError::unavailable(format!(
+            "{what}: the run's and actor's fences stayed out of sight in {RECHECKS} tries"
+        ))))
     }
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
@@ -614,10 +970,10 @@ impl ApprovalStore for PostgresApprovalStore {
             if !rows.is_empty() {
                 return Ok(RevokeOutcome::Revoked);
             }
-            let Some((grant, _)) = self.read("revoking a grant", id).await? else {
+            let Some(read) = self.read("revoking a grant", id).await? else {
                 return Ok(RevokeOutcome::Unknown);
             };
-            let (outcome, change) = decide_revoke(&grant.state);
+            let (outcome, change) = decide_revoke(&read.grant.state);
             if change.is_none() {
                 return Ok(outcome);
             }
@@ -632,7 +988,7 @@ impl ApprovalStore for PostgresApprovalStore {
         Ok(self
             .read("reading a grant", id)
             .await?
-            .map(|(grant, _)| grant))
+            .map(|read| read.grant))
     }
 
     async fn consume_once(
@@ -642,13 +998,14 @@ impl ApprovalStore for PostgresApprovalStore {
         now: Timestamp,
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
+        let what = "consuming a grant";
         let now_ms = clamp_millis(now);
         let digest = binding.action_digest.to_hex();
         for _ in 0..RECHECKS {
             let rows = self
                 .shared
                 .query(
-                    "consuming a grant",
+                    what,
                     &self.shared.statements.consume,
                     &[
                         &id.as_str(),
@@ -661,21 +1018,33 @@ impl ApprovalStore for PostgresApprovalStore {
                     ],
                 )
                 .await?;
-            if !rows.is_empty() {
-                return Ok(ConsumeOutcome::Consumed { replay: false });
+            if let Some(row) = rows.first() {
+                // The statement changed the grant; its new state says how.
+                let new_state: String = row
+                    .try_get(0)
+                    .map_err(|_| StoreError::unavailable(format!("{what}: unexpected reply")))?;
+                return match new_state.as_str() {
+                    state::CONSUMED => Ok(ConsumeOutcome::Consumed { replay: false }),
+                    state::LOCKED => Ok(ConsumeOutcome::Stale(StaleReason::Locked)),
+                    state::ACTIVE => Ok(ConsumeOutcome::Stale(StaleReason::Mismatch)),
+                    _ => Err(StoreError::unavailable(format!(
+                        "{what}: unexpected state in the reply"
+                    ))),
+                };
             }
-            // Not marked: read why, by the same rules every store applies.
-            let Some((grant, abandoned)) = self.read("consuming a grant", id).await? else {
+            // Not changed: read why, by the same rules every store applies.
+            let Some(read) = self.read(what, id).await? else {
                 return Ok(ConsumeOutcome::Unknown);
             };
-            let (outcome, change) = decide_consume(&grant, &abandoned, binding, now, attempt);
-            if change.is_none() {
-                return Ok(outcome);
+            let decision =
+                decide_consume(&read.grant, &read.abandoned, read.stopped, binding, now, attempt);
+            if decision.state.is_none() && decision.failed_attempts.is_none() {
+                return Ok(decision.outcome);
             }
         }
         Err(StoreError::corrupt(
             id.as_str(),
-            "the row reads as consumable but the consume statement does not accept it",
+            "the row reads as changeable but the consume statement does not accept it",
         ))
     }
 
@@ -687,17 +1056,17 @@ impl ApprovalStore for PostgresApprovalStore {
     ) -> Result<AbandonOutcome, StoreError> {
         let what = "abandoning an attempt";
         for _ in 0..ABANDON_REREADS {
-            let Some((grant, abandoned)) = self.read(what, id).await? else {
+            let Some(read) = self.read(what, id).await? else {
                 return Ok(AbandonOutcome::Unknown);
             };
-            let decision = decide_abandon(&grant, &abandoned, now, attempt);
+            let decision = decide_abandon(&read.grant, &read.abandoned, read.stopped, now, attempt);
             if decision.state.is_none() && !decision.remember {
                 return Ok(decision.outcome);
             }
-            let (old_state, old_at, old_by) = state_columns(&grant.state)?;
-            let new = decision.state.as_ref().unwrap_or(&grant.state);
+            let (old_state, old_at, old_by) = state_columns(&read.stored_state)?;
+            let new = decision.state.as_ref().unwrap_or(&read.stored_state);
             let (new_state, new_at, new_by) = state_columns(new)?;
-            let old_list: Vec<&str> = abandoned.iter().map(AttemptId::as_str).collect();
+            let old_list: Vec<&str> = read.abandoned.iter().map(AttemptId::as_str).collect();
             let mut new_list = old_list.clone();
             if decision.remember {
                 new_list.push(attempt.as_str());
@@ -730,15 +1099,38 @@ impl ApprovalStore for PostgresApprovalStore {
              abandon is idempotent, retry it"
         )))
     }
+
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        self.stop(actor, Some(run), now).await
+    }
+
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
+        self.stop(actor, None, now).await
+    }
+
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
+        self.resume(actor, Some(run)).await
+    }
+
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+        self.resume(actor, None).await
+    }
 }
 
-/// A grant state as its columns: state name, consumed_at, consumed_by.
+/// A stored grant state as its columns: state name, consumed_at,
+/// consumed_by. `Stopped` is never stored (it is derived from the fences).
 fn state_columns(
     state: &GrantState,
 ) -> Result<(&'static str, Option<i64>, Option<&str>), StoreError> {
     Ok(match state {
         GrantState::Active => (state::ACTIVE, None, None),
         GrantState::Revoked => (state::REVOKED, None, None),
+        GrantState::Locked => (state::LOCKED, None, None),
         GrantState::Consumed { at, by } => (
             state::CONSUMED,
             Some(record::millis(*at).ok_or_else(|| {
@@ -746,5 +1138,10 @@ fn state_columns(
             })?),
             Some(by.as_str()),
         ),
+        GrantState::Stopped => {
+            return Err(StoreError::unavailable(
+                "a stopped state is derived from the fences and never stored",
+            ));
+        }
     })
 }

@@ -509,6 +509,7 @@ fn record(op: &OperationId, run: &str, finished: u64) -> OperationRecord {
         approval_id: GivenApprovalId::from_text("apr_given"),
         url: Some(support::URL.to_owned()),
         action_digest: None,
+        approver_id: None,
         outcome: OutcomeCode::ApprovalStale,
         reason: "grant expired".to_owned(),
         started_at: Timestamp::from_millis(finished - 5),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use countersign_approval_core::policy::ActionDigest;
 use countersign_approval_core::{
-    ActorId, ApprovalId, GivenApprovalId, OperationId, OperationLog, OperationRecord, OutcomeCode,
-    RunId, StoreError, Timestamp,
+    ActorId, ApprovalId, ApproverId, GivenApprovalId, OperationId, OperationLog, OperationRecord,
+    OutcomeCode, RunId, StoreError, Timestamp,
 };
 use redis::{Cmd, Script, Value};
 
@@ -92,12 +92,13 @@ mod field {
     pub(super) const APPROVAL_TYPE: &str = "approval_type";
     pub(super) const URL: &str = "url";
     pub(super) const DIGEST: &str = "digest";
+    pub(super) const APPROVER: &str = "approver";
     pub(super) const OUTCOME: &str = "outcome";
     pub(super) const REASON: &str = "reason";
     pub(super) const STARTED_AT: &str = "started_at";
     pub(super) const FINISHED_AT: &str = "finished_at";
 
-    pub(super) const ALL: [&str; 14] = [
+    pub(super) const ALL: [&str; 15] = [
         VERSION,
         OPERATION,
         ACTOR,
@@ -108,6 +109,7 @@ mod field {
         APPROVAL_TYPE,
         URL,
         DIGEST,
+        APPROVER,
         OUTCOME,
         REASON,
         STARTED_AT,
@@ -342,6 +344,9 @@ fn encode(record: &OperationRecord) -> Vec<(&'static str, String)> {
     if let Some(digest) = &record.action_digest {
         fields.push((field::DIGEST, digest.to_hex()));
     }
+    if let Some(approver) = &record.approver_id {
+        fields.push((field::APPROVER, approver.as_str().to_owned()));
+    }
     fields
 }
 
@@ -414,6 +419,9 @@ fn decode(key: &str, flat: &[Value]) -> Result<OperationRecord, StoreError> {
                 ActionDigest::from_str(hex)
                     .map_err(|_| corrupt("digest is not 64 lower-case hex characters"))
             })
+            .transpose()?,
+        approver_id: get(field::APPROVER)
+            .map(|id| ApproverId::new(id).map_err(|_| corrupt("approver is not an approver id")))
             .transpose()?,
         outcome,
         reason: required(field::REASON)?.to_owned(),
@@ -566,6 +574,15 @@ mod tests {
                 Err(StoreError::Corrupt { .. })
             ));
         }
+        let mut approved = good.to_vec();
+        approved.push(("approver", "ops «ü» {x}"));
+        assert_eq!(
+            decode("k", &flat(&approved)).unwrap().approver_id,
+            Some(ApproverId::new("ops «ü» {x}").unwrap())
+        );
+        let mut bad_approver = good.to_vec();
+        bad_approver.push(("approver", ""));
+        assert!(decode("k", &flat(&bad_approver)).is_err());
         let mut extra = good.to_vec();
         extra.push(("secret", "x"));
         assert!(decode("k", &flat(&extra)).is_err());

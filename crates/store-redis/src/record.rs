@@ -1,4 +1,4 @@
-//! How a grant is laid out in its hash (format `v=1`), and the strict reader
+//! How a grant is laid out in its hash (format `v=2`), and the strict reader
 //! of that layout.
 
 use std::collections::HashMap;
@@ -6,13 +6,13 @@ use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, AttemptId, GrantState, MAX_ABANDONED_ATTEMPTS, RunId,
-    StoreError, StoredGrant, Timestamp,
+    ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, GrantState,
+    MAX_ABANDONED_ATTEMPTS, MAX_ATTEMPT_LIMIT, RunId, StoreError, StoredGrant, Timestamp,
 };
 use redis::Value;
 
 /// The record format written by this version of the store.
-pub(crate) const FORMAT_VERSION: &str = "1";
+pub(crate) const FORMAT_VERSION: &str = "2";
 
 /// Field names, as stored.
 pub(crate) mod field {
@@ -34,9 +34,15 @@ pub(crate) mod field {
     pub(crate) const CONSUMED_BY: &str = "consumed_by";
     pub(crate) const ISSUE_TOKEN: &str = "issue_token";
     pub(crate) const ABANDONED: &str = "abandoned";
+    pub(crate) const APPROVER: &str = "approver";
+    pub(crate) const APPROVED_AT: &str = "approved_at";
+    pub(crate) const ATTEMPT_LIMIT: &str = "attempt_limit";
+    pub(crate) const FAILED: &str = "failed";
+    pub(crate) const RUN_GENERATION: &str = "rgen";
+    pub(crate) const ACTOR_GENERATION: &str = "agen";
 
-    /// Every field a v=1 record may hold.
-    pub(crate) const ALL: [&str; 18] = [
+    /// Every field a v=2 record may hold.
+    pub(crate) const ALL: [&str; 24] = [
         VERSION,
         ID,
         ACTOR,
@@ -55,6 +61,12 @@ pub(crate) mod field {
         CONSUMED_BY,
         ISSUE_TOKEN,
         ABANDONED,
+        APPROVER,
+        APPROVED_AT,
+        ATTEMPT_LIMIT,
+        FAILED,
+        RUN_GENERATION,
+        ACTOR_GENERATION,
     ];
 }
 
@@ -63,9 +75,11 @@ pub(crate) mod state {
     pub(crate) const ACTIVE: &str = "active";
     pub(crate) const REVOKED: &str = "revoked";
     pub(crate) const CONSUMED: &str = "consumed";
+    pub(crate) const LOCKED: &str = "locked";
 }
 
-/// The field/value pairs of a new, active grant.
+/// The field/value pairs of a new, active grant, without the generations
+/// (the issue script records the fences' generations it reads).
 pub(crate) fn encode_new(approval: &Approval, issue_token: &str) -> Vec<(&'static str, String)> {
     let mut fields = vec![
         (field::VERSION, FORMAT_VERSION.to_owned()),
@@ -82,7 +96,16 @@ pub(crate) fn encode_new(approval: &Approval, issue_token: &str) -> Vec<(&'stati
         ),
         (field::STATE, state::ACTIVE.to_owned()),
         (field::ISSUE_TOKEN, issue_token.to_owned()),
+        (field::ATTEMPT_LIMIT, approval.attempt_limit.to_string()),
+        (field::FAILED, "0".to_owned()),
     ];
+    if let Some(approver) = &approval.approver {
+        fields.push((field::APPROVER, approver.id.as_str().to_owned()));
+        fields.push((
+            field::APPROVED_AT,
+            approver.approved_at.as_millis().to_string(),
+        ));
+    }
     let optional = [
         (field::NOTE, &approval.approver_note),
         (field::PAGE_REVISION, &approval.page_revision),
@@ -100,12 +123,17 @@ pub(crate) fn encode_new(approval: &Approval, issue_token: &str) -> Vec<(&'stati
 /// Parses a decimal timestamp exactly as the store writes it: digits only,
 /// no sign, no leading zeros.
 fn parse_millis(text: &str) -> Option<Timestamp> {
+    parse_u64(text).map(Timestamp::from_millis)
+}
+
+/// Parses a decimal integer exactly as the store writes it.
+fn parse_u64(text: &str) -> Option<u64> {
     let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     let canonical = text == "0" || !text.starts_with('0');
     if !(digits_only && canonical) {
         return None;
     }
-    text.parse::<u64>().ok().map(Timestamp::from_millis)
+    text.parse::<u64>().ok()
 }
 
 /// A bulk string reply as UTF-8 text.
@@ -118,7 +146,9 @@ pub(crate) fn text(value: &Value) -> Option<&str> {
 }
 
 /// Reads an HGETALL reply (a flat array of names and values) as a grant of
-/// id `id`, accepting only a complete, well-formed v=1 record.
+/// id `id`, accepting only a complete, well-formed v=2 record. The state is
+/// the stored one (`Active`, `Revoked`, `Locked` or `Consumed`); whether the
+/// grant is stopped depends on its fences, which the caller knows.
 pub(crate) fn decode(
     id: &ApprovalId,
     key: &str,
@@ -174,16 +204,40 @@ pub(crate) fn decode(
     let expires_at = parse_millis(required(field::EXPIRES_AT)?)
         .ok_or_else(|| corrupt("expires_at is not a timestamp"))?;
 
+    let approver = match (
+        fields.get(field::APPROVER).copied(),
+        fields.get(field::APPROVED_AT).copied(),
+    ) {
+        (None, None) => None,
+        (Some(id), Some(at)) => Some(Approver {
+            id: ApproverId::new(id).map_err(|_| corrupt("approver is not a valid approver id"))?,
+            approved_at: parse_millis(at)
+                .ok_or_else(|| corrupt("approved_at is not a timestamp"))?,
+        }),
+        _ => return Err(corrupt("approver and approved_at must be set together")),
+    };
+    let attempt_limit = parse_u64(required(field::ATTEMPT_LIMIT)?)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (1..=MAX_ATTEMPT_LIMIT).contains(n))
+        .ok_or_else(|| corrupt("attempt_limit is not 1 to 100"))?;
+    let failed_attempts = parse_u64(required(field::FAILED)?)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| corrupt("failed is not a count"))?;
+    for name in [field::RUN_GENERATION, field::ACTOR_GENERATION] {
+        parse_u64(required(name)?).ok_or_else(|| corrupt("generation is not a decimal integer"))?;
+    }
+
     let consumed_at = fields.get(field::CONSUMED_AT).copied();
     let consumed_by = fields.get(field::CONSUMED_BY).copied();
     let state = match (required(field::STATE)?, consumed_at, consumed_by) {
         (state::ACTIVE, None, None) => GrantState::Active,
         (state::REVOKED, None, None) => GrantState::Revoked,
+        (state::LOCKED, None, None) => GrantState::Locked,
         (state::CONSUMED, Some(at), Some(by)) => GrantState::Consumed {
             at: parse_millis(at).ok_or_else(|| corrupt("consumed_at is not a timestamp"))?,
             by: AttemptId::parse(by).ok_or_else(|| corrupt("consumed_by is not an attempt id"))?,
         },
-        (state::ACTIVE | state::REVOKED, _, _) => {
+        (state::ACTIVE | state::REVOKED | state::LOCKED, _, _) => {
             return Err(corrupt("unconsumed record has consumed fields"));
         }
         (state::CONSUMED, _, _) => {
@@ -191,6 +245,17 @@ pub(crate) fn decode(
         }
         _ => return Err(corrupt("unknown state")),
     };
+    let locked = state == GrantState::Locked;
+    if locked && failed_attempts != attempt_limit {
+        return Err(corrupt(
+            "locked record does not count its limit of failed attempts",
+        ));
+    }
+    if !locked && failed_attempts >= attempt_limit {
+        return Err(corrupt(
+            "failed attempts reach the limit of a record that is not locked",
+        ));
+    }
 
     Ok(StoredGrant {
         approval: Approval {
@@ -203,11 +268,14 @@ pub(crate) fn decode(
             issued_at,
             expires_at,
             approver_note: optional(field::NOTE),
+            approver,
+            attempt_limit,
             page_revision: optional(field::PAGE_REVISION),
             operation_id: optional(field::OPERATION_ID),
             session_id: optional(field::SESSION_ID),
         },
         state,
+        failed_attempts,
     })
 }
 
@@ -281,6 +349,9 @@ mod tests {
             );
         }
         assert_eq!(prelude.matches(" = true").count(), field::ALL.len());
+        assert!(prelude.contains(&format!("local MAX_ABANDONED = {MAX_ABANDONED_ATTEMPTS}\n")));
+        assert!(prelude.contains(&format!("local MAX_ATTEMPT_LIMIT = {MAX_ATTEMPT_LIMIT}\n")));
+        assert!(prelude.contains(&format!("if f.v ~= '{FORMAT_VERSION}' then")));
     }
 }
 

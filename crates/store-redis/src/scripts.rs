@@ -1,11 +1,12 @@
-//! The five Lua scripts, each one atomic operation on one grant's hash.
+//! The store's Lua scripts, each one atomic operation on the keys of one
+//! actor's slot (or, for the pointer script, on one grant id's pointer).
 
 use redis::{Cmd, Script};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
-/// One of the store's five Lua scripts, each one atomic operation on one
-/// grant's hash. Their SHA-1s are what `EVALSHA` names (see
+/// One of the store's Lua scripts, each one atomic operation on keys of one
+/// cluster slot. Their SHA-1s are what `EVALSHA` names (see
 /// [`RedisApprovalStore::script_sha`](crate::RedisApprovalStore::script_sha)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -20,19 +21,30 @@ pub enum GrantScript {
     Consume,
     /// Gives back an attempt's consume (`abandon`).
     Abandon,
+    /// Stops a run or an actor (`stop_run`, `stop_actor`).
+    Stop,
+    /// Resumes a run or an actor (`resume_run`, `resume_actor`).
+    Resume,
+    /// Claims, reads, keeps or releases the pointer from a grant id to its
+    /// actor's slot.
+    Pointer,
 }
 
 impl GrantScript {
     /// Every script.
-    pub const ALL: [GrantScript; 5] = [
+    pub const ALL: [GrantScript; 8] = [
         GrantScript::Issue,
         GrantScript::Get,
         GrantScript::Revoke,
         GrantScript::Consume,
         GrantScript::Abandon,
+        GrantScript::Stop,
+        GrantScript::Resume,
+        GrantScript::Pointer,
     ];
 
-    /// The script's name: `issue`, `get`, `revoke`, `consume` or `abandon`.
+    /// The script's name: `issue`, `get`, `revoke`, `consume`, `abandon`,
+    /// `stop`, `resume` or `pointer`.
     pub fn name(self) -> &'static str {
         match self {
             GrantScript::Issue => "issue",
@@ -40,6 +52,9 @@ impl GrantScript {
             GrantScript::Revoke => "revoke",
             GrantScript::Consume => "consume",
             GrantScript::Abandon => "abandon",
+            GrantScript::Stop => "stop",
+            GrantScript::Resume => "resume",
+            GrantScript::Pointer => "pointer",
         }
     }
 
@@ -50,6 +65,9 @@ impl GrantScript {
             GrantScript::Revoke => include_str!("lua/revoke.lua"),
             GrantScript::Consume => include_str!("lua/consume.lua"),
             GrantScript::Abandon => include_str!("lua/abandon.lua"),
+            GrantScript::Stop => include_str!("lua/stop.lua"),
+            GrantScript::Resume => include_str!("lua/resume.lua"),
+            GrantScript::Pointer => include_str!("lua/pointer.lua"),
         }
     }
 }
@@ -80,9 +98,10 @@ impl LoadedScript {
         cmd
     }
 
-    /// `EVALSHA <sha> 1 <key> <args…>`, or with `reload`, `EVAL <source> 1 <key> <args…>`
-    /// (which also puts the script back into the server's cache).
-    pub(crate) fn invocation(&self, reload: bool, key: &str, args: &[&str]) -> Cmd {
+    /// `EVALSHA <sha> <n> <keys…> <args…>`, or with `reload`, `EVAL <source>
+    /// <n> <keys…> <args…>` (which also puts the script back into the
+    /// server's cache). Every key is in one slot; the first routes the call.
+    pub(crate) fn invocation(&self, reload: bool, keys: &[&str], args: &[&str]) -> Cmd {
         let mut cmd = if reload {
             let mut cmd = redis::cmd("EVAL");
             cmd.arg(self.source.as_str());
@@ -92,7 +111,10 @@ impl LoadedScript {
             cmd.arg(self.sha.as_str());
             cmd
         };
-        cmd.arg(1).arg(key);
+        cmd.arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
         for arg in args {
             cmd.arg(*arg);
         }
@@ -100,34 +122,45 @@ impl LoadedScript {
     }
 }
 
-/// All five scripts.
+/// Every script, in the order of [`GrantScript::ALL`].
 #[derive(Debug, Clone)]
 pub(crate) struct Scripts {
-    issue: LoadedScript,
-    get: LoadedScript,
-    revoke: LoadedScript,
-    consume: LoadedScript,
-    abandon: LoadedScript,
+    loaded: Vec<LoadedScript>,
 }
 
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            issue: LoadedScript::new(GrantScript::Issue),
-            get: LoadedScript::new(GrantScript::Get),
-            revoke: LoadedScript::new(GrantScript::Revoke),
-            consume: LoadedScript::new(GrantScript::Consume),
-            abandon: LoadedScript::new(GrantScript::Abandon),
+            loaded: GrantScript::ALL.into_iter().map(LoadedScript::new).collect(),
         }
     }
 
     pub(crate) fn get(&self, kind: GrantScript) -> &LoadedScript {
-        match kind {
-            GrantScript::Issue => &self.issue,
-            GrantScript::Get => &self.get,
-            GrantScript::Revoke => &self.revoke,
-            GrantScript::Consume => &self.consume,
-            GrantScript::Abandon => &self.abandon,
+        let index = match kind {
+            GrantScript::Issue => 0,
+            GrantScript::Get => 1,
+            GrantScript::Revoke => 2,
+            GrantScript::Consume => 3,
+            GrantScript::Abandon => 4,
+            GrantScript::Stop => 5,
+            GrantScript::Resume => 6,
+            GrantScript::Pointer => 7,
+        };
+        &self.loaded[index]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn every_script_is_found_by_its_kind() {
+        let scripts = Scripts::new();
+        for kind in GrantScript::ALL {
+            assert_eq!(scripts.get(kind).sha(), LoadedScript::new(kind).sha());
         }
     }
 }

@@ -1,16 +1,20 @@
-//! The store: connecting, the start-up probe, and the five operations.
+//! The store: connecting, the start-up probe, and the grant operations.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    AbandonOutcome, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome,
-    GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, RevokeOutcome, StaleReason, StoreError,
-    StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
+    ConsumeOutcome, GrantState, IssueError, MAX_ATTEMPT_LIMIT, ResumeOutcome, RevokeOutcome,
+    RunId, StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon,
+    ConsumeDecision, decide_consume, decide_revoke,
 };
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use sha2::{Digest, Sha256};
 
 use crate::conn::Connection;
 use crate::options::{
@@ -23,8 +27,9 @@ use crate::scripts::{GrantScript, Scripts};
 /// the scripts need (they read `TIME` before writing).
 const MIN_SERVER_MAJOR: u32 = 5;
 
-/// Grants in Redis: one hash per grant, every operation one Lua script on
-/// that one key. See the [crate docs](crate) for the layout and guarantees.
+/// Grants in Redis: one hash per grant in its actor's cluster slot, beside
+/// the actor's and its runs' stop fences; every operation one Lua script in
+/// that one slot. See the [crate docs](crate) for the layout and guarantees.
 ///
 /// Cheap to share behind an `Arc`; all clones of the inner connection
 /// multiplex over the same sockets.
@@ -38,6 +43,8 @@ pub struct RedisApprovalStore {
     startup_warnings: Vec<String>,
     allow_non_durable: bool,
     allow_unverified: bool,
+    /// The tags of the slots of grants this store met lately, by id.
+    slots: Mutex<HashMap<ApprovalId, String>>,
 }
 
 impl fmt::Debug for RedisApprovalStore {
@@ -104,21 +111,15 @@ fn issue_token() -> Result<String, StoreError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A script's reply: `[status]`, `[status, payload]` or, for a found
-/// record, `[status, record, fingerprint]`, parsed strictly.
+/// A script's reply: a status word, then up to three items (a record, a
+/// fingerprint, what the script saw), read strictly by the caller.
 struct Reply {
     status: String,
-    payload: Option<Value>,
-    fingerprint: Option<String>,
+    items: Vec<Value>,
 }
 
 fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, StoreError> {
-    let unexpected = || {
-        StoreError::corrupt(
-            key,
-            format!("unexpected reply from the {} script", script.name()),
-        )
-    };
+    let unexpected = || unexpected_reply(script, key);
     let Value::Array(items) = value else {
         return Err(unexpected());
     };
@@ -129,36 +130,83 @@ fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, St
         .and_then(text)
         .ok_or_else(unexpected)?
         .to_owned();
-    let payload = items.next();
-    let fingerprint = match items.next() {
-        None => None,
-        Some(value) => Some(text(&value).ok_or_else(unexpected)?.to_owned()),
-    };
-    if items.next().is_some() {
+    let items: Vec<Value> = items.collect();
+    if items.len() > 3 {
         return Err(unexpected());
     }
-    Ok(Reply {
-        status,
-        payload,
-        fingerprint,
-    })
+    Ok(Reply { status, items })
 }
 
-/// How many times consume and revoke read a record again when it changed
-/// between their read and their write.
+fn unexpected_reply(script: GrantScript, key: &str) -> StoreError {
+    StoreError::corrupt(
+        key,
+        format!("unexpected reply from the {} script", script.name()),
+    )
+}
+
+impl Reply {
+    /// Whether the reply is the status alone.
+    fn bare(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// What a script saw besides the record: whether the grant's run or actor
+/// was stopped since it was issued, and the grant's new expiry when the
+/// call moved it (its pointer follows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    stopped: bool,
+    moved: Option<u64>,
+}
+
+fn parse_seen(script: GrantScript, key: &str, value: Option<&Value>) -> Result<Seen, StoreError> {
+    let unexpected = || unexpected_reply(script, key);
+    let Some(Value::Array(items)) = value else {
+        return Err(unexpected());
+    };
+    let words: Vec<&str> = items
+        .iter()
+        .map(|item| text(item).ok_or_else(unexpected))
+        .collect::<Result<_, _>>()?;
+    match words.as_slice() {
+        ["stopped", stopped] => Ok(Seen {
+            stopped: parse_flag(stopped).ok_or_else(unexpected)?,
+            moved: None,
+        }),
+        ["stopped", stopped, "moved", at] => Ok(Seen {
+            stopped: parse_flag(stopped).ok_or_else(unexpected)?,
+            moved: Some(at.parse().map_err(|_| unexpected())?),
+        }),
+        _ => Err(unexpected()),
+    }
+}
+
+fn parse_flag(word: &str) -> Option<bool> {
+    match word {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
+}
+
+/// How many times consume and revoke read a record again when its fixed
+/// fields changed between their read and their write.
 const MAX_READS: usize = 4;
 
-/// The record carried by a reply and the attempts abandoned on it, read strictly.
-fn reply_record_abandoned(
+/// The record a reply carries (as it was before the call), the attempts
+/// abandoned on it and what the script saw, read strictly.
+fn reply_record(
     script: GrantScript,
     id: &ApprovalId,
     key: &str,
-    payload: Option<Value>,
-) -> Result<(StoredGrant, Vec<AttemptId>), StoreError> {
-    match payload {
-        Some(Value::Array(flat)) => Ok((
-            record::decode(id, key, &flat)?,
-            record::decode_abandoned(key, &flat)?,
+    reply: &Reply,
+) -> Result<(StoredGrant, Vec<AttemptId>, Seen), StoreError> {
+    match reply.items.as_slice() {
+        [Value::Array(flat), seen] => Ok((
+            record::decode(id, key, flat)?,
+            record::decode_abandoned(key, flat)?,
+            parse_seen(script, key, Some(seen))?,
         )),
         _ => Err(StoreError::corrupt(
             key,
@@ -167,17 +215,20 @@ fn reply_record_abandoned(
     }
 }
 
-/// The reason a `corrupt` reply carries.
-fn corrupt_reply(key: &str, payload: Option<Value>) -> StoreError {
-    let reason = payload
-        .as_ref()
+/// The error a `corrupt` reply carries: its reason, about the key it names
+/// (a fence) or else `key`.
+fn corrupt_reply(key: &str, reply: &Reply) -> StoreError {
+    let reason = reply
+        .items
+        .first()
         .and_then(text)
         .unwrap_or("record is not one of this store's")
         .to_owned();
+    let key = reply.items.get(1).and_then(text).unwrap_or(key);
     StoreError::corrupt(key, reason)
 }
 
-/// A record that changed between every read and write of one call.
+/// A record whose fixed fields changed between every read and write of one call.
 fn kept_changing(key: &str) -> StoreError {
     StoreError::unavailable(format!(
         "{key}: the record changed between each read and write; try again"
@@ -192,6 +243,57 @@ fn disagreement(key: &str, script: GrantScript) -> StoreError {
             script.name()
         ),
     )
+}
+
+/// The tag of an actor's slot: the first 32 lower-case hex characters of
+/// the SHA-256 of the actor id's text (which may hold `{` and `}`, so it
+/// cannot be the hash tag itself).
+fn actor_tag(actor: &ActorId) -> String {
+    let digest = Sha256::digest(actor.as_str().as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One actor's cluster slot: its tag and the prefix of its keys,
+/// `{prefix}:{a<tag>}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Slot {
+    tag: String,
+    prefix: String,
+}
+
+impl Slot {
+    fn grant_key(&self, id: &ApprovalId) -> String {
+        format!("{}:grant:{}", self.prefix, id.as_str())
+    }
+
+    fn actor_fence_key(&self) -> String {
+        format!("{}:actor", self.prefix)
+    }
+
+    fn run_fence_key(&self, run: &RunId) -> String {
+        format!("{}:run:{}", self.prefix, run.as_str())
+    }
+
+    fn live_key(&self, run: &RunId) -> String {
+        format!("{}:live:{}", self.prefix, run.as_str())
+    }
+
+    fn runs_key(&self) -> String {
+        format!("{}:runs", self.prefix)
+    }
+}
+
+/// How many grant ids a store remembers the slot of (an abandon after a
+/// consume goes straight to the grant's slot). Past it the memory starts
+/// afresh.
+const SLOT_CACHE_ENTRIES: usize = 16_384;
+
+/// A grant as the get script read it and the library validated it.
+struct Read {
+    /// The grant, in its stored state.
+    grant: StoredGrant,
+    fingerprint: String,
+    stopped: bool,
 }
 
 /// Reads a `CONFIG GET <name>` reply (RESP2 array or RESP3 map).
@@ -302,6 +404,7 @@ impl RedisApprovalStore {
             startup_warnings: Vec::new(),
             allow_non_durable: options.allow_non_durable_persistence,
             allow_unverified: options.allow_unverified_persistence,
+            slots: Mutex::new(HashMap::new()),
         };
         let probe_limit = options.connect_timeout;
         tokio::time::timeout(probe_limit, store.probe())
@@ -315,10 +418,78 @@ impl RedisApprovalStore {
         Ok(store)
     }
 
-    /// The key of grant `id`: `{prefix}:grant:{<id>}`, the id being the
-    /// cluster hash tag.
-    pub fn grant_key(&self, id: &ApprovalId) -> String {
-        format!("{}:grant:{{{}}}", self.prefix, id.as_str())
+    /// The tag of `actor`'s slot: the first 32 lower-case hex characters of
+    /// the SHA-256 of the actor id.
+    pub fn actor_tag(actor: &ActorId) -> String {
+        actor_tag(actor)
+    }
+
+    fn slot_of_tag(&self, tag: String) -> Slot {
+        let prefix = format!("{}:{{a{tag}}}", self.prefix);
+        Slot { tag, prefix }
+    }
+
+    fn slot(&self, actor: &ActorId) -> Slot {
+        self.slot_of_tag(actor_tag(actor))
+    }
+
+    /// The prefix of every key in `actor`'s slot: `{prefix}:{a<tag>}`, the
+    /// braces literal (the cluster hash tag).
+    pub fn slot_prefix(&self, actor: &ActorId) -> String {
+        self.slot(actor).prefix
+    }
+
+    /// The key of grant `id` of `actor`: `{prefix}:{a<tag>}:grant:<id>`,
+    /// `{a<tag>}` (the actor's tag) being the cluster hash tag, so that a
+    /// grant lives in one slot with its actor's and its run's fences.
+    pub fn grant_key(&self, actor: &ActorId, id: &ApprovalId) -> String {
+        self.slot(actor).grant_key(id)
+    }
+
+    /// The key naming the slot of grant `id`: `{prefix}:id:{<id>}` (the id
+    /// is its hash tag), a string holding the actor's tag.
+    pub fn pointer_key(&self, id: &ApprovalId) -> String {
+        format!("{}:id:{{{}}}", self.prefix, id.as_str())
+    }
+
+    /// The stop fence of `actor`: `{prefix}:{a<tag>}:actor`.
+    pub fn actor_fence_key(&self, actor: &ActorId) -> String {
+        self.slot(actor).actor_fence_key()
+    }
+
+    /// The stop fence of `run` of `actor`: `{prefix}:{a<tag>}:run:<run id>`.
+    pub fn run_fence_key(&self, actor: &ActorId, run: &RunId) -> String {
+        self.slot(actor).run_fence_key(run)
+    }
+
+    /// The live set of `run` of `actor` (the grants a stop may find usable):
+    /// `{prefix}:{a<tag>}:live:<run id>`.
+    pub fn live_key(&self, actor: &ActorId, run: &RunId) -> String {
+        self.slot(actor).live_key(run)
+    }
+
+    /// The set of `actor`'s runs with a live set: `{prefix}:{a<tag>}:runs`.
+    pub fn runs_key(&self, actor: &ActorId) -> String {
+        self.slot(actor).runs_key()
+    }
+
+    fn cached_tag(&self, id: &ApprovalId) -> Option<String> {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    fn remember(&self, id: &ApprovalId, tag: &str) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if slots.get(id).is_some_and(|known| known == tag) {
+            return;
+        }
+        if slots.len() >= SLOT_CACHE_ENTRIES {
+            slots.clear();
+        }
+        slots.insert(id.clone(), tag.to_owned());
     }
 
     /// The key prefix.
@@ -461,11 +632,12 @@ impl RedisApprovalStore {
 
         // 4. Run the read-only script for real, through EVALSHA as every call
         //    does and through EVAL as the reload after NOSCRIPT does.
-        let probe_key = format!("{}:probe:{{probe}}", self.prefix);
+        let probe_slot = format!("{}:{{probe}}", self.prefix);
+        let probe_key = format!("{probe_slot}:grant:probe");
         let get = self.scripts.get(GrantScript::Get);
         for (reload, what) in [(false, "evalsha"), (true, "eval")] {
             let what = format!("running the get script with {what}");
-            let cmd = get.invocation(reload, &probe_key, &["probe"]);
+            let cmd = get.invocation(reload, &[&probe_key], &["probe", &probe_slot]);
             let reply = match timed(&what, limit, self.conn.on_key(&probe_key, cmd)).await? {
                 Ok(reply) => reply,
                 // The server knows EVALSHA; its cache was flushed since the load
@@ -577,22 +749,24 @@ impl RedisApprovalStore {
         Ok(())
     }
 
-    /// Runs `script` on `key` with EVALSHA, reloading it with EVAL when the
-    /// server answers NOSCRIPT (after a restart, failover or SCRIPT FLUSH).
-    /// With `durable` and a durability option, `WAIT` follows in the same
-    /// pipeline on the same connection; its reply is returned too.
+    /// Runs `script` on `keys` (all in one slot; the first routes the call)
+    /// with EVALSHA, reloading it with EVAL when the server answers NOSCRIPT
+    /// (after a restart, failover or SCRIPT FLUSH). With `durable` and a
+    /// durability option, `WAIT` follows in the same pipeline on the same
+    /// connection; its reply is returned too.
     async fn run(
         &self,
         script: GrantScript,
-        key: &str,
+        keys: &[&str],
         args: &[&str],
         durable: bool,
-    ) -> Result<(Value, Option<Value>), StoreError> {
+    ) -> Result<(Reply, Option<Value>), StoreError> {
         let loaded = self.scripts.get(script);
         let what = format!("{} script", script.name());
+        let key = keys.first().copied().unwrap_or_default();
         let wait = self.durability.filter(|_| durable);
         for reload in [false, true] {
-            let cmd = loaded.invocation(reload, key, args);
+            let cmd = loaded.invocation(reload, keys, args);
             let result = match wait {
                 None => timed(&what, self.command_timeout, self.conn.on_key(key, cmd))
                     .await?
@@ -630,7 +804,7 @@ impl RedisApprovalStore {
                     );
                 }
                 Err(e) => return Err(redis_error(&what, &e)),
-                Ok(replies) => return Ok(replies),
+                Ok((value, wait)) => return Ok((parse_reply(script, key, value)?, wait)),
             }
         }
         Err(StoreError::unavailable(format!(
@@ -638,32 +812,122 @@ impl RedisApprovalStore {
         )))
     }
 
-    /// Reads the record of `id` with the get script and validates all of it
-    /// (`None` when there is none): a record the store cannot read back is
-    /// [`StoreError::Corrupt`] here, before any script may write to it.
-    /// Returns the record and its fingerprint, which consume and revoke
-    /// hand to their script so that it writes only to this very record.
-    async fn read_validated(
+    /// Reads grant `id` in `slot` with the get script and validates all of
+    /// it (`None` when the slot holds no such grant): a record the store
+    /// cannot read back is [`StoreError::Corrupt`] here, before any script
+    /// may write to it. Returns the record, the fingerprint of its fixed
+    /// fields, which consume and revoke hand to their script so that it
+    /// writes only to this very record, and whether it is stopped.
+    async fn read_in(&self, slot: &Slot, id: &ApprovalId) -> Result<Option<Read>, StoreError> {
+        let key = slot.grant_key(id);
+        let (reply, _) = self
+            .run(
+                GrantScript::Get,
+                &[&key],
+                &[id.as_str(), &slot.prefix],
+                false,
+            )
+            .await?;
+        match (reply.status.as_str(), reply.items.as_slice()) {
+            ("missing", []) => Ok(None),
+            ("corrupt", [_] | [_, _]) => Err(corrupt_reply(&key, &reply)),
+            ("found", [Value::Array(flat), fingerprint, seen]) => {
+                let fingerprint = text(fingerprint)
+                    .ok_or_else(|| unexpected_reply(GrantScript::Get, &key))?
+                    .to_owned();
+                let seen = parse_seen(GrantScript::Get, &key, Some(seen))?;
+                if seen.moved.is_some() {
+                    return Err(unexpected_reply(GrantScript::Get, &key));
+                }
+                let grant = record::decode(id, &key, flat)?;
+                record::decode_abandoned(&key, flat)?;
+                Ok(Some(Read {
+                    grant,
+                    fingerprint,
+                    stopped: seen.stopped,
+                }))
+            }
+            _ => Err(unexpected_reply(GrantScript::Get, &key)),
+        }
+    }
+
+    /// The tag that grant `id`'s pointer names, or `None` without one.
+    async fn pointer_tag(&self, id: &ApprovalId) -> Result<Option<String>, StoreError> {
+        let key = self.pointer_key(id);
+        let (reply, _) = self
+            .run(GrantScript::Pointer, &[&key], &["read"], false)
+            .await?;
+        match (reply.status.as_str(), reply.items.as_slice()) {
+            ("missing", []) => Ok(None),
+            ("found", [tag]) => {
+                let tag = text(tag)
+                    .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .ok_or_else(|| unexpected_reply(GrantScript::Pointer, &key))?;
+                Ok(Some(tag.to_owned()))
+            }
+            ("corrupt", [_]) => Err(corrupt_reply(&key, &reply)),
+            _ => Err(unexpected_reply(GrantScript::Pointer, &key)),
+        }
+    }
+
+    /// The slots grant `id` may live in, best first: the one this store
+    /// remembers, else `first`; then, only if the grant is not there, the
+    /// one its pointer names.
+    fn first_slot(&self, id: &ApprovalId, first: Option<Slot>) -> Option<Slot> {
+        self.cached_tag(id)
+            .map(|tag| self.slot_of_tag(tag))
+            .or(first)
+    }
+
+    /// Finds grant `id` and reads it: in the remembered slot or `first`,
+    /// else in the slot its pointer names. `None` when it is in neither.
+    async fn locate(
         &self,
         id: &ApprovalId,
-        key: &str,
-    ) -> Result<Option<(StoredGrant, Vec<AttemptId>, String)>, StoreError> {
-        let (reply, _) = self
-            .run(GrantScript::Get, key, &[id.as_str()], false)
-            .await?;
-        let reply = parse_reply(GrantScript::Get, key, reply)?;
-        match (reply.status.as_str(), reply.fingerprint) {
-            ("missing", None) if reply.payload.is_none() => Ok(None),
-            ("corrupt", None) => Err(corrupt_reply(key, reply.payload)),
-            ("found", Some(fingerprint)) => {
-                let (grant, abandoned) =
-                    reply_record_abandoned(GrantScript::Get, id, key, reply.payload)?;
-                Ok(Some((grant, abandoned, fingerprint)))
+        first: Option<Slot>,
+    ) -> Result<Option<(Slot, Read)>, StoreError> {
+        let mut tried = None;
+        if let Some(slot) = self.first_slot(id, first) {
+            if let Some(read) = self.read_in(&slot, id).await? {
+                self.remember(id, &slot.tag);
+                return Ok(Some((slot, read)));
             }
-            _ => Err(StoreError::corrupt(
-                key,
-                "unexpected reply from the get script",
-            )),
+            tried = Some(slot.tag);
+        }
+        let Some(tag) = self.pointer_tag(id).await? else {
+            return Ok(None);
+        };
+        if tried.as_deref() == Some(tag.as_str()) {
+            return Ok(None);
+        }
+        let slot = self.slot_of_tag(tag);
+        let read = self.read_in(&slot, id).await?;
+        if read.is_some() {
+            self.remember(id, &slot.tag);
+        }
+        Ok(read.map(|read| (slot, read)))
+    }
+
+    /// After a call moved grant `id`'s expiry to `at`: its pointer is kept
+    /// as long. Best effort: the call's outcome stands whatever this answers.
+    async fn keep_pointer(&self, id: &ApprovalId, slot: &Slot, at: u64) {
+        let key = self.pointer_key(id);
+        let at = at.to_string();
+        if let Err(error) = self
+            .run(
+                GrantScript::Pointer,
+                &[&key],
+                &["keep", &slot.tag, &at],
+                false,
+            )
+            .await
+        {
+            tracing::warn!(
+                target: "countersign_store_redis",
+                approval_id = %id,
+                %error,
+                "could not move the expiry of a grant's pointer forward"
+            );
         }
     }
 
@@ -782,6 +1046,109 @@ async fn check_seeds(seeds: &[String], limit: Duration) -> Result<(), ConnectErr
     Err(ConnectError::WrongTopology { message })
 }
 
+/// The outcome a consume script's status names, and whether the call
+/// wrote a new state (`Some`) or a new count of failed attempts.
+fn consume_status(status: &str) -> Option<ConsumeOutcome> {
+    Some(match status {
+        "consumed" => ConsumeOutcome::Consumed { replay: false },
+        "replay" => ConsumeOutcome::Consumed { replay: true },
+        "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
+        "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
+        "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
+        "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
+        "stale_abandoned" => ConsumeOutcome::Stale(StaleReason::Abandoned),
+        "stale_stopped" => ConsumeOutcome::Stale(StaleReason::Stopped),
+        "stale_locked" | "locked" => ConsumeOutcome::Stale(StaleReason::Locked),
+        _ => return None,
+    })
+}
+
+/// Whether a consume script's answer is exactly what [`decide_consume`]
+/// rules for the record it read: the outcome, and the write (a new state,
+/// a new count of failed attempts) the status names.
+fn consume_agrees(status: &str, outcome: ConsumeOutcome, decision: &ConsumeDecision) -> bool {
+    let writes_state = matches!(status, "consumed" | "locked");
+    let counts = matches!(status, "stale_mismatch" | "locked");
+    decision.outcome == outcome
+        && decision.state.is_some() == writes_state
+        && decision.failed_attempts.is_some() == counts
+        && (status != "locked" || decision.state == Some(GrantState::Locked))
+}
+
+impl RedisApprovalStore {
+    /// Stops `run` (`Some`) or every run of `actor`: one script in the
+    /// actor's slot.
+    async fn stop(
+        &self,
+        actor: &ActorId,
+        run: Option<&RunId>,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        let slot = self.slot(actor);
+        let now_text = now.as_millis().to_string();
+        let (actor_fence, runs) = (slot.actor_fence_key(), slot.runs_key());
+        let (mut keys, mut args) = (
+            vec![actor_fence.clone(), runs],
+            vec![
+                run.map_or("actor", |_| "run").to_owned(),
+                now_text,
+                slot.prefix.clone(),
+            ],
+        );
+        if let Some(run) = run {
+            keys.push(slot.run_fence_key(run));
+            keys.push(slot.live_key(run));
+            args.push(run.as_str().to_owned());
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (reply, wait) = self.run(GrantScript::Stop, &keys, &args, true).await?;
+        let fence = keys.get(2).copied().unwrap_or(&actor_fence);
+        let outcome = match (reply.status.as_str(), reply.items.as_slice()) {
+            ("stopped", [count, was]) => {
+                let parsed = text(count)
+                    .and_then(|c| c.parse::<u64>().ok())
+                    .zip(text(was).and_then(parse_flag));
+                let (stopped_grants, was_stopped) =
+                    parsed.ok_or_else(|| unexpected_reply(GrantScript::Stop, fence))?;
+                StopOutcome {
+                    stopped_grants,
+                    was_stopped,
+                }
+            }
+            ("corrupt", [_] | [_, _]) => return Err(corrupt_reply(fence, &reply)),
+            _ => return Err(unexpected_reply(GrantScript::Stop, fence)),
+        };
+        tracing::info!(
+            target: "countersign_store_redis",
+            actor_id = %actor,
+            run_id = run.map(RunId::as_str),
+            stopped_grants = outcome.stopped_grants,
+            was_stopped = outcome.was_stopped,
+            "{}",
+            if run.is_some() { "stopped a run" } else { "stopped an actor" }
+        );
+        self.confirm(wait)?;
+        Ok(outcome)
+    }
+
+    /// Resumes the fence at `key`.
+    async fn resume(&self, key: &str, what: &str) -> Result<ResumeOutcome, StoreError> {
+        let (reply, wait) = self
+            .run(GrantScript::Resume, &[key], &[&self.retention_ms], true)
+            .await?;
+        let outcome = match (reply.status.as_str(), reply.items.as_slice()) {
+            ("resumed", []) => ResumeOutcome::Resumed,
+            ("not_stopped", []) => return Ok(ResumeOutcome::NotStopped),
+            ("corrupt", [_] | [_, _]) => return Err(corrupt_reply(key, &reply)),
+            _ => return Err(unexpected_reply(GrantScript::Resume, key)),
+        };
+        tracing::info!(target: "countersign_store_redis", fence = key, "resumed {what}");
+        self.confirm(wait)?;
+        Ok(outcome)
+    }
+}
+
 #[async_trait]
 impl ApprovalStore for RedisApprovalStore {
     async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
@@ -791,78 +1158,160 @@ impl ApprovalStore for RedisApprovalStore {
             }
             .into());
         }
-        let key = self.grant_key(&approval.id);
+        if !(1..=MAX_ATTEMPT_LIMIT).contains(&approval.attempt_limit) {
+            return Err(StoreError::Rejected {
+                message: format!(
+                    "attempt limit must be 1 to {MAX_ATTEMPT_LIMIT}, got {}",
+                    approval.attempt_limit
+                ),
+            }
+            .into());
+        }
+        let slot = self.slot(&approval.actor_id);
         let token = issue_token()?;
-        let fields = record::encode_new(&approval, &token);
         // The caller's "now" of an issue is the grant's issued_at.
         let keep_from = approval
             .expires_at
             .max(approval.issued_at)
             .as_millis()
             .to_string();
-        let mut args: Vec<&str> = vec![&token, &self.retention_ms, &keep_from];
+
+        // 1. The id is claimed for this actor's slot: ids are unique over
+        //    every actor, and get, revoke and abandon find the slot by it.
+        let pointer = self.pointer_key(&approval.id);
+        let (reply, pointer_wait) = self
+            .run(
+                GrantScript::Pointer,
+                &[&pointer],
+                &["claim", &slot.tag, &keep_from, &self.retention_ms],
+                true,
+            )
+            .await?;
+        let claimed = match (reply.status.as_str(), reply.bare()) {
+            ("claimed", true) => true,
+            ("same", true) => false,
+            ("taken", true) => return Err(IssueError::AlreadyExists(approval.id)),
+            _ => return Err(unexpected_reply(GrantScript::Pointer, &pointer).into()),
+        };
+        self.remember(&approval.id, &slot.tag);
+
+        // 2. The grant, in one step with the check of its fences.
+        let key = slot.grant_key(&approval.id);
+        let (actor_fence, run_fence) = (slot.actor_fence_key(), slot.run_fence_key(&approval.run_id));
+        let (live, runs) = (slot.live_key(&approval.run_id), slot.runs_key());
+        let fields = record::encode_new(&approval, &token);
+        let expires_at = approval.expires_at.as_millis().to_string();
+        let mut args: Vec<&str> = vec![
+            &token,
+            &self.retention_ms,
+            &keep_from,
+            approval.id.as_str(),
+            approval.run_id.as_str(),
+            &expires_at,
+            &slot.prefix,
+        ];
         for (name, value) in &fields {
             args.push(name);
             args.push(value);
         }
-        let (reply, wait) = self.run(GrantScript::Issue, &key, &args, true).await?;
-        let reply = parse_reply(GrantScript::Issue, &key, reply)?;
-        match (reply.status.as_str(), reply.payload) {
-            ("issued", None) => Ok(self.confirm(wait)?),
-            ("exists", None) => Err(IssueError::AlreadyExists(approval.id)),
-            _ => Err(StoreError::corrupt(key, "unexpected reply from the issue script").into()),
+        let keys = [
+            key.as_str(),
+            actor_fence.as_str(),
+            run_fence.as_str(),
+            live.as_str(),
+            runs.as_str(),
+        ];
+        let (reply, wait) = self.run(GrantScript::Issue, &keys, &args, true).await?;
+        match (reply.status.as_str(), reply.bare()) {
+            ("issued", true) => {
+                self.confirm(pointer_wait)?;
+                Ok(self.confirm(wait)?)
+            }
+            ("exists", true) => Err(IssueError::AlreadyExists(approval.id)),
+            ("stopped", true) => {
+                if claimed {
+                    // Nothing is stored: the claim goes too (best effort; a
+                    // pointer left behind names a slot without the grant).
+                    if let Err(error) = self
+                        .run(
+                            GrantScript::Pointer,
+                            &[&pointer],
+                            &["release", &slot.tag],
+                            false,
+                        )
+                        .await
+                    {
+                        tracing::debug!(
+                            target: "countersign_store_redis",
+                            %error,
+                            "could not release the pointer of an issue refused as stopped"
+                        );
+                    }
+                }
+                Err(IssueError::Stopped)
+            }
+            ("corrupt", _) => Err(corrupt_reply(&key, &reply).into()),
+            _ => Err(unexpected_reply(GrantScript::Issue, &key).into()),
         }
     }
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
-        let key = self.grant_key(id);
+        let mut last_key = self.pointer_key(id);
         for _ in 0..MAX_READS {
             // Every check that can refuse the record runs here, before the
-            // script may mark it; the script writes only if it is unchanged.
-            let Some((before, _, fingerprint)) = self.read_validated(id, &key).await? else {
+            // script may mark it; the script writes only if its fixed fields
+            // are unchanged.
+            let Some((slot, read)) = self.locate(id, None).await? else {
                 return Ok(RevokeOutcome::Unknown);
             };
+            let key = slot.grant_key(id);
             let args = [
                 id.as_str(),
                 self.retention_ms.as_str(),
-                fingerprint.as_str(),
+                read.fingerprint.as_str(),
+                slot.prefix.as_str(),
             ];
-            let (reply, wait) = self.run(GrantScript::Revoke, &key, &args, true).await?;
-            let reply = parse_reply(GrantScript::Revoke, &key, reply)?;
+            let (reply, wait) = self.run(GrantScript::Revoke, &[&key], &args, true).await?;
             let outcome = match reply.status.as_str() {
-                "changed" => continue,
-                "unknown" if reply.payload.is_none() => return Ok(RevokeOutcome::Unknown),
-                "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+                "changed" if reply.bare() => {
+                    last_key = key;
+                    continue;
+                }
+                "unknown" if reply.bare() => return Ok(RevokeOutcome::Unknown),
+                "corrupt" => return Err(corrupt_reply(&key, &reply)),
                 "revoked" => RevokeOutcome::Revoked,
                 "already_revoked" => RevokeOutcome::AlreadyRevoked,
                 "already_consumed" => RevokeOutcome::AlreadyConsumed,
-                _ => {
-                    return Err(StoreError::corrupt(
-                        key,
-                        "unexpected reply from the revoke script",
-                    ));
-                }
+                _ => return Err(unexpected_reply(GrantScript::Revoke, &key)),
             };
-            if decide_revoke(&before.state).0 != outcome {
+            let (before, _, seen) = reply_record(GrantScript::Revoke, id, &key, &reply)?;
+            let state = match before.state {
+                GrantState::Active if seen.stopped => GrantState::Stopped,
+                state => state,
+            };
+            if decide_revoke(&state).0 != outcome {
                 return Err(disagreement(&key, GrantScript::Revoke));
             }
-            if matches!(
-                outcome,
-                RevokeOutcome::Revoked | RevokeOutcome::AlreadyRevoked
-            ) {
+            if let Some(at) = seen.moved {
+                self.keep_pointer(id, &slot, at).await;
+            }
+            // Every answer but a consumed or stopped grant wrote.
+            if outcome != RevokeOutcome::AlreadyConsumed && !seen.stopped {
                 self.confirm(wait)?;
             }
             return Ok(outcome);
         }
-        Err(kept_changing(&key))
+        Err(kept_changing(&last_key))
     }
 
     async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
-        let key = self.grant_key(id);
-        Ok(self
-            .read_validated(id, &key)
-            .await?
-            .map(|(grant, _, _)| grant))
+        Ok(self.locate(id, None).await?.map(|(_, read)| {
+            let mut grant = read.grant;
+            if read.stopped && grant.state == GrantState::Active {
+                grant.state = GrantState::Stopped;
+            }
+            grant
+        }))
     }
 
     async fn consume_once(
@@ -872,16 +1321,20 @@ impl ApprovalStore for RedisApprovalStore {
         now: Timestamp,
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
-        let key = self.grant_key(id);
         let now_text = now.as_millis().to_string();
         let digest = binding.action_digest.to_hex();
+        // The binding names the actor, so the grant is in its slot, unless
+        // the binding's actor is not the grant's (then the pointer tells).
+        let hint = self.slot(&binding.actor_id);
+        let mut last_key = hint.grant_key(id);
         for _ in 0..MAX_READS {
             // Every check that can refuse the record runs here, before the
-            // script may mark it; the script writes only if it is unchanged.
-            let Some((before, abandoned, fingerprint)) = self.read_validated(id, &key).await?
-            else {
+            // script may mark it; the script writes only if its fixed fields
+            // are unchanged.
+            let Some((slot, read)) = self.locate(id, Some(hint.clone())).await? else {
                 return Ok(ConsumeOutcome::Unknown);
             };
+            let key = slot.grant_key(id);
             let args = [
                 id.as_str(),
                 now_text.as_str(),
@@ -891,39 +1344,38 @@ impl ApprovalStore for RedisApprovalStore {
                 binding.url.as_str(),
                 digest.as_str(),
                 self.retention_ms.as_str(),
-                fingerprint.as_str(),
+                read.fingerprint.as_str(),
+                slot.prefix.as_str(),
             ];
-            let (reply, wait) = self.run(GrantScript::Consume, &key, &args, true).await?;
-            let reply = parse_reply(GrantScript::Consume, &key, reply)?;
-            let outcome = match reply.status.as_str() {
-                "changed" => continue,
-                "unknown" if reply.payload.is_none() => return Ok(ConsumeOutcome::Unknown),
-                "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
-                "consumed" => ConsumeOutcome::Consumed { replay: false },
-                "replay" => ConsumeOutcome::Consumed { replay: true },
-                "stale_revoked" => ConsumeOutcome::Stale(StaleReason::Revoked),
-                "stale_consumed" => ConsumeOutcome::Stale(StaleReason::Consumed),
-                "stale_expired" => ConsumeOutcome::Stale(StaleReason::Expired),
-                "stale_mismatch" => ConsumeOutcome::Stale(StaleReason::Mismatch),
-                "stale_abandoned" => ConsumeOutcome::Stale(StaleReason::Abandoned),
-                _ => {
-                    return Err(StoreError::corrupt(
-                        key,
-                        "unexpected reply from the consume script",
-                    ));
+            let (reply, wait) = self.run(GrantScript::Consume, &[&key], &args, true).await?;
+            let status = reply.status.as_str();
+            let outcome = match status {
+                "changed" if reply.bare() => {
+                    last_key = key;
+                    continue;
                 }
+                "unknown" if reply.bare() => return Ok(ConsumeOutcome::Unknown),
+                "corrupt" => return Err(corrupt_reply(&key, &reply)),
+                _ => consume_status(status)
+                    .ok_or_else(|| unexpected_reply(GrantScript::Consume, &key))?,
             };
-            // The script saw the very record validated above (same
-            // fingerprint); the library's own rules must reach its outcome.
-            if decide_consume(&before, &abandoned, binding, now, attempt).0 != outcome {
+            // The script saw a record with the very fixed fields validated
+            // above; the library's own rules, applied to the record as the
+            // script saw it, must reach its outcome.
+            let (before, abandoned, seen) = reply_record(GrantScript::Consume, id, &key, &reply)?;
+            let decision = decide_consume(&before, &abandoned, seen.stopped, binding, now, attempt);
+            if !consume_agrees(status, outcome, &decision) {
                 return Err(disagreement(&key, GrantScript::Consume));
+            }
+            if let Some(at) = seen.moved {
+                self.keep_pointer(id, &slot, at).await;
             }
             if let ConsumeOutcome::Consumed { .. } = outcome {
                 self.confirm(wait)?;
             }
             return Ok(outcome);
         }
-        Err(kept_changing(&key))
+        Err(kept_changing(&last_key))
     }
 
     async fn abandon(
@@ -932,46 +1384,101 @@ impl ApprovalStore for RedisApprovalStore {
         attempt: &AttemptId,
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError> {
-        let key = self.grant_key(id);
         let now_text = now.as_millis().to_string();
-        let limit = MAX_ABANDONED_ATTEMPTS.to_string();
-        let args = [
-            id.as_str(),
-            now_text.as_str(),
-            attempt.as_str(),
-            self.retention_ms.as_str(),
-            limit.as_str(),
-        ];
-        let (reply, wait) = self.run(GrantScript::Abandon, &key, &args, true).await?;
-        let reply = parse_reply(GrantScript::Abandon, &key, reply)?;
+        // The slot this store remembers (the consume it gives back found
+        // it), else the pointer's: an abandon right after a consume that got
+        // no answer goes out at once, behind it on the same connection.
+        let mut slot = self.first_slot(id, None);
+        let mut from_pointer = false;
+        let (slot, reply, wait) = loop {
+            let current = match slot.take() {
+                Some(current) => current,
+                None => match self.pointer_tag(id).await? {
+                    Some(tag) => {
+                        from_pointer = true;
+                        self.slot_of_tag(tag)
+                    }
+                    None => return Ok(AbandonOutcome::Unknown),
+                },
+            };
+            let key = current.grant_key(id);
+            let args = [
+                id.as_str(),
+                now_text.as_str(),
+                attempt.as_str(),
+                self.retention_ms.as_str(),
+                current.prefix.as_str(),
+            ];
+            let (reply, wait) = self.run(GrantScript::Abandon, &[&key], &args, true).await?;
+            if reply.status == "unknown" && reply.bare() {
+                if from_pointer {
+                    return Ok(AbandonOutcome::Unknown);
+                }
+                // Not where this store remembered it: ask the pointer, once.
+                match self.pointer_tag(id).await? {
+                    Some(tag) if tag != current.tag => {
+                        from_pointer = true;
+                        slot = Some(self.slot_of_tag(tag));
+                        continue;
+                    }
+                    _ => return Ok(AbandonOutcome::Unknown),
+                }
+            }
+            break (current, reply, wait);
+        };
+        let key = slot.grant_key(id);
         let outcome = match reply.status.as_str() {
-            "unknown" if reply.payload.is_none() => return Ok(AbandonOutcome::Unknown),
-            "corrupt" => return Err(corrupt_reply(&key, reply.payload)),
+            "corrupt" => return Err(corrupt_reply(&key, &reply)),
             "restored" => AbandonOutcome::Usable { restored: true },
             "usable" => AbandonOutcome::Usable { restored: false },
             "consumed_by_other" => AbandonOutcome::ConsumedByOther,
             "expired" => AbandonOutcome::Expired,
             "revoked" | "retired" => AbandonOutcome::Revoked,
-            _ => {
-                return Err(StoreError::corrupt(
-                    key,
-                    "unexpected reply from the abandon script",
-                ));
-            }
+            "stopped" => AbandonOutcome::Stopped,
+            _ => return Err(unexpected_reply(GrantScript::Abandon, &key)),
         };
-        let (before, abandoned) =
-            reply_record_abandoned(GrantScript::Abandon, id, &key, reply.payload)?;
-        let decision = decide_abandon(&before, &abandoned, now, attempt);
+        self.remember(id, &slot.tag);
+        let (before, abandoned, seen) = reply_record(GrantScript::Abandon, id, &key, &reply)?;
+        let decision = decide_abandon(&before, &abandoned, seen.stopped, now, attempt);
         // `retired` is the revoke that a full list causes: it must be exactly that.
         let retired = reply.status == "retired";
         if decision.outcome != outcome || retired != (decision.state == Some(GrantState::Revoked)) {
             return Err(disagreement(&key, GrantScript::Abandon));
         }
-        // Every answer but an untouched revoked grant wrote (at least the expiry).
-        if outcome != AbandonOutcome::Revoked || retired {
+        if let Some(at) = seen.moved {
+            self.keep_pointer(id, &slot, at).await;
+        }
+        // Every answer but an untouched revoked or stopped grant wrote.
+        let untouched = matches!(outcome, AbandonOutcome::Revoked | AbandonOutcome::Stopped);
+        if !untouched || retired {
             self.confirm(wait)?;
         }
         Ok(outcome)
+    }
+
+    async fn stop_run(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        self.stop(actor, Some(run), now).await
+    }
+
+    async fn stop_actor(
+        &self,
+        actor: &ActorId,
+        now: Timestamp,
+    ) -> Result<StopOutcome, StoreError> {
+        self.stop(actor, None, now).await
+    }
+
+    async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
+        self.resume(&self.run_fence_key(actor, run), "a run").await
+    }
+
+    async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+        self.resume(&self.actor_fence_key(actor), "an actor").await
     }
 }
 

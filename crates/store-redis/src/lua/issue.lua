@@ -1,9 +1,17 @@
--- issue: KEYS[1] = grant key; ARGV[1] = issue token (fresh per issue call),
--- ARGV[2] = retention ms, ARGV[3] = max(expires_at, issued_at),
--- ARGV[4..] = field/value pairs.
+-- issue: KEYS[1] = grant key, KEYS[2] = the actor's fence, KEYS[3] = the
+-- run's fence, KEYS[4] = the run's live set, KEYS[5] = the actor's run set
+-- (all in the actor's slot); ARGV[1] = issue token (fresh per issue call),
+-- ARGV[2] = retention ms, ARGV[3] = max(expires_at, issued_at), ARGV[4] =
+-- id, ARGV[5] = run id, ARGV[6] = expires_at, ARGV[7] = the slot prefix,
+-- ARGV[8..] = field/value pairs.
 -- Never overwrites. A key holding this call's own token is a resent copy of
--- this same call (the first reply was lost) and answers issued again.
+-- this same call (the first reply was lost) and answers issued again. A
+-- stopped run or actor answers 'stopped' and nothing is written; the check
+-- and the write are one step, so an issue racing a stop is either before it
+-- (and stopped by it) or refused.
 local key = KEYS[1]
+local err = check_key(key, ARGV[7], ARGV[4])
+if err then return err end
 if redis.call('EXISTS', key) == 1 then
   if redis.call('TYPE', key)['ok'] == 'hash'
     and redis.call('HGET', key, 'issue_token') == ARGV[1] then
@@ -11,8 +19,34 @@ if redis.call('EXISTS', key) == 1 then
   end
   return {'exists'}
 end
+local sa, a, a_exists = fence(KEYS[2])
+if sa ~= 'ok' then return {'corrupt', a, KEYS[2]} end
+local sr, r, r_exists = fence(KEYS[3])
+if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
+if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
+if not a_exists then redis.call('HSET', KEYS[2], 'gen', '0', 'stopped', '0') end
+if not r_exists then redis.call('HSET', KEYS[3], 'gen', '0', 'stopped', '0') end
+local id, run, slot = ARGV[4], ARGV[5], ARGV[7]
 local fields = {}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+fields[#fields + 1] = 'rgen'
+fields[#fields + 1] = r.gen
+fields[#fields + 1] = 'agen'
+fields[#fields + 1] = a.gen
 redis.call('HSET', key, unpack(fields))
-keep_until(key, ms(ARGV[3]), tonumber(ARGV[2]))
+-- Prune what expired: the two earliest grants of the run's live set, and
+-- two runs of the actor whose live set is gone.
+for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, 1)) do
+  if redis.call('EXISTS', grant_key(slot, member)) == 0 then
+    redis.call('ZREM', KEYS[4], member)
+  end
+end
+for _, other in ipairs(redis.call('SRANDMEMBER', KEYS[5], 2)) do
+  if other ~= run and redis.call('EXISTS', live_key(slot, other)) == 0 then
+    redis.call('SREM', KEYS[5], other)
+  end
+end
+redis.call('ZADD', KEYS[4], ARGV[6], id)
+redis.call('SADD', KEYS[5], run)
+keep_grant(slot, key, {run = run}, ms(ARGV[3]), tonumber(ARGV[2]))
 return {'issued'}

@@ -1,19 +1,31 @@
 -- revoke: KEYS[1] = grant key; ARGV[1] = id, ARGV[2] = retention ms,
--- ARGV[3] = the fingerprint of the record as the library read and validated
--- it. A record that changed since answers 'changed' and nothing is written.
--- Replies with the outcome and the record as it was before the call.
-local key = KEYS[1]
+-- ARGV[3] = the fingerprint of the record's fixed fields as the library
+-- read and validated them, ARGV[4] = the slot prefix. A record whose fixed
+-- fields changed since answers 'changed' and nothing is written. Replies
+-- with the outcome, the record as it was before the call, and what the
+-- script saw. A stopped, locked or revoked grant answers 'already_revoked'
+-- and keeps its state.
+local key, slot = KEYS[1], ARGV[4]
+local err = check_key(key, slot, ARGV[1])
+if err then return err end
 local status, f, flat = load(key, ARGV[1])
 if status == 'missing' then return {'unknown'} end
 if status == 'corrupt' then return {'corrupt', f} end
 if fingerprint(flat) ~= ARGV[3] then return {'changed'} end
 local retention = tonumber(ARGV[2])
+local fs, stopped, fkey = is_stopped(slot, f)
+if fs ~= 'ok' then return {'corrupt', stopped, fkey} end
+if f.state == 'consumed' then return {'already_consumed', flat, meta(stopped)} end
+-- A stopped grant is never written again.
+if stopped then return {'already_revoked', flat, meta(stopped)} end
 if f.state == 'active' then
   redis.call('HSET', key, 'state', 'revoked')
-  keep_until(key, ms(f.expires_at), retention)
-  return {'revoked', flat}
-elseif f.state == 'revoked' then
-  keep_until(key, ms(f.expires_at), retention)
-  return {'already_revoked', flat}
+  redis.call('ZREM', live_key(slot, f.run), ARGV[1])
+  local moved = keep_grant(slot, key, f, ms(f.expires_at), retention)
+  return {'revoked', flat, meta(stopped, moved)}
 end
-return {'already_consumed', flat}
+-- Revoked or locked: the state is rewritten unchanged, so that a WAIT
+-- after this call also covers the first revoke (or lock).
+redis.call('HSET', key, 'state', f.state)
+local moved = keep_grant(slot, key, f, ms(f.expires_at), retention)
+return {'already_revoked', flat, meta(stopped, moved)}

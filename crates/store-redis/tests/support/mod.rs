@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use countersign_act_tool::{Act, Context, RetryPolicy};
 use countersign_approval_core::policy::{Action, AuthorizedUrl, Policy, StaticResolver};
-use countersign_approval_core::{ActorId, Approval, Clock, RunId, SystemClock, Timestamp};
+use countersign_approval_core::{
+    ActorId, Approval, ApprovalId, Clock, RunId, SystemClock, Timestamp,
+};
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
 use countersign_store_redis::{RedisApprovalStore, RedisStoreOptions};
@@ -354,6 +356,32 @@ pub fn now() -> Timestamp {
 
 pub const ACTOR: &str = "actor-1";
 pub const RUN: &str = "run-1";
+
+pub fn actor() -> ActorId {
+    ActorId::new(ACTOR).unwrap()
+}
+
+pub fn run() -> RunId {
+    RunId::new(RUN).unwrap()
+}
+
+/// The key of grant `id` of `ACTOR` in `store`.
+pub fn grant_key(store: &RedisApprovalStore, id: &ApprovalId) -> String {
+    store.grant_key(&actor(), id)
+}
+
+/// Every key the store may touch for grant `id` of `ACTOR` in `RUN`, by name.
+pub fn grant_keys(store: &RedisApprovalStore, id: &ApprovalId) -> Vec<(&'static str, String)> {
+    let (actor, run) = (actor(), run());
+    vec![
+        ("grant", store.grant_key(&actor, id)),
+        ("pointer", store.pointer_key(id)),
+        ("actor fence", store.actor_fence_key(&actor)),
+        ("run fence", store.run_fence_key(&actor, &run)),
+        ("live set", store.live_key(&actor, &run)),
+        ("run set", store.runs_key(&actor)),
+    ]
+}
 pub const HOST: &str = "docs.example.com";
 pub const URL: &str = "https://docs.example.com/";
 
