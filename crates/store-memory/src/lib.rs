@@ -36,7 +36,7 @@
 //! # }).unwrap();
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -50,6 +50,10 @@ use countersign_approval_core::{
 
 /// The default time records are kept after they stop mattering.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Most grants one step of [`InMemoryApprovalStore::purge`] drops while it
+/// holds the store's lock; between steps consumes go on.
+pub const PURGE_BATCH: usize = 1_024;
 
 /// Locks `mutex`, failing closed when another thread panicked while holding it:
 /// the map may be half-updated, so no answer from it can be trusted.
@@ -80,6 +84,10 @@ struct Fence {
 #[derive(Debug, Default)]
 struct Grants {
     entries: HashMap<ApprovalId, Entry>,
+    /// Every held grant by expiry: a purge takes the oldest without walking
+    /// the store. A grant is consumed only before it expires, so its
+    /// expiry is also the last instant it mattered.
+    by_expiry: BTreeSet<(Timestamp, ApprovalId)>,
     /// Run fences by actor, then run: looked up with borrowed ids.
     runs: HashMap<ActorId, HashMap<RunId, Fence>>,
     actors: HashMap<ActorId, Fence>,
@@ -164,43 +172,55 @@ impl InMemoryApprovalStore {
     }
 
     /// Drops every grant that stopped mattering more than `retention`
-    /// before `now`: one whose `max(expires_at, consumed at)` +
-    /// `retention` is at or before `now`. Returns how many were dropped.
-    /// Stop fences go with the last grant of their run or actor, unless
-    /// the run or actor is still stopped (then they stay until resumed).
+    /// before `now`: one whose `expires_at + retention` is at or before
+    /// `now` (a grant is consumed only before it expires, so that covers
+    /// consumed ones). Returns how many were dropped.
+    ///
+    /// It never holds the lock for more than [`PURGE_BATCH`] grants: the
+    /// work is proportional to what it drops, not to the store's size, and
+    /// consumes go on between batches. Stop fences are kept (one small
+    /// entry per run or actor ever stopped), so a stop is never forgotten.
     ///
     /// A purged id is unknown afterwards, so purge only past the grant's
     /// expiry: an expired grant can never be consumed again anyway.
     pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
+        let mut dropped = 0;
+        loop {
+            let step = self.purge_some(now, retention, PURGE_BATCH)?;
+            dropped += step;
+            if step < PURGE_BATCH {
+                return Ok(dropped);
+            }
+        }
+    }
+
+    /// One bounded step of [`purge`](Self::purge): drops at most `limit`
+    /// of the grants that `purge` would drop, oldest expiry first, under
+    /// one short hold of the lock. Returns how many it dropped.
+    pub fn purge_some(
+        &self,
+        now: Timestamp,
+        retention: Duration,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
         let mut grants = lock(&self.grants)?;
         let Grants {
-            entries,
-            runs,
-            actors,
+            entries, by_expiry, ..
         } = &mut *grants;
-        let before = entries.len();
-        entries.retain(|_, Entry { grant, .. }| {
-            let last = match &grant.state {
-                GrantState::Consumed { at, .. } => (*at).max(grant.approval.expires_at),
-                _ => grant.approval.expires_at,
+        let mut dropped = 0;
+        while dropped < limit {
+            let Some((expires_at, _)) = by_expiry.first() else {
+                break;
             };
-            last.saturating_add(retention) > now
-        });
-        let mut held_runs = HashSet::new();
-        let mut held_actors = HashSet::new();
-        for entry in entries.values() {
-            let approval = &entry.grant.approval;
-            held_runs.insert((approval.actor_id.clone(), approval.run_id.clone()));
-            held_actors.insert(approval.actor_id.clone());
+            if expires_at.saturating_add(retention) > now {
+                break;
+            }
+            if let Some((_, id)) = by_expiry.pop_first() {
+                entries.remove(&id);
+                dropped += 1;
+            }
         }
-        for (actor, fences) in runs.iter_mut() {
-            fences.retain(|run, fence| {
-                fence.stopped || held_runs.contains(&(actor.clone(), run.clone()))
-            });
-        }
-        runs.retain(|_, fences| !fences.is_empty());
-        actors.retain(|key, fence| fence.stopped || held_actors.contains(key));
-        Ok(before - entries.len())
+        Ok(dropped)
     }
 }
 
@@ -216,6 +236,9 @@ impl ApprovalStore for InMemoryApprovalStore {
         if run.stopped || actor.stopped {
             return Err(IssueError::Stopped);
         }
+        grants
+            .by_expiry
+            .insert((approval.expires_at, approval.id.clone()));
         grants.entries.insert(
             approval.id.clone(),
             Entry {

@@ -185,3 +185,50 @@ fn operation_purge_drops_exactly_the_records_past_retention_and_keeps_order() {
         assert_eq!(log.purge(at(120_000), retention).unwrap(), 0);
     });
 }
+
+#[test]
+fn purge_works_in_bounded_steps_oldest_expiry_first() {
+    block_on(async {
+        let store = InMemoryApprovalStore::new();
+        // Grant n expires at (100 - n) seconds: issue order is not expiry order.
+        let mut grants = Vec::new();
+        for n in 0..100u64 {
+            grants.push(issue(&store, 0, (100 - n) * 1_000).await);
+        }
+        let now = at(200_000);
+        assert_eq!(store.purge_some(now, HOUR, 10).unwrap(), 0, "inside the window");
+        let now = at(101_000);
+        assert_eq!(store.purge_some(now, Duration::ZERO, 10).unwrap(), 10);
+        assert_eq!(store.len().unwrap(), 90);
+        // The ten that went are the ten earliest expiries (issued last).
+        for gone in &grants[90..] {
+            assert_eq!(store.get(&gone.id).await.unwrap(), None);
+        }
+        for kept in &grants[..90] {
+            assert!(store.get(&kept.id).await.unwrap().is_some());
+        }
+        // A limit of zero drops nothing; the rest goes in one purge.
+        assert_eq!(store.purge_some(now, Duration::ZERO, 0).unwrap(), 0);
+        assert_eq!(store.purge(now, Duration::ZERO).unwrap(), 90);
+        assert!(store.is_empty().unwrap());
+    });
+}
+
+#[test]
+fn purge_in_many_batches_drops_every_grant_past_its_window() {
+    block_on(async {
+        let store = InMemoryApprovalStore::new();
+        let batches = countersign_store_memory::PURGE_BATCH * 2 + 7;
+        for _ in 0..batches {
+            issue(&store, 0, 1_000).await;
+        }
+        let keep = issue(&store, 0, 10_000).await;
+        assert_eq!(
+            store.purge(at(1_000), Duration::ZERO).unwrap(),
+            batches,
+            "a purge keeps going until every grant past its window is gone"
+        );
+        assert_eq!(store.len().unwrap(), 1);
+        assert!(store.get(&keep.id).await.unwrap().is_some());
+    });
+}
