@@ -44,19 +44,43 @@
 //!
 //! # Layout
 //!
-//! Each grant is one hash at `{prefix}:grant:{<id>}`; the braces around the
-//! id are literal, a cluster hash tag, so every key of a grant lives in one
-//! slot. Issue, get, revoke, consume and abandon are each one Lua script on that one
-//! key, sent with `EVALSHA` and resent with `EVAL` when the server answers
-//! `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The hash holds
-//! every field of the [`Approval`](countersign_approval_core::Approval), its
-//! state, and a format version `v=1`; a record that is not exactly such a
-//! record is [`StoreError::Corrupt`](countersign_approval_core::StoreError),
+//! Every key of a grant lives in its actor's cluster slot: the hash tag is
+//! `{a<tag>}`, the tag being the first 32 lower-case hex characters of the
+//! SHA-256 of the actor id (which may itself hold braces). In that slot:
+//!
+//! ```text
+//! {prefix}:{a<tag>}:grant:<id>      hash: the grant (format v=2)
+//! {prefix}:{a<tag>}:actor           hash: the actor's stop fence (gen, stopped)
+//! {prefix}:{a<tag>}:run:<run id>    hash: the run's stop fence (gen, stopped)
+//! {prefix}:{a<tag>}:live:<run id>   zset: the run's grants a stop may find usable
+//! {prefix}:{a<tag>}:runs            set:  the actor's runs with a live set
+//! {prefix}:id:{<id>}                string: the actor tag of grant <id> (its own slot)
+//! ```
+//!
+//! A grant records its run's and its actor's fence generations at issue; a
+//! stop moves the fence's generation on, so every grant issued before it is
+//! stopped for good, and the consume script compares generations in the
+//! same slot: a stop is one script, atomic with every consume of that run
+//! or actor, on a single server and on Redis Cluster alike. Issue, get,
+//! revoke, consume, abandon, stop and resume are each one Lua script in that
+//! one slot, sent with `EVALSHA` and resent with `EVAL` when the server
+//! answers `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The
+//! grant hash holds every field of the
+//! [`Approval`](countersign_approval_core::Approval) (approver and attempt
+//! limit included), its state, its count of failed attempts, the recorded
+//! generations and a format version `v=2`; a record that is not exactly
+//! such a record is [`StoreError::Corrupt`](countersign_approval_core::StoreError),
 //! never an outcome. Consume and revoke first read and validate the whole
-//! record, and their script writes only if it is still that record, so a
-//! record the store cannot read back is refused and never written. Records expire at `max(expires_at, now) + retention`
-//! (default 24 h), never earlier than `retention` after the server's own
-//! clock, and a later write only ever moves the expiry forward.
+//! record, and their script writes only if its fixed fields are still those
+//! of that record (and checks the fields writes change as strictly as the
+//! library reads them), so a record the store cannot read back is refused
+//! and never written. The pointer `{prefix}:id:{<id>}`, written first (and
+//! never overwritten) by `issue`, keeps ids unique over all actors and lets
+//! `get`, `revoke` and `abandon`, which know only the id, find the slot.
+//! Records expire at `max(expires_at, now) + retention` (default 24 h),
+//! never earlier than `retention` after the server's own clock, and a later
+//! write only ever moves the expiry forward; fences live at least as long
+//! as their grants, and a stopped fence never expires.
 //!
 //! # Connections
 //!

@@ -106,7 +106,7 @@ impl RedisStoreOptions {
 
     /// The first part of every key (default `countersign`): non-empty, at
     /// most 128 bytes, without `{`, `}` or control characters. Grants live
-    /// at `{prefix}:grant:{<id>}`.
+    /// at `{prefix}:{a<tag>}:grant:<id>` (see the [crate docs](crate#layout)).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
@@ -195,7 +195,7 @@ impl RedisStoreOptions {
         }
         if prefix.contains(['{', '}']) {
             return Err(InvalidOptions::new(
-                "key prefix must not contain `{` or `}`: the grant id is the only cluster hash tag",
+                "key prefix must not contain `{` or `}`: the store's keys carry their own cluster hash tags",
             ));
         }
         if prefix.chars().any(char::is_control) {

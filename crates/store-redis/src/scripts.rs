@@ -131,7 +131,10 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new() -> Self {
         Scripts {
-            loaded: GrantScript::ALL.into_iter().map(LoadedScript::new).collect(),
+            loaded: GrantScript::ALL
+                .into_iter()
+                .map(LoadedScript::new)
+                .collect(),
         }
     }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeOutcome, GrantState, IssueError, MAX_ATTEMPT_LIMIT, ResumeOutcome, RevokeOutcome,
-    RunId, StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon,
-    ConsumeDecision, decide_consume, decide_revoke,
+    ConsumeDecision, ConsumeOutcome, GrantState, IssueError, MAX_ATTEMPT_LIMIT, ResumeOutcome,
+    RevokeOutcome, RunId, StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp,
+    decide_abandon, decide_consume, decide_revoke,
 };
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 use sha2::{Digest, Sha256};
@@ -354,7 +354,7 @@ fn server_major_version(info: &str) -> Option<u32> {
 }
 
 impl RedisApprovalStore {
-    /// Connects, then probes the server before answering: it loads the five
+    /// Connects, then probes the server before answering: it loads the store's
     /// scripts and runs the read script once (a server that cannot run them
     /// is refused with [`StoreError::Unsupported`]), refuses a single server
     /// that is a replica, and refuses a wrong topology
@@ -1197,7 +1197,8 @@ impl ApprovalStore for RedisApprovalStore {
 
         // 2. The grant, in one step with the check of its fences.
         let key = slot.grant_key(&approval.id);
-        let (actor_fence, run_fence) = (slot.actor_fence_key(), slot.run_fence_key(&approval.run_id));
+        let (actor_fence, run_fence) =
+            (slot.actor_fence_key(), slot.run_fence_key(&approval.run_id));
         let (live, runs) = (slot.live_key(&approval.run_id), slot.runs_key());
         let fields = record::encode_new(&approval, &token);
         let expires_at = approval.expires_at.as_millis().to_string();
@@ -1465,11 +1466,7 @@ impl ApprovalStore for RedisApprovalStore {
         self.stop(actor, Some(run), now).await
     }
 
-    async fn stop_actor(
-        &self,
-        actor: &ActorId,
-        now: Timestamp,
-    ) -> Result<StopOutcome, StoreError> {
+    async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
         self.stop(actor, None, now).await
     }
 
@@ -1520,28 +1517,97 @@ mod tests {
     #[test]
     fn replies_are_parsed_strictly() {
         let key = "k";
-        let ok = Value::Array(vec![Value::BulkString(b"missing".to_vec())]);
-        assert_eq!(
-            parse_reply(GrantScript::Get, key, ok).unwrap().status,
-            "missing"
-        );
+        let word = |w: &str| Value::BulkString(w.as_bytes().to_vec());
+        let ok = Value::Array(vec![word("missing")]);
+        let reply = parse_reply(GrantScript::Get, key, ok).unwrap();
+        assert_eq!(reply.status, "missing");
+        assert!(reply.bare());
         for bad in [
             Value::Nil,
             Value::Int(1),
             Value::Array(vec![]),
             Value::Array(vec![Value::Int(1)]),
             Value::Array(vec![Value::Nil, Value::Nil, Value::Nil]),
-            Value::Array(vec![
-                Value::BulkString(b"found".to_vec()),
-                Value::Nil,
-                Value::Int(1),
-            ]),
-            Value::Array(vec![Value::BulkString(b"found".to_vec()); 4]),
+            Value::Array(vec![word("found"); 5]),
         ] {
             assert!(matches!(
                 parse_reply(GrantScript::Get, key, bad),
                 Err(StoreError::Corrupt { .. })
             ));
         }
+        let seen = |words: &[&str]| {
+            parse_seen(
+                GrantScript::Consume,
+                key,
+                Some(&Value::Array(words.iter().map(|w| word(w)).collect())),
+            )
+        };
+        assert_eq!(
+            seen(&["stopped", "1"]).unwrap(),
+            Seen {
+                stopped: true,
+                moved: None
+            }
+        );
+        assert_eq!(
+            seen(&["stopped", "0", "moved", "17"]).unwrap(),
+            Seen {
+                stopped: false,
+                moved: Some(17)
+            }
+        );
+        for bad in [
+            &["stopped"][..],
+            &["stopped", "yes"],
+            &["stopped", "0", "moved"],
+            &["stopped", "0", "moved", "-1"],
+            &["moved", "1", "stopped", "0"],
+            &["stopped", "0", "extra", "1"],
+        ] {
+            assert!(seen(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_seen(GrantScript::Consume, key, None).is_err());
+        assert!(parse_seen(GrantScript::Consume, key, Some(&Value::Int(1))).is_err());
+    }
+
+    #[test]
+    fn actor_tags_are_the_start_of_the_sha256_of_the_id() {
+        let tag = actor_tag(&ActorId::new("abc").unwrap());
+        // SHA-256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+        assert_eq!(tag, "ba7816bf8f01cfea414140de5dae2223");
+        let braces = actor_tag(&ActorId::new("{x}").unwrap());
+        assert_eq!(braces.len(), 32);
+        assert!(
+            braces
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+    }
+
+    #[test]
+    fn consume_answers_agree_with_the_rules_only_when_they_write_what_the_rules_say() {
+        let decision = |outcome, state, failed| ConsumeDecision {
+            outcome,
+            state,
+            failed_attempts: failed,
+        };
+        let locked = ConsumeOutcome::Stale(StaleReason::Locked);
+        let lock = decision(locked, Some(GrantState::Locked), Some(5));
+        assert!(consume_agrees("locked", locked, &lock));
+        assert!(!consume_agrees("stale_locked", locked, &lock));
+        let already = decision(locked, None, None);
+        assert!(consume_agrees("stale_locked", locked, &already));
+        assert!(!consume_agrees("locked", locked, &already));
+        let mismatch = ConsumeOutcome::Stale(StaleReason::Mismatch);
+        assert!(consume_agrees(
+            "stale_mismatch",
+            mismatch,
+            &decision(mismatch, None, Some(1))
+        ));
+        assert!(!consume_agrees(
+            "stale_mismatch",
+            mismatch,
+            &decision(mismatch, None, None)
+        ));
     }
 }

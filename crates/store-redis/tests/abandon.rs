@@ -327,7 +327,7 @@ async fn the_abandon_script_is_reloaded_after_a_script_flush_and_parsed_strictly
     assert_eq!(cached, [true]);
     // The record holds the attempt in `abandoned`; its late consume is refused.
     let abandoned: String = redis::cmd("HGET")
-        .arg(store.grant_key(&id))
+        .arg(support::grant_key(&store, &id))
         .arg("abandoned")
         .query(&mut conn)
         .unwrap();
@@ -341,7 +341,7 @@ async fn the_abandon_script_is_reloaded_after_a_script_flush_and_parsed_strictly
     );
     // A damaged list is an error, never an outcome.
     let _: () = redis::cmd("HSET")
-        .arg(store.grant_key(&id))
+        .arg(support::grant_key(&store, &id))
         .arg("abandoned")
         .arg("att_1  att_2")
         .query(&mut conn)

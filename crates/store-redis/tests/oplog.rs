@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use countersign_act_tool::{Act, Context};
 use countersign_approval_core::{
-    ActorId, ApprovalStore, GivenApprovalId, OperationId, OperationLog, OperationRecord,
-    OutcomeCode, RunId,
+    ActorId, ApprovalStore, ApproverId, GivenApprovalId, OperationId, OperationLog,
+    OperationRecord, OutcomeCode, RunId,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_redis::{OperationLogRetention, RedisOperationLog};
@@ -66,6 +66,7 @@ fn record(run: &RunId, n: u64) -> OperationRecord {
                 .parse()
                 .unwrap(),
         ),
+        approver_id: Some(ApproverId::new("ops-lead@example.com").unwrap()),
         outcome: OutcomeCode::Ok,
         reason: String::new(),
         started_at: at,
@@ -181,7 +182,11 @@ async fn act_writes_one_record_per_call_and_a_failed_write_changes_no_outcome() 
         .unwrap();
     let act = Act::new(context);
     let t0 = now();
-    let approval = grant("a#one", Duration::from_secs(60), t0).await;
+    let approver = ApproverId::new("reviewer «ü» {7}").unwrap();
+    let approval = grant("a#one", Duration::from_secs(60), t0)
+        .await
+        .approved_by(approver.clone(), t0)
+        .unwrap();
     let id = approval.id.as_str().to_owned();
     store.issue(approval).await.unwrap();
     let performed = act.execute_tool_call(&call(&id, "a#one")).await;
@@ -197,6 +202,9 @@ async fn act_writes_one_record_per_call_and_a_failed_write_changes_no_outcome() 
         records[0].approval_id.well_formed().map(|i| i.as_str()),
         Some(id.as_str())
     );
+    // The approver of the grant the call used, read back from the log.
+    assert_eq!(records[0].approver_id, Some(approver));
+    assert_eq!(records[1].approver_id, None);
     let op = performed.to_json()["operation_id"]
         .as_str()
         .unwrap()

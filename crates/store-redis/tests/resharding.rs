@@ -97,7 +97,7 @@ async fn calls_follow_ask_and_moved_while_slots_move() {
             store.issue(approval.clone()).await.unwrap();
         }
         for (approval, finish) in [(&first, false), (&second, true)] {
-            let key = store.grant_key(&approval.id);
+            let key = support::grant_key(&store, &approval.id);
             let from = owner_of(&cluster, &key);
             let to = cluster
                 .nodes

@@ -8,9 +8,11 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use countersign_approval_core::Approval;
 use countersign_approval_core::{
-    ActorId, ApprovalId, ApprovalStore, AttemptId, Binding, ConsumeOutcome, GrantState, IssueError,
-    RevokeOutcome, RunId, StaleReason, StoreError, Timestamp,
+    AbandonOutcome, ActorId, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding,
+    ConsumeOutcome, GrantState, IssueError, ResumeOutcome, RevokeOutcome, RunId, StaleReason,
+    StopOutcome, StoreError, Timestamp,
 };
 use countersign_store_redis::{
     ConnectError, Durability, GrantScript, RedisApprovalStore, RedisStoreOptions,
@@ -35,18 +37,43 @@ async fn record_layout_holds_every_field_and_a_version() {
     let server = shared_server();
     let store = store_on(server, "layout").await;
     let t0 = now();
+    let approver = ApproverId::new("ops «ü» {lead}").unwrap();
     let approval = grant("a#layout", MINUTE, t0)
         .await
         .with_note("approved by ops")
+        .unwrap()
+        .approved_by(approver.clone(), Timestamp::from_millis(t0.as_millis() - 5))
+        .unwrap()
+        .with_attempt_limit(7)
         .unwrap();
     let id = approval.id.clone();
     store.issue(approval.clone()).await.unwrap();
 
-    let key = store.grant_key(&id);
-    assert_eq!(key, format!("{}:grant:{{{}}}", store.prefix(), id));
+    let actor = support::actor();
+    let tag = RedisApprovalStore::actor_tag(&actor);
+    assert_eq!(tag.len(), 32);
+    assert!(tag.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    let slot = format!("{}:{{a{tag}}}", store.prefix());
+    assert_eq!(store.slot_prefix(&actor), slot);
+    let key = support::grant_key(&store, &id);
+    assert_eq!(key, format!("{slot}:grant:{id}"));
+    assert_eq!(store.actor_fence_key(&actor), format!("{slot}:actor"));
+    assert_eq!(
+        store.run_fence_key(&actor, &support::run()),
+        format!("{slot}:run:{}", support::RUN)
+    );
+    assert_eq!(
+        store.live_key(&actor, &support::run()),
+        format!("{slot}:live:{}", support::RUN)
+    );
+    assert_eq!(store.runs_key(&actor), format!("{slot}:runs"));
+    assert_eq!(
+        store.pointer_key(&id),
+        format!("{}:id:{{{id}}}", store.prefix())
+    );
     let mut conn = server.conn();
     let fields: HashMap<String, String> = conn.hgetall(&key).unwrap();
-    assert_eq!(fields["v"], "1");
+    assert_eq!(fields["v"], "2");
     assert_eq!(fields["id"], id.as_str());
     assert_eq!(fields["actor"], support::ACTOR);
     assert_eq!(fields["run"], support::RUN);
@@ -59,21 +86,49 @@ async fn record_layout_holds_every_field_and_a_version() {
         approval.expires_at.as_millis().to_string()
     );
     assert_eq!(fields["note"], "approved by ops");
+    assert_eq!(fields["approver"], approver.as_str());
+    assert_eq!(fields["approved_at"], (t0.as_millis() - 5).to_string());
+    assert_eq!(fields["attempt_limit"], "7");
+    assert_eq!(fields["failed"], "0");
+    assert_eq!(fields["rgen"], "0");
+    assert_eq!(fields["agen"], "0");
     assert_eq!(fields["state"], "active");
     assert_eq!(fields["issue_token"].len(), 32);
     assert!(!fields.contains_key("consumed_at"));
-    assert_eq!(fields.len(), 12, "{fields:?}");
-
-    // Expiry: max(expires_at, now) + 24 h.
-    let expire_at: i64 = redis::cmd("PEXPIRETIME")
-        .arg(&key)
-        .query(&mut conn)
+    assert_eq!(fields.len(), 18, "{fields:?}");
+    // The pointer names the actor's slot; the fences start at generation 0;
+    // the run's live set and the actor's run set hold the grant and run.
+    let pointer: String = conn.get(store.pointer_key(&id)).unwrap();
+    assert_eq!(pointer, tag);
+    for fence in [
+        store.actor_fence_key(&actor),
+        store.run_fence_key(&actor, &support::run()),
+    ] {
+        let fence: HashMap<String, String> = conn.hgetall(&fence).unwrap();
+        assert_eq!(
+            fence,
+            HashMap::from([("gen".into(), "0".into()), ("stopped".into(), "0".into())])
+        );
+    }
+    let live: Vec<String> = conn
+        .zrange(store.live_key(&actor, &support::run()), 0, -1)
         .unwrap();
+    assert_eq!(live, [id.as_str()]);
+    let runs: Vec<String> = conn.smembers(store.runs_key(&actor)).unwrap();
+    assert_eq!(runs, [support::RUN]);
+
+    // Expiry: max(expires_at, now) + 24 h, for the grant and every key beside it.
     let wanted = approval.expires_at.as_millis() as i64 + 24 * 3600 * 1000;
-    assert!(
-        (expire_at - wanted).abs() < 2_000,
-        "{expire_at} vs {wanted}"
-    );
+    for (name, key) in support::grant_keys(&store, &id) {
+        let expire_at: i64 = redis::cmd("PEXPIRETIME")
+            .arg(&key)
+            .query(&mut conn)
+            .unwrap();
+        assert!(
+            (expire_at - wanted).abs() < 2_000,
+            "{name}: {expire_at} vs {wanted}"
+        );
+    }
 
     let attempt = attempt();
     let outcome = store
@@ -85,6 +140,11 @@ async fn record_layout_holds_every_field_and_a_version() {
     assert_eq!(fields["state"], "consumed");
     assert_eq!(fields["consumed_at"], t0.as_millis().to_string());
     assert_eq!(fields["consumed_by"], attempt.as_str());
+    // A consumed grant leaves the live set (the last one: the set is gone).
+    let live: i64 = conn
+        .exists(store.live_key(&actor, &support::run()))
+        .unwrap();
+    assert_eq!(live, 0);
 
     let stored = store.get(&id).await.unwrap().unwrap();
     assert_eq!(stored.approval, approval);
@@ -95,6 +155,7 @@ async fn record_layout_holds_every_field_and_a_version() {
             by: attempt
         }
     );
+    assert_eq!(stored.failed_attempts, 0);
 }
 
 #[tokio::test]
@@ -111,7 +172,7 @@ async fn expiry_follows_the_callers_now_and_only_moves_forward() {
     let (id, binding) = (approval.id.clone(), approval.binding());
     let expires = approval.expires_at.as_millis() as i64;
     store.issue(approval).await.unwrap();
-    let key = store.grant_key(&id);
+    let key = support::grant_key(&store, &id);
     let pexpiretime = |conn: &mut redis::Connection| -> i64 {
         redis::cmd("PEXPIRETIME").arg(&key).query(conn).unwrap()
     };
@@ -135,7 +196,7 @@ async fn expiry_follows_the_callers_now_and_only_moves_forward() {
     store.issue(old.clone()).await.unwrap();
     let server_now = now().as_millis() as i64;
     let kept = redis::cmd("PEXPIRETIME")
-        .arg(store.grant_key(&old_id))
+        .arg(support::grant_key(&store, &old_id))
         .query::<i64>(&mut conn)
         .unwrap();
     assert!(kept >= server_now + 3_590_000, "{kept} vs {server_now}");
@@ -215,16 +276,34 @@ async fn issue_never_overwrites_whatever_the_state() {
         GrantState::Consumed { .. }
     ));
 
-    // A foreign key under the grant's name is not overwritten either.
-    let foreign = grant("a#foreign", MINUTE, t0).await;
+    // A foreign key under the grant's name, or under its pointer's, is not
+    // overwritten either.
     let mut conn = server.conn();
-    let _: () = conn.set(store.grant_key(&foreign.id), "not ours").unwrap();
+    for key_of in [support::grant_key, RedisApprovalStore::pointer_key] {
+        let foreign = grant("a#foreign", MINUTE, t0).await;
+        let key = key_of(&store, &foreign.id);
+        let _: () = conn.set(&key, "not ours").unwrap();
+        assert_eq!(
+            store.issue(foreign.clone()).await,
+            Err(IssueError::AlreadyExists(foreign.id.clone()))
+        );
+        let value: String = conn.get(&key).unwrap();
+        assert_eq!(value, "not ours");
+    }
+
+    // The same id issued for another actor: refused, by the pointer.
+    let other = Approval {
+        actor_id: ActorId::new("another-actor").unwrap(),
+        ..approval.clone()
+    };
     assert_eq!(
-        store.issue(foreign.clone()).await,
-        Err(IssueError::AlreadyExists(foreign.id.clone()))
+        store.issue(other).await,
+        Err(IssueError::AlreadyExists(id.clone()))
     );
-    let value: String = conn.get(store.grant_key(&foreign.id)).unwrap();
-    assert_eq!(value, "not ours");
+    assert!(matches!(
+        store.get(&id).await.unwrap().unwrap().state,
+        GrantState::Consumed { .. }
+    ));
 }
 
 #[tokio::test]
@@ -290,8 +369,15 @@ async fn mismatch_does_not_burn_and_replay_needs_the_same_binding() {
     );
 }
 
+/// The keys a damage may alter: the grant's and its fences'.
+struct Keys {
+    grant: String,
+    actor_fence: String,
+    run_fence: String,
+}
+
 /// Each way a record can be damaged or foreign, applied to a fresh grant.
-type Damage = fn(&mut redis::Connection, &str);
+type Damage = fn(&mut redis::Connection, &Keys);
 
 fn damages() -> Vec<(&'static str, Damage)> {
     fn hset(conn: &mut redis::Connection, key: &str, field: &str, value: &str) {
@@ -299,116 +385,258 @@ fn damages() -> Vec<(&'static str, Damage)> {
     }
     vec![
         ("string key", |c, k| {
-            let _: () = c.del(k).unwrap();
-            let _: () = c.set(k, "x").unwrap();
+            let _: () = c.del(&k.grant).unwrap();
+            let _: () = c.set(&k.grant, "x").unwrap();
         }),
         ("list key", |c, k| {
-            let _: () = c.del(k).unwrap();
-            let _: () = c.rpush(k, "x").unwrap();
+            let _: () = c.del(&k.grant).unwrap();
+            let _: () = c.rpush(&k.grant, "x").unwrap();
         }),
         ("missing actor", |c, k| {
-            let _: () = c.hdel(k, "actor").unwrap();
+            let _: () = c.hdel(&k.grant, "actor").unwrap();
         }),
         ("missing version", |c, k| {
-            let _: () = c.hdel(k, "v").unwrap();
+            let _: () = c.hdel(&k.grant, "v").unwrap();
         }),
         ("missing issue token", |c, k| {
-            let _: () = c.hdel(k, "issue_token").unwrap();
+            let _: () = c.hdel(&k.grant, "issue_token").unwrap();
         }),
-        ("other version", |c, k| hset(c, k, "v", "2")),
-        ("bad digest", |c, k| hset(c, k, "digest", "xyz")),
+        ("missing failed count", |c, k| {
+            let _: () = c.hdel(&k.grant, "failed").unwrap();
+        }),
+        ("missing generation", |c, k| {
+            let _: () = c.hdel(&k.grant, "rgen").unwrap();
+        }),
+        ("older version", |c, k| hset(c, &k.grant, "v", "1")),
+        ("other version", |c, k| hset(c, &k.grant, "v", "3")),
+        ("bad digest", |c, k| hset(c, &k.grant, "digest", "xyz")),
         ("upper-case digest", |c, k| {
-            let d: String = c.hget(k, "digest").unwrap();
-            hset(c, k, "digest", &d.to_uppercase());
+            let d: String = c.hget(&k.grant, "digest").unwrap();
+            hset(c, &k.grant, "digest", &d.to_uppercase());
         }),
         ("digest of another action", |c, k| {
-            hset(c, k, "digest", &"0".repeat(64));
+            hset(c, &k.grant, "digest", &"0".repeat(64));
         }),
         ("non-canonical action", |c, k| {
-            let a: String = c.hget(k, "action").unwrap();
-            hset(c, k, "action", &a.replacen(':', ": ", 1));
+            let a: String = c.hget(&k.grant, "action").unwrap();
+            hset(c, &k.grant, "action", &a.replacen(':', ": ", 1));
         }),
-        ("action not json", |c, k| hset(c, k, "action", "click")),
-        ("unknown state", |c, k| hset(c, k, "state", "paused")),
-        ("unknown field", |c, k| hset(c, k, "extra", "1")),
-        ("id of another grant", |c, k| hset(c, k, "id", "apr_other")),
+        ("action not json", |c, k| {
+            hset(c, &k.grant, "action", "click")
+        }),
+        ("unknown state", |c, k| hset(c, &k.grant, "state", "paused")),
+        ("stored as stopped", |c, k| {
+            hset(c, &k.grant, "state", "stopped")
+        }),
+        ("unknown field", |c, k| hset(c, &k.grant, "extra", "1")),
+        ("id of another grant", |c, k| {
+            hset(c, &k.grant, "id", "apr_other")
+        }),
         ("timestamp with leading zero", |c, k| {
-            let e: String = c.hget(k, "expires_at").unwrap();
-            hset(c, k, "expires_at", &format!("0{e}"));
+            let e: String = c.hget(&k.grant, "expires_at").unwrap();
+            hset(c, &k.grant, "expires_at", &format!("0{e}"));
         }),
-        ("negative timestamp", |c, k| hset(c, k, "issued_at", "-5")),
+        ("negative timestamp", |c, k| {
+            hset(c, &k.grant, "issued_at", "-5")
+        }),
+        ("timestamp beyond 64 bits", |c, k| {
+            hset(c, &k.grant, "expires_at", "18446744073709551616")
+        }),
         ("consumed without consumer", |c, k| {
-            hset(c, k, "state", "consumed")
+            hset(c, &k.grant, "state", "consumed")
         }),
         ("active with consumer", |c, k| {
-            hset(c, k, "consumed_by", "att_x")
+            hset(c, &k.grant, "consumed_by", "att_x")
         }),
         ("bad attempt id", |c, k| {
-            hset(c, k, "state", "consumed");
-            hset(c, k, "consumed_at", "5");
-            hset(c, k, "consumed_by", "not an id!");
+            hset(c, &k.grant, "state", "consumed");
+            hset(c, &k.grant, "consumed_at", "5");
+            hset(c, &k.grant, "consumed_by", "not an id!");
         }),
-        ("empty actor", |c, k| hset(c, k, "actor", "")),
+        ("consumed at beyond 64 bits", |c, k| {
+            hset(c, &k.grant, "state", "consumed");
+            hset(c, &k.grant, "consumed_at", "99999999999999999999");
+            hset(c, &k.grant, "consumed_by", "att_x");
+        }),
+        ("empty actor", |c, k| hset(c, &k.grant, "actor", "")),
         ("invalid utf-8", |c, k| {
-            let _: () = c.hset(k, "run", &[0xffu8, 0xfe][..]).unwrap();
+            let _: () = c.hset(&k.grant, "run", &[0xffu8, 0xfe][..]).unwrap();
+        }),
+        ("attempt limit 0", |c, k| {
+            hset(c, &k.grant, "attempt_limit", "0")
+        }),
+        ("attempt limit above 100", |c, k| {
+            hset(c, &k.grant, "attempt_limit", "101")
+        }),
+        ("attempt limit not a number", |c, k| {
+            hset(c, &k.grant, "attempt_limit", "five")
+        }),
+        ("failed count with a sign", |c, k| {
+            hset(c, &k.grant, "failed", "+1")
+        }),
+        ("active at its limit of failures", |c, k| {
+            hset(c, &k.grant, "failed", "5")
+        }),
+        ("locked below its limit", |c, k| {
+            hset(c, &k.grant, "state", "locked");
+            hset(c, &k.grant, "failed", "4");
+        }),
+        ("approver without approval time", |c, k| {
+            hset(c, &k.grant, "approver", "ops")
+        }),
+        ("approval time without approver", |c, k| {
+            hset(c, &k.grant, "approved_at", "5")
+        }),
+        ("empty approver", |c, k| {
+            hset(c, &k.grant, "approver", "");
+            hset(c, &k.grant, "approved_at", "5");
+        }),
+        ("approval time not a timestamp", |c, k| {
+            hset(c, &k.grant, "approver", "ops");
+            hset(c, &k.grant, "approved_at", "soon");
+        }),
+        ("generation not a number", |c, k| {
+            hset(c, &k.grant, "agen", "x")
+        }),
+        ("abandoned attempt id too long", |c, k| {
+            hset(
+                c,
+                &k.grant,
+                "abandoned",
+                &format!("att_{}", "a".repeat(130)),
+            )
+        }),
+        ("abandoned attempt twice", |c, k| {
+            hset(c, &k.grant, "abandoned", "att_1 att_1")
+        }),
+        ("actor fence a string", |c, k| {
+            let _: () = c.del(&k.actor_fence).unwrap();
+            let _: () = c.set(&k.actor_fence, "x").unwrap();
+        }),
+        ("actor fence without generation", |c, k| {
+            let _: () = c.hdel(&k.actor_fence, "gen").unwrap();
+        }),
+        ("run fence with an unknown field", |c, k| {
+            hset(c, &k.run_fence, "extra", "1")
+        }),
+        ("run fence generation not a number", |c, k| {
+            hset(c, &k.run_fence, "gen", "01")
+        }),
+        ("run fence with a bad stopped flag", |c, k| {
+            hset(c, &k.run_fence, "stopped", "yes")
         }),
     ]
 }
 
-/// The serialized value of `key` (type, encoding and content; not its TTL).
-fn dump(conn: &mut redis::Connection, key: &str) -> Vec<u8> {
+/// The serialized value of `key` (type, encoding and content; not its TTL),
+/// `None` for a missing key.
+fn dump(conn: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
     redis::cmd("DUMP").arg(key).query(conn).unwrap()
 }
 
-/// Every damaged record is an error for get, consume and revoke, never an
-/// outcome; and, as every check that can refuse a record runs before any
-/// write, a refused consume (with the grant's own binding, which would
-/// consume a sound record) and a refused revoke leave it byte for byte as
-/// it was.
+/// Every key of a grant, serialized.
+fn dump_all(
+    conn: &mut redis::Connection,
+    store: &RedisApprovalStore,
+    id: &ApprovalId,
+) -> Vec<Option<Vec<u8>>> {
+    support::grant_keys(store, id)
+        .into_iter()
+        .map(|(_, key)| dump(conn, &key))
+        .collect()
+}
+
+/// Every damaged record (or fence) is an error for get, consume and
+/// revoke, never an outcome; and, as every check that can refuse a record
+/// runs before any write, a refused consume (with the grant's own binding,
+/// which would consume a sound record), a refused mismatched consume
+/// (which would count a failed attempt) and a refused revoke leave every
+/// key of the grant byte for byte as it was.
 #[tokio::test]
 async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
     let server = shared_server();
     let store = store_on(server, "corrupt").await;
     let mut conn = server.conn();
     let t0 = now();
+    let (actor, run) = (support::actor(), support::run());
     for (name, damage) in damages() {
         let approval = grant("a#c", MINUTE, t0).await;
         let (id, binding) = (approval.id.clone(), approval.binding());
         store.issue(approval).await.unwrap();
-        let key = store.grant_key(&id);
-        damage(&mut conn, &key);
-        let before = dump(&mut conn, &key);
+        let keys = Keys {
+            grant: support::grant_key(&store, &id),
+            actor_fence: store.actor_fence_key(&actor),
+            run_fence: store.run_fence_key(&actor, &run),
+        };
+        damage(&mut conn, &keys);
+        let before = dump_all(&mut conn, &store, &id);
+        let fence_damage = name.contains("fence");
 
         let get = store.get(&id).await;
         assert!(
             matches!(get, Err(StoreError::Corrupt { .. })),
             "{name}: get gave {get:?}"
         );
-        let consume = store.consume_once(&id, &binding, t0, &attempt()).await;
-        assert!(
-            matches!(consume, Err(StoreError::Corrupt { .. })),
-            "{name}: consume gave {consume:?}"
-        );
-        assert!(
-            dump(&mut conn, &key) == before,
-            "{name}: changed by consume"
-        );
+        let mismatched = Binding {
+            url: "https://docs.example.com/other".to_owned(),
+            ..binding.clone()
+        };
+        for (what, binding) in [("consume", &binding), ("mismatched consume", &mismatched)] {
+            let consume = store.consume_once(&id, binding, t0, &attempt()).await;
+            assert!(
+                matches!(consume, Err(StoreError::Corrupt { .. })),
+                "{name}: {what} gave {consume:?}"
+            );
+            assert!(
+                dump_all(&mut conn, &store, &id) == before,
+                "{name}: changed by {what}"
+            );
+        }
         let revoke = store.revoke(&id).await;
         assert!(
             matches!(revoke, Err(StoreError::Corrupt { .. })),
             "{name}: revoke gave {revoke:?}"
         );
-        assert!(dump(&mut conn, &key) == before, "{name}: changed by revoke");
+        assert!(
+            dump_all(&mut conn, &store, &id) == before,
+            "{name}: changed by revoke"
+        );
         let error = get.unwrap_err().to_string();
-        assert!(error.contains(&store.grant_key(&id)), "{error}");
+        let named = if fence_damage {
+            &keys.actor_fence
+        } else {
+            &keys.grant
+        };
+        assert!(
+            error.contains(named.as_str()) || error.contains(keys.run_fence.as_str()),
+            "{name}: {error}"
+        );
+        if fence_damage {
+            // A stop that meets a damaged fence is refused and changes nothing.
+            let stop = store.stop_run(&actor, &run, t0).await;
+            assert!(
+                matches!(stop, Err(StoreError::Corrupt { .. })),
+                "{name}: stop gave {stop:?}"
+            );
+            assert!(
+                dump_all(&mut conn, &store, &id) == before,
+                "{name}: changed by stop"
+            );
+            // Repaired, for the next damage.
+            let _: () = conn.del(&keys.actor_fence).unwrap();
+            let _: () = conn.del(&keys.run_fence).unwrap();
+        }
     }
 }
 
 #[tokio::test]
 async fn a_record_changed_after_it_was_read_is_not_written() {
     // The consume and revoke scripts write only to the record the library
-    // validated: one whose fingerprint differs answers `changed`, and the
-    // store reads it again.
+    // validated: one whose fixed fields' fingerprint differs answers
+    // `changed`, and the store reads it again. The fields its writes change
+    // (a racing mismatch's failed count) are checked by the script itself,
+    // as strictly as the library reads them, so racing writes never make a
+    // call read again.
     let server = shared_server();
     let store = store_on(server, "changed").await;
     let mut conn = server.conn();
@@ -416,41 +644,96 @@ async fn a_record_changed_after_it_was_read_is_not_written() {
     let approval = grant("a#changed", MINUTE, t0).await;
     let (id, binding) = (approval.id.clone(), approval.binding());
     store.issue(approval).await.unwrap();
-    let key = store.grant_key(&id);
-    for (script, args) in [
-        (
-            GrantScript::Consume,
-            vec![
-                id.as_str().to_owned(),
-                t0.as_millis().to_string(),
-                attempt().as_str().to_owned(),
-                binding.actor_id.as_str().to_owned(),
-                binding.run_id.as_str().to_owned(),
-                binding.url.clone(),
-                binding.action_digest.to_hex(),
-                "60000".to_owned(),
-                "0".repeat(40),
-            ],
-        ),
-        (
-            GrantScript::Revoke,
-            vec![id.as_str().to_owned(), "60000".to_owned(), "0".repeat(40)],
-        ),
-    ] {
-        let before = dump(&mut conn, &key);
-        let reply: Vec<String> = redis::cmd("EVALSHA")
+    let key = support::grant_key(&store, &id);
+    let slot = store.slot_prefix(&support::actor());
+    let consume_args = |fingerprint: &str| {
+        vec![
+            id.as_str().to_owned(),
+            t0.as_millis().to_string(),
+            attempt().as_str().to_owned(),
+            binding.actor_id.as_str().to_owned(),
+            binding.run_id.as_str().to_owned(),
+            binding.url.clone(),
+            binding.action_digest.to_hex(),
+            "60000".to_owned(),
+            fingerprint.to_owned(),
+            slot.clone(),
+        ]
+    };
+    let eval = |conn: &mut redis::Connection, script: GrantScript, args: &[String]| {
+        redis::cmd("EVALSHA")
             .arg(store.script_sha(script))
             .arg(1)
             .arg(&key)
-            .arg(&args)
-            .query(&mut conn)
-            .unwrap();
-        assert_eq!(reply, vec!["changed".to_owned()], "{script:?}");
+            .arg(args)
+            .query::<redis::Value>(conn)
+            .unwrap()
+    };
+    let status = |reply: &redis::Value| match reply {
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::BulkString(word)) => String::from_utf8(word.clone()).unwrap(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    for (script, args) in [
+        (GrantScript::Consume, consume_args(&"0".repeat(40))),
+        (
+            GrantScript::Revoke,
+            vec![
+                id.as_str().to_owned(),
+                "60000".to_owned(),
+                "0".repeat(40),
+                slot.clone(),
+            ],
+        ),
+    ] {
+        let before = dump(&mut conn, &key);
+        let reply = eval(&mut conn, script, &args);
+        assert_eq!(status(&reply), "changed", "{script:?}");
         assert!(dump(&mut conn, &key) == before, "{script:?} wrote");
     }
+    // The fingerprint the get script hands out.
+    let reply = eval(
+        &mut conn,
+        GrantScript::Get,
+        &[id.as_str().to_owned(), slot.clone()],
+    );
+    let fingerprint = match &reply {
+        redis::Value::Array(items) => match &items[2] {
+            redis::Value::BulkString(f) => String::from_utf8(f.clone()).unwrap(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    // A fixed field changed since: `changed`, nothing written.
+    let _: () = conn.hset(&key, "note", "added later").unwrap();
+    let before = dump(&mut conn, &key);
+    assert_eq!(
+        status(&eval(
+            &mut conn,
+            GrantScript::Consume,
+            &consume_args(&fingerprint)
+        )),
+        "changed"
+    );
+    assert!(dump(&mut conn, &key) == before);
+    let _: () = conn.hdel(&key, "note").unwrap();
+    // A changing field moved on (a failed attempt): the script consumes.
+    let _: () = conn.hset(&key, "failed", "1").unwrap();
+    assert_eq!(
+        status(&eval(
+            &mut conn,
+            GrantScript::Consume,
+            &consume_args(&fingerprint)
+        )),
+        "consumed"
+    );
+    let second = grant("a#changed2", MINUTE, t0).await;
+    store.issue(second.clone()).await.unwrap();
     assert_eq!(
         store
-            .consume_once(&id, &binding, t0, &attempt())
+            .consume_once(&second.id, &second.binding(), t0, &attempt())
             .await
             .unwrap(),
         ConsumeOutcome::Consumed { replay: false }
@@ -748,7 +1031,7 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     );
     // The replica has it.
     let mut rconn = replica.conn();
-    let state: String = rconn.hget(one.grant_key(&id), "state").unwrap();
+    let state: String = rconn.hget(support::grant_key(&one, &id), "state").unwrap();
     assert_eq!(state, "consumed");
 
     // Two replicas wanted, one present: every write fails closed, but is applied.
@@ -827,21 +1110,41 @@ async fn the_issue_script_recognises_its_own_resent_call() {
     let store = store_on(server, "token").await;
     let mut conn = server.conn();
     let id = ApprovalId::parse("apr_token_test").unwrap();
-    let key = store.grant_key(&id);
+    let (actor, run) = (support::actor(), support::run());
+    let key = support::grant_key(&store, &id);
+    let keys = [
+        key.clone(),
+        store.actor_fence_key(&actor),
+        store.run_fence_key(&actor, &run),
+        store.live_key(&actor, &run),
+        store.runs_key(&actor),
+    ];
     let issue = |token: &str| {
+        let at = now().as_millis();
         redis::cmd("EVALSHA")
             .arg(store.script_sha(GrantScript::Issue))
-            .arg(1)
-            .arg(&key)
+            .arg(keys.len())
+            .arg(&keys)
             .arg(token)
             .arg(60_000)
-            .arg(now().as_millis())
+            .arg(at)
+            .arg(id.as_str())
+            .arg(support::RUN)
+            .arg(at + 60_000)
+            .arg(store.slot_prefix(&actor))
             .arg("v")
-            .arg("1")
+            .arg("2")
             .arg("issue_token")
             .arg(token)
             .clone()
     };
+    // The pointer the store's issue writes first.
+    let _: () = conn
+        .set(
+            store.pointer_key(&id),
+            RedisApprovalStore::actor_tag(&actor),
+        )
+        .unwrap();
     let first: Vec<String> = issue("t1").query(&mut conn).unwrap();
     assert_eq!(first, ["issued"]);
     let resent: Vec<String> = issue("t1").query(&mut conn).unwrap();
@@ -853,4 +1156,275 @@ async fn the_issue_script_recognises_its_own_resent_call() {
         store.get(&id).await,
         Err(StoreError::Corrupt { .. })
     ));
+}
+
+/// The keys a stop and a resume leave: a stopped fence is at the next
+/// generation and never expires (the expiry its grants need is kept in
+/// `keep`); the run's live set is gone; a refused issue leaves no pointer;
+/// resuming gives the fence its expiry back.
+#[tokio::test]
+async fn a_stop_moves_the_fence_on_and_keeps_it_while_stopped() {
+    let server = shared_server();
+    let store = store_on(server, "stop-layout").await;
+    let mut conn = server.conn();
+    let t0 = now();
+    let (actor, run) = (support::actor(), support::run());
+    let first = grant("a#s1", MINUTE, t0).await;
+    let second = grant("a#s2", MINUTE, t0).await;
+    for approval in [&first, &second] {
+        store.issue(approval.clone()).await.unwrap();
+    }
+    let fence = store.run_fence_key(&actor, &run);
+    let pexpiretime = |conn: &mut redis::Connection, key: &str| -> i64 {
+        redis::cmd("PEXPIRETIME").arg(key).query(conn).unwrap()
+    };
+    let kept = pexpiretime(&mut conn, &fence);
+    assert!(kept > 0);
+    assert_eq!(
+        store.stop_run(&actor, &run, t0).await.unwrap(),
+        StopOutcome {
+            stopped_grants: 2,
+            was_stopped: false
+        }
+    );
+    let fields: HashMap<String, String> = conn.hgetall(&fence).unwrap();
+    assert_eq!(fields["gen"], "1");
+    assert_eq!(fields["stopped"], "1");
+    assert!(
+        (fields["keep"].parse::<i64>().unwrap() - kept).abs() < 5,
+        "{fields:?}"
+    );
+    assert_eq!(
+        pexpiretime(&mut conn, &fence),
+        -1,
+        "a stopped fence never expires"
+    );
+    let live: bool = conn.exists(store.live_key(&actor, &run)).unwrap();
+    assert!(!live, "the live set of a stopped run is gone");
+    let runs: Vec<String> = conn.smembers(store.runs_key(&actor)).unwrap();
+    assert!(runs.is_empty(), "{runs:?}");
+    // The grants keep their generations; they read stopped.
+    let rgen: String = conn
+        .hget(support::grant_key(&store, &first.id), "rgen")
+        .unwrap();
+    assert_eq!(rgen, "0");
+    assert_eq!(
+        store.get(&first.id).await.unwrap().unwrap().state,
+        GrantState::Stopped
+    );
+    // Refused: nothing stored, the pointer it claimed released.
+    let refused = grant("a#s3", MINUTE, t0).await;
+    assert_eq!(store.issue(refused.clone()).await, Err(IssueError::Stopped));
+    for (name, key) in [
+        ("grant", support::grant_key(&store, &refused.id)),
+        ("pointer", store.pointer_key(&refused.id)),
+    ] {
+        let exists: bool = conn.exists(&key).unwrap();
+        assert!(!exists, "{name} left by a refused issue");
+    }
+    assert_eq!(store.get(&refused.id).await.unwrap(), None);
+    // Resumed: the fence expires again, no earlier than its grants.
+    assert_eq!(
+        store.resume_run(&actor, &run).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+    let fields: HashMap<String, String> = conn.hgetall(&fence).unwrap();
+    assert_eq!(
+        fields,
+        HashMap::from([("gen".into(), "1".into()), ("stopped".into(), "0".into())])
+    );
+    assert!(pexpiretime(&mut conn, &fence) >= kept);
+    let third = grant("a#s4", MINUTE, t0).await;
+    store.issue(third.clone()).await.unwrap();
+    let rgen: String = conn
+        .hget(support::grant_key(&store, &third.id), "rgen")
+        .unwrap();
+    assert_eq!(rgen, "1");
+    assert_eq!(
+        store
+            .consume_once(&third.id, &third.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    // Abandon on a stopped grant changes nothing, not even the expiry.
+    let before = dump_all(&mut conn, &store, &first.id);
+    assert_eq!(
+        store.abandon(&first.id, &attempt(), t0).await.unwrap(),
+        AbandonOutcome::Stopped
+    );
+    assert!(dump_all(&mut conn, &store, &first.id) == before);
+
+    // An actor stop: the actor's fence, and its runs' live sets, the same way.
+    let other_run = RunId::new("run-2").unwrap();
+    let elsewhere = Approval {
+        run_id: other_run.clone(),
+        ..grant("a#s5", MINUTE, t0).await
+    };
+    store.issue(elsewhere.clone()).await.unwrap();
+    assert_eq!(
+        store.stop_actor(&actor, t0).await.unwrap(),
+        StopOutcome {
+            stopped_grants: 1,
+            was_stopped: false
+        }
+    );
+    let fields: HashMap<String, String> = conn.hgetall(store.actor_fence_key(&actor)).unwrap();
+    assert_eq!(
+        (fields["gen"].as_str(), fields["stopped"].as_str()),
+        ("1", "1")
+    );
+    assert_eq!(pexpiretime(&mut conn, &store.actor_fence_key(&actor)), -1);
+    for key in [store.live_key(&actor, &other_run), store.runs_key(&actor)] {
+        let exists: bool = conn.exists(&key).unwrap();
+        assert!(!exists, "{key}");
+    }
+    assert_eq!(
+        store.resume_actor(&actor).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+}
+
+/// A mismatch whose binding names another actor goes first to that actor's
+/// slot, finds no grant there, and is counted in the grant's own slot,
+/// through the grant's pointer, by a store that never saw the grant.
+#[tokio::test]
+async fn a_mismatched_actor_is_counted_in_the_grants_own_slot() {
+    let server = shared_server();
+    let options = support::options_for(server, "stranger");
+    let issuer = RedisApprovalStore::connect(options.clone()).await.unwrap();
+    let t0 = now();
+    let approval = grant("a#stranger", MINUTE, t0)
+        .await
+        .with_attempt_limit(2)
+        .unwrap();
+    issuer.issue(approval.clone()).await.unwrap();
+    let stranger = Binding {
+        actor_id: ActorId::new("stranger {x}").unwrap(),
+        ..approval.binding()
+    };
+    let expected = [
+        ConsumeOutcome::Stale(StaleReason::Mismatch),
+        ConsumeOutcome::Stale(StaleReason::Locked),
+        ConsumeOutcome::Stale(StaleReason::Locked),
+    ];
+    for outcome in expected {
+        let fresh = RedisApprovalStore::connect(options.clone()).await.unwrap();
+        assert_eq!(
+            fresh
+                .consume_once(&approval.id, &stranger, t0, &attempt())
+                .await
+                .unwrap(),
+            outcome
+        );
+    }
+    let stored = issuer.get(&approval.id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.state, stored.failed_attempts),
+        (GrantState::Locked, 2)
+    );
+    // Nothing was written in the stranger's slot.
+    let mut conn = server.conn();
+    let stray: bool = conn
+        .exists(issuer.grant_key(&stranger.actor_id, &approval.id))
+        .unwrap();
+    assert!(!stray);
+}
+
+/// Memory per grant, measured on a server of its own: 2 000 grants over 20
+/// runs of one actor (100 per run), as Act's tests issue them.
+#[tokio::test]
+async fn memory_per_grant_is_measured() {
+    const GRANTS: usize = 2_000;
+    const RUNS: usize = 20;
+    let server = RedisServer::start();
+    let store = store_on(&server, "memory").await;
+    let mut conn = server.conn();
+    let used = |conn: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(conn).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let usage = |conn: &mut redis::Connection, key: &str| -> u64 {
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(conn)
+            .unwrap()
+    };
+    let runs: Vec<RunId> = (0..RUNS)
+        .map(|n| RunId::new(format!("run-{n:02}")).unwrap())
+        .collect();
+    let t0 = now();
+    let before = used(&mut conn);
+    let mut ids = Vec::new();
+    for n in 0..GRANTS {
+        let approval = Approval {
+            run_id: runs[n % RUNS].clone(),
+            ..grant(&format!("button#buy-{n}"), Duration::from_secs(600), t0).await
+        };
+        ids.push(approval.id.clone());
+        store.issue(approval).await.unwrap();
+    }
+    let after = used(&mut conn);
+    let actor = support::actor();
+    let grant_bytes = usage(&mut conn, &store.grant_key(&actor, &ids[0]));
+    let pointer_bytes = usage(&mut conn, &store.pointer_key(&ids[0]));
+    let live: u64 = runs
+        .iter()
+        .map(|run| usage(&mut conn, &store.live_key(&actor, run)))
+        .sum();
+    let fences: u64 = runs
+        .iter()
+        .map(|run| usage(&mut conn, &store.run_fence_key(&actor, run)))
+        .sum::<u64>()
+        + usage(&mut conn, &store.actor_fence_key(&actor))
+        + usage(&mut conn, &store.runs_key(&actor));
+    let per_grant = (after - before) / GRANTS as u64;
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(store.grant_key(&actor, &ids[0]))
+        .query(&mut conn)
+        .unwrap();
+    let fields: HashMap<String, String> = conn.hgetall(store.grant_key(&actor, &ids[0])).unwrap();
+    let longest = fields.iter().max_by_key(|(_, v)| v.len()).unwrap();
+    eprintln!(
+        "{GRANTS} grants over {RUNS} runs of one actor: grant hash {grant_bytes} B ({encoding}, \
+         {} fields, longest value {} {} B), pointer {pointer_bytes} B, live sets {} B/grant, \
+         fences and run set {fences} B in all; INFO used_memory grew {} B, {per_grant} B/grant",
+        fields.len(),
+        longest.0,
+        longest.1.len(),
+        live / GRANTS as u64,
+        after - before
+    );
+    // After consuming them all, the live sets are gone.
+    for (n, id) in ids.iter().enumerate() {
+        let binding = Binding {
+            run_id: runs[n % RUNS].clone(),
+            ..store.get(id).await.unwrap().unwrap().approval.binding()
+        };
+        store
+            .consume_once(id, &binding, t0, &attempt())
+            .await
+            .unwrap();
+    }
+    for run in &runs {
+        let exists: bool = conn.exists(store.live_key(&actor, run)).unwrap();
+        assert!(!exists);
+    }
+    let consumed = used(&mut conn);
+    eprintln!(
+        "after consuming every grant: used_memory {} B over the start, {} B/grant",
+        consumed - before,
+        (consumed - before) / GRANTS as u64
+    );
+    // A generous sanity bound: the figures above go to docs/redis.md.
+    assert!(per_grant < 4_096, "{per_grant} B per grant");
 }

@@ -231,24 +231,24 @@ end
 local function fence(key)
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' then return 'ok', {gen = '0', stopped = '0'}, false end
-  if kind ~= 'hash' then return 'corrupt', 'fence ' .. key .. ' holds a ' .. kind end
+  if kind ~= 'hash' then return 'corrupt', 'fence holds a ' .. kind end
   local flat = redis.call('HGETALL', key)
   local f = {}
   for i = 1, #flat, 2 do
     local name = flat[i]
     if name ~= 'gen' and name ~= 'stopped' and name ~= 'keep' then
-      return 'corrupt', 'fence ' .. key .. ' has an unknown field'
+      return 'corrupt', 'fence has an unknown field'
     end
     f[name] = flat[i + 1]
   end
   if not is_u64(f.gen) then
-    return 'corrupt', 'fence ' .. key .. ' has no decimal generation'
+    return 'corrupt', 'fence has no decimal generation'
   end
   if f.stopped ~= '0' and f.stopped ~= '1' then
-    return 'corrupt', 'fence ' .. key .. ' has no stopped flag'
+    return 'corrupt', 'fence has no stopped flag'
   end
   if f.keep ~= nil and not is_uint(f.keep) then
-    return 'corrupt', 'fence ' .. key .. ' has a bad keep time'
+    return 'corrupt', 'fence has a bad keep time'
   end
   return 'ok', f, true
 end

@@ -1,0 +1,77 @@
+-- stop: one step that stops a run (ARGV[1] = 'run') or every run of an
+-- actor (ARGV[1] = 'actor'). KEYS[1] = the actor's fence, KEYS[2] = the
+-- actor's run set; for a run also KEYS[3] = the run's fence and KEYS[4] =
+-- the run's live set (all in the actor's slot). ARGV[2] = caller's now
+-- (ms), ARGV[3] = the slot prefix, ARGV[4] = the run id (for a run).
+-- Counts the grants that were usable until now (active, not stopped, not
+-- expired at now), drops them from the live sets, then moves the fence's
+-- generation on and sets its stopped flag: every grant issued before has
+-- its old generation and is stopped for good, and the check of every
+-- consume of them is in this same slot. A stopped fence never expires.
+-- Replies {'stopped', count, was_stopped}; a corrupt fence is refused
+-- before anything is written.
+local mode, now, slot = ARGV[1], ARGV[2], ARGV[3]
+if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
+
+-- The usable grants of one live set, at the fences' generations.
+local function usable(live, rgen, agen)
+  local n = 0
+  for _, id in ipairs(redis.call('ZRANGE', live, 0, -1)) do
+    local g = redis.pcall('HMGET', grant_key(slot, id), 'state', 'rgen', 'agen', 'expires_at')
+    if type(g) == 'table' and g.err == nil and g[1] == 'active' and g[2] == rgen
+        and g[3] == agen and is_u64(g[4]) and not uint_ge(now, g[4]) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+-- Moves the fence at key to the next generation, stopped, without expiry.
+local function stop_fence(key, f, existed)
+  if existed and f.stopped ~= '1' then
+    local until_ms = expiry_of(key)
+    if until_ms ~= nil and until_ms > 0 then
+      if f.keep == nil or ms(f.keep) < until_ms then
+        redis.call('HSET', key, 'keep', fmt(until_ms))
+      end
+    end
+  end
+  redis.call('HINCRBY', key, 'gen', 1)
+  redis.call('HSET', key, 'stopped', '1')
+  redis.call('PERSIST', key)
+end
+
+local sa, a, a_exists = fence(KEYS[1])
+if sa ~= 'ok' then return {'corrupt', a, KEYS[1]} end
+local count = 0
+local was
+if mode == 'run' then
+  local run = ARGV[4]
+  local sr, r, r_exists = fence(KEYS[3])
+  if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
+  count = usable(KEYS[4], r.gen, a.gen)
+  redis.call('DEL', KEYS[4])
+  redis.call('SREM', KEYS[2], run)
+  was = r.stopped == '1'
+  stop_fence(KEYS[3], r, r_exists)
+elseif mode == 'actor' then
+  local runs = redis.call('SMEMBERS', KEYS[2])
+  local gens = {}
+  for i, run in ipairs(runs) do
+    local rkey = run_fence_key(slot, run)
+    local sr, r = fence(rkey)
+    if sr ~= 'ok' then return {'corrupt', r, rkey} end
+    gens[i] = r.gen
+  end
+  for i, run in ipairs(runs) do
+    local live = live_key(slot, run)
+    count = count + usable(live, gens[i], a.gen)
+    redis.call('DEL', live)
+  end
+  redis.call('DEL', KEYS[2])
+  was = a.stopped == '1'
+  stop_fence(KEYS[1], a, a_exists)
+else
+  return redis.error_reply('ERR countersign: unknown stop')
+end
+return {'stopped', fmt(count), was and '1' or '0'}
