@@ -11,6 +11,7 @@ mod policy_bench;
 mod postgres_bench;
 mod redis_bench;
 mod report;
+mod scale_bench;
 
 use std::process::ExitCode;
 
@@ -71,6 +72,12 @@ fn run(quick: bool) -> Result<(), String> {
             push(row);
         }
         extra.push(section);
+    }
+    if wanted("scale") {
+        extra.push(format!(
+            "## Cost per grant at scale\n\n{}",
+            scale_bench::memory(quick)?
+        ));
     }
     if wanted("act") {
         extra.push(act_bench::end_to_end(budget.scaled(4))?);
