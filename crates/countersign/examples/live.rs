@@ -4,7 +4,7 @@
 //! reload refused.
 //!
 //! ```text
-//! cargo run --example live --features chromium,egress-guard
+//! cargo run --example live
 //! ```
 //!
 //! Needs Chromium at `/usr/bin/chromium` (Debian's `chromium` package), or
@@ -17,8 +17,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
-use countersign::backend::chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
-use countersign::egress::EgressGuard;
+use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
+use countersign_egress_guard::EgressGuard;
 use countersign::prelude::*;
 use countersign::serde_json::{Value, json};
 
@@ -57,7 +57,9 @@ fn running_as_root() -> bool {
     })
 }
 
-async fn scenario() -> Result<Vec<String>, Box<dyn Error>> {
+/// Runs the walkthrough and returns the lines it prints (the `live_output`
+/// test checks them).
+pub async fn scenario() -> Result<Vec<String>, Box<dyn Error>> {
     let mut lines = Vec::new();
 
     // The site, on a loopback address of its own.
