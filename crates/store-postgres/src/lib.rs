@@ -54,16 +54,25 @@
 //! `{prefix}schema_version`. Each grant is one row of `{prefix}grants`,
 //! keyed by id, with every field of the
 //! [`Approval`](countersign_approval_core::Approval), its state, a format
-//! number and a *seal*: sha-256 over every column written at issue. A row
-//! whose seal or fields do not check out is
+//! number and a *seal*: sha-256 over every column written at issue (the
+//! approver, the attempt limit and the generations of the run's and actor's
+//! stop fences included). A row whose seal or fields do not check out is
 //! [`StoreError::Corrupt`](countersign_approval_core::StoreError), never an
-//! outcome, and is never changed.
+//! outcome, and is never changed. Each run and each actor has a fence row
+//! in `{prefix}run_fences` / `{prefix}actor_fences`: a generation that every
+//! stop moves on, and a stopped flag; a grant whose recorded generations are
+//! no longer its fences' is stopped.
 //!
 //! # Atomic steps
 //!
-//! Consume is one `UPDATE … WHERE id = $1 AND state = 'active' AND
-//! expires_at > now AND <binding equal> AND <seal holds> RETURNING 1`: a
-//! returned row is the one winning consume. When no row comes back, the
+//! Every statement that changes a grant first takes the shared advisory
+//! locks of the grant's run and actor and reads their fences `FOR SHARE`,
+//! and changes the grant only if it is not stopped. Consume is then one
+//! `UPDATE … WHERE id = $1 AND state = 'active' AND expires_at > now AND
+//! <not stopped> AND <seal holds> RETURNING state` that marks the grant
+//! consumed when the binding matches, or counts the mismatch and locks the
+//! grant at its attempt limit: a returned row is the one winning consume or
+//! a counted mismatch. When no row comes back, the
 //! store reads the row and answers with
 //! [`decide_consume`](countersign_approval_core::decide_consume), the rules
 //! every store shares (replay, stale, unknown); the statement itself refuses
@@ -72,15 +81,23 @@
 //! [`decide_abandon`](countersign_approval_core::decide_abandon), and writes
 //! with one `UPDATE` that applies only if the row's state columns and
 //! abandoned list are still those it read (a compare-and-set; it reads and
-//! rules again when the row changed in between). The operation log answers
-//! `records_for_run` from the `(run_id, seq)` index and
+//! rules again when the row changed in between). Issue is one statement
+//! that refuses a stopped run or actor under the same locks. The operation
+//! log answers `records_for_run` from the `(run_id, seq)` index and
 //! `record_for_operation` by operation id, optionally bounded to the newest
 //! records ([`PostgresOperationLog::with_max_records`]).
-//! Each statement runs alone (autocommit), so it is correct at READ
+//! Each of these statements runs alone (autocommit), so it is correct at READ
 //! COMMITTED, REPEATABLE READ and SERIALIZABLE; a serialization failure or
 //! deadlock rolls the statement back and the store repeats it (up to 12
 //! times), then answers a retryable
 //! [`StoreError::Unavailable`](countersign_approval_core::StoreError).
+//!
+//! A stop is the one step of two statements: a `READ COMMITTED` transaction
+//! that takes the run's (or actor's) advisory lock exclusively — waiting for
+//! the changes in flight, while changes that begin later queue behind it —
+//! then, with a snapshot taken after that wait, moves the fence and counts
+//! the grants still usable. A consume is thus ordered entirely before a stop
+//! or after it, and after it answers `Stale(Stopped)`.
 //!
 //! # Connections and TLS
 //!
@@ -90,7 +107,8 @@
 //! `tokio-postgres` TLS connector. Grants are only ever sent to the primary:
 //! a standby is refused at connect.
 //!
-//! `docs/postgres.md` in the repository covers the schema, isolation,
+//! `docs/postgres.md` in the repository covers the schema and its migration
+//! to version 2, isolation and how a stop is ordered against consumes,
 //! durability settings, purge and vacuum, pool sizing and what each error
 //! means for a host.
 

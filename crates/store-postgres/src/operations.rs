@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use countersign_approval_core::policy::ActionDigest;
 use countersign_approval_core::{
-    ActorId, ApprovalId, ApproverId, GivenApprovalId, OperationId, OperationLog, OperationRecord, OutcomeCode,
-    RunId, StoreError, Timestamp,
+    ActorId, ApprovalId, ApproverId, GivenApprovalId, OperationId, OperationLog, OperationRecord,
+    OutcomeCode, RunId, StoreError, Timestamp,
 };
 use tokio_postgres::Row;
 

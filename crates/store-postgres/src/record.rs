@@ -112,9 +112,7 @@ pub(crate) const SEALED_SQL_V1: [&str; 13] = [
 pub(crate) fn seal_sql_over(values: &[&str]) -> String {
     let parts: Vec<String> = values
         .iter()
-        .map(|value| {
-            format!("coalesce(octet_length({value})::text || ':' || {value}, '-') || ';'")
-        })
+        .map(|value| format!("coalesce(octet_length({value})::text || ':' || {value}, '-') || ';'"))
         .collect();
     format!(
         "encode(sha256(convert_to({}, 'UTF8')), 'hex')",
@@ -368,10 +366,10 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
             ));
         }
     };
-    let attempt_limit = u32::try_from(attempt_limit)
-        .map_err(|_| corrupt("attempt_limit is out of range"))?;
-    let failed_attempts = u32::try_from(failed_attempts)
-        .map_err(|_| corrupt("failed_attempts is out of range"))?;
+    let attempt_limit =
+        u32::try_from(attempt_limit).map_err(|_| corrupt("attempt_limit is out of range"))?;
+    let failed_attempts =
+        u32::try_from(failed_attempts).map_err(|_| corrupt("failed_attempts is out of range"))?;
     let mut abandoned_attempts: Vec<AttemptId> = Vec::with_capacity(abandoned.len());
     for attempt in &abandoned {
         let attempt = attempt
@@ -500,11 +498,7 @@ mod tests {
         let unsealed: Vec<&str> = GRANT_COLUMNS
             .iter()
             .copied()
-            .filter(|c| {
-                !SEALED_SQL
-                    .iter()
-                    .any(|s| s.split("::").next() == Some(*c))
-            })
+            .filter(|c| !SEALED_SQL.iter().any(|s| s.split("::").next() == Some(*c)))
             .collect();
         assert_eq!(
             unsealed,

@@ -214,17 +214,22 @@ mod tests {
                     && created.contains(" ON \"s1\".\"p_"));
             assert!(ok, "creates outside the schema or unquoted: {created}");
         }
-        for altered in sql
-            .lines()
-            .filter(|l| l.starts_with("ALTER") || l.starts_with("INSERT") || l.starts_with("UPDATE"))
-        {
-            assert!(altered.contains(" \"s1\".\"p_"), "outside the schema: {altered}");
+        for altered in sql.lines().filter(|l| {
+            l.starts_with("ALTER") || l.starts_with("INSERT") || l.starts_with("UPDATE")
+        }) {
+            assert!(
+                altered.contains(" \"s1\".\"p_"),
+                "outside the schema: {altered}"
+            );
         }
         assert_eq!(sql.matches("CREATE TABLE").count(), 5);
         assert_eq!(sql.matches("CREATE INDEX").count(), 4);
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (2, 'host controls: fences, attempt cap, approver');"));
-        assert!(sql.contains("encode(sha256("), "the seal placeholders are filled");
+        assert!(
+            sql.contains("encode(sha256("),
+            "the seal placeholders are filled"
+        );
     }
 
     #[test]
@@ -253,10 +258,7 @@ mod tests {
         assert!(v2.contains("octet_length('2'::text)"));
         assert!(!v2.contains("format::text"));
         // The conversion seal is the format 2 seal with the format filled in.
-        assert_eq!(
-            v2.replace("'2'::text", "format::text"),
-            record::seal_sql()
-        );
+        assert_eq!(v2.replace("'2'::text", "format::text"), record::seal_sql());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The store: connecting, schema setup, the start-up probe, and the five
-//! grant operations.
+//! The store: connecting, schema setup, the start-up probe, the grant
+//! operations and the stops.
 
 use std::fmt;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use deadpool::managed::QueueMode;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{IsolationLevel, NoTls, Row, Socket};
+use tokio_postgres::{NoTls, Row, Socket};
 
 use crate::error::{ends_connection, is_conflict, pg_error, pool_error};
 use crate::operations::{OPERATION_COLUMNS, PostgresOperationLog};
@@ -395,6 +395,12 @@ impl Shared {
     /// rows of `sql`, repeating the whole transaction after a deadlock or a
     /// serialization failure. `sql` takes its snapshot after `lock`
     /// returned: it sees every change committed while `lock` waited.
+    ///
+    /// The four messages (`BEGIN`, `lock`, `sql`, `COMMIT`) are sent at once
+    /// (pipelined) and the server runs them in order, so a stop costs one
+    /// round trip, plus one to prepare the two statements the first time a
+    /// connection runs them. When `lock` or `sql` fails, the transaction is
+    /// aborted and the `COMMIT` rolls it back.
     pub(crate) async fn locked_transaction(
         &self,
         what: &str,
@@ -405,22 +411,25 @@ impl Shared {
     ) -> Result<Vec<Row>, StoreError> {
         let mut backoff = Duration::from_millis(1);
         let mut conflicts = 0;
+        let limit = self.statement_limit * 2;
         loop {
-            let mut client = self.pool.get().await.map_err(pool_error)?;
+            let client = self.pool.get().await.map_err(pool_error)?;
             let run = async {
-                let tx = client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::ReadCommitted)
-                    .start()
-                    .await?;
-                let locking = tx.prepare_cached(lock).await?;
-                tx.query(&locking, lock_params).await?;
-                let statement = tx.prepare_cached(sql).await?;
-                let rows = tx.query(&statement, params).await?;
-                tx.commit().await?;
+                let (locking, statement) =
+                    tokio::try_join!(client.prepare_cached(lock), client.prepare_cached(sql))?;
+                let (begun, locked, rows, committed) = tokio::join!(
+                    client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED"),
+                    client.query(&locking, lock_params),
+                    client.query(&statement, params),
+                    client.batch_execute("COMMIT"),
+                );
+                begun?;
+                locked?;
+                let rows = rows?;
+                committed?;
                 Ok::<_, tokio_postgres::Error>(rows)
             };
-            match tokio::time::timeout(self.statement_limit * 2, run).await {
+            match tokio::time::timeout(limit, run).await {
                 Ok(Ok(rows)) => return Ok(rows),
                 Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => {
                     conflicts += 1;
@@ -441,11 +450,13 @@ impl Shared {
                     return Err(pg_error(what, &err));
                 }
                 Err(_) => {
+                    // Stopped mid-transaction perhaps: this connection never
+                    // serves another call.
                     drop(Object::take(client));
                     return Err(StoreError::Timeout {
                         message: format!(
                             "{what}: no answer from postgres within {} ms",
-                            (self.statement_limit * 2).as_millis()
+                            limit.as_millis()
                         ),
                     });
                 }
@@ -628,6 +639,18 @@ impl PostgresApprovalStore {
         &self.shared.names.operations
     }
 
+    /// The run fences table (one row per run of an actor: its stop
+    /// generation and flag), schema-qualified and quoted.
+    pub fn run_fences_table(&self) -> &str {
+        &self.shared.names.run_fences
+    }
+
+    /// The actor fences table (one row per actor), schema-qualified and
+    /// quoted.
+    pub fn actor_fences_table(&self) -> &str {
+        &self.shared.names.actor_fences
+    }
+
     /// Deletes every grant that stopped mattering more than `retention`
     /// before `now`: one whose `max(expires_at, consumed at)` + `retention`
     /// is at or before `now`, in batches of 10 000 rows, each its own
@@ -723,7 +746,11 @@ impl PostgresApprovalStore {
     }
 
     /// Clears the stopped flag of a run (`Some`) or an actor.
-    async fn resume(&self, actor: &ActorId, run: Option<&RunId>) -> Result<ResumeOutcome, StoreError> {
+    async fn resume(
+        &self,
+        actor: &ActorId,
+        run: Option<&RunId>,
+    ) -> Result<ResumeOutcome, StoreError> {
         let statements = &self.shared.statements;
         let rows = match run {
             Some(run) => {
@@ -737,7 +764,11 @@ impl PostgresApprovalStore {
             }
             None => {
                 self.shared
-                    .query("resuming an actor", &statements.resume_actor, &[&actor.as_str()])
+                    .query(
+                        "resuming an actor",
+                        &statements.resume_actor,
+                        &[&actor.as_str()],
+                    )
                     .await?
             }
         };
@@ -1036,8 +1067,14 @@ impl ApprovalStore for PostgresApprovalStore {
             let Some(read) = self.read(what, id).await? else {
                 return Ok(ConsumeOutcome::Unknown);
             };
-            let decision =
-                decide_consume(&read.grant, &read.abandoned, read.stopped, binding, now, attempt);
+            let decision = decide_consume(
+                &read.grant,
+                &read.abandoned,
+                read.stopped,
+                binding,
+                now,
+                attempt,
+            );
             if decision.state.is_none() && decision.failed_attempts.is_none() {
                 return Ok(decision.outcome);
             }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use countersign_act_tool::RetryPolicy;
 use countersign_approval_core::{
-    ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode, StaleReason,
-    StoreError,
+    ActorId, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode, RunId,
+    StaleReason, StopOutcome, StoreError,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
@@ -45,13 +45,19 @@ async fn lock_row(
     admin
 }
 
-/// The server process ids of the store's statements now waiting on a lock.
-async fn waiting_backends(admin: &tokio_postgres::Client) -> Vec<i32> {
+/// The server process ids of `store`'s changing statements now waiting on
+/// a lock (only this store's: the tests of this file run side by side on one
+/// server, each with a schema of its own).
+async fn waiting_backends(
+    admin: &tokio_postgres::Client,
+    store: &PostgresApprovalStore,
+) -> Vec<i32> {
     admin
         .query(
             "SELECT pid FROM pg_stat_activity WHERE application_name = 'countersign' \
-             AND wait_event_type = 'Lock' AND query LIKE 'UPDATE %'",
-            &[],
+             AND wait_event_type = 'Lock' AND query LIKE '%UPDATE %' \
+             AND strpos(query, $1) > 0",
+            &[&store.grants_table()],
         )
         .await
         .unwrap()
@@ -60,10 +66,10 @@ async fn waiting_backends(admin: &tokio_postgres::Client) -> Vec<i32> {
         .collect()
 }
 
-async fn wait_for_waiter(admin: &tokio_postgres::Client) -> i32 {
+async fn wait_for_waiter(admin: &tokio_postgres::Client, store: &PostgresApprovalStore) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(pid) = waiting_backends(admin).await.first() {
+        if let Some(pid) = waiting_backends(admin, store).await.first() {
             return *pid;
         }
         assert!(
@@ -72,6 +78,144 @@ async fn wait_for_waiter(admin: &tokio_postgres::Client) -> i32 {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// `store`'s statements now waiting on an advisory lock whose text starts
+/// with `prefix` (the store's statements all name its schema).
+async fn advisory_waiters(
+    admin: &tokio_postgres::Client,
+    store: &PostgresApprovalStore,
+    prefix: &str,
+) -> usize {
+    let schema = store
+        .grants_table()
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .trim_matches('"');
+    admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'countersign' \
+             AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND starts_with(query, $1) \
+             AND strpos(query, $2) > 0",
+            &[&prefix, &schema],
+        )
+        .await
+        .unwrap()
+        .len()
+}
+
+async fn wait_for_advisory_waiters(
+    admin: &tokio_postgres::Client,
+    store: &PostgresApprovalStore,
+    prefix: &str,
+    n: usize,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while advisory_waiters(admin, store, prefix).await < n {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {n} statements starting `{prefix}` wait on an advisory lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A stop is ordered against every consume by the run's advisory lock: it
+/// waits for the consume in flight (here held up by a row lock an admin
+/// transaction holds on its grant), which then succeeds and is not
+/// counted; a consume that begins while the stop waits queues behind it and
+/// answers `Stale(Stopped)`.
+async fn stop_waits_for_the_consume_in_flight(isolation: Isolation) {
+    let server = shared_server();
+    let store = Arc::new(
+        PostgresApprovalStore::connect(options_for(server, "stop_order", isolation))
+            .await
+            .unwrap(),
+    );
+    let (actor, run) = (
+        ActorId::new(support::ACTOR).unwrap(),
+        RunId::new(support::RUN).unwrap(),
+    );
+    let t0 = now();
+    let held = grant("a#held", TTL, t0).await;
+    let later = grant("a#later", TTL, t0).await;
+    let spare = grant("a#spare", TTL, t0).await;
+    for approval in [&held, &later, &spare] {
+        store.issue(approval.clone()).await.unwrap();
+    }
+    let locker = lock_row(server, &store, &held.id).await;
+    let consume = |approval: &countersign_approval_core::Approval| {
+        let (store, approval) = (store.clone(), approval.clone());
+        tokio::spawn(async move {
+            store
+                .consume_once(
+                    &approval.id,
+                    &approval.binding(),
+                    t0,
+                    &AttemptId::generate().unwrap(),
+                )
+                .await
+        })
+    };
+    let in_flight = consume(&held);
+    let watcher = server.admin().await;
+    wait_for_waiter(&watcher, &store).await;
+
+    let stop = tokio::spawn({
+        let (store, actor, run) = (store.clone(), actor.clone(), run.clone());
+        async move { store.stop_run(&actor, &run, t0).await }
+    });
+    wait_for_advisory_waiters(&watcher, &store, "SELECT pg_advisory_xact_lock(", 1).await;
+    let queued = consume(&later);
+    wait_for_advisory_waiters(&watcher, &store, "WITH g AS", 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!stop.is_finished() && !queued.is_finished());
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        in_flight.await.unwrap().unwrap(),
+        ConsumeOutcome::Consumed { replay: false },
+        "{isolation:?}: the consume in flight was ordered before the stop"
+    );
+    assert_eq!(
+        stop.await.unwrap().unwrap(),
+        StopOutcome {
+            stopped_grants: 2,
+            was_stopped: false
+        },
+        "{isolation:?}: the stop counts the two grants no consume took"
+    );
+    assert_eq!(
+        queued.await.unwrap().unwrap(),
+        ConsumeOutcome::Stale(StaleReason::Stopped),
+        "{isolation:?}: the consume queued behind the stop"
+    );
+    assert!(matches!(
+        store.get(&held.id).await.unwrap().unwrap().state,
+        GrantState::Consumed { .. }
+    ));
+    for stopped in [&later, &spare] {
+        assert_eq!(
+            store.get(&stopped.id).await.unwrap().unwrap().state,
+            GrantState::Stopped
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_waits_for_the_consume_in_flight_at_read_committed() {
+    stop_waits_for_the_consume_in_flight(Isolation::ReadCommitted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_waits_for_the_consume_in_flight_at_repeatable_read() {
+    stop_waits_for_the_consume_in_flight(Isolation::RepeatableRead).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_waits_for_the_consume_in_flight_at_serializable() {
+    stop_waits_for_the_consume_in_flight(Isolation::Serializable).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,7 +241,7 @@ async fn a_terminated_backend_is_unavailable_and_the_retry_consumes_once() {
         }
     });
     let watcher = server.admin().await;
-    let pid = wait_for_waiter(&watcher).await;
+    let pid = wait_for_waiter(&watcher, &store).await;
     let terminated: bool = watcher
         .query_one("SELECT pg_terminate_backend($1)", &[&pid])
         .await
@@ -231,7 +375,7 @@ async fn an_exhausted_pool_is_a_timeout_before_anything_is_sent() {
         }
     });
     let watcher = server.admin().await;
-    wait_for_waiter(&watcher).await;
+    wait_for_waiter(&watcher, &store).await;
 
     let started = Instant::now();
     let err = store

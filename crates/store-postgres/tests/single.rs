@@ -8,13 +8,14 @@ mod support;
 use std::time::Duration;
 
 use countersign_approval_core::{
-    AbandonOutcome, ActorId, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GivenApprovalId,
-    GrantState, IssueError, OperationId, OperationLog, OperationRecord, OutcomeCode, RevokeOutcome,
-    RunId, StaleReason, StoreError, Timestamp,
+    AbandonOutcome, ActorId, ApprovalId, ApprovalStore, ApproverId, AttemptId, ConsumeOutcome,
+    GivenApprovalId, GrantState, IssueError, OperationId, OperationLog, OperationRecord,
+    OutcomeCode, ResumeOutcome, RevokeOutcome, RunId, StaleReason, StopOutcome, StoreError,
+    Timestamp,
 };
 use countersign_store_postgres::{
     ConnectError, PostgresApprovalStore, PostgresStoreOptions, SCHEMA_VERSION, SchemaSetup,
-    schema_sql,
+    schema_sql, schema_upgrade_sql,
 };
 use support::{
     Isolation, PgServer, fresh_schema, grant, now, options_for, shared_server, store_on,
@@ -45,15 +46,40 @@ async fn row_text(
         .get(0)
 }
 
+/// The fences of `ACTOR`/`RUN`: (run gen, run stopped, actor gen, actor stopped).
+async fn fences(
+    admin: &tokio_postgres::Client,
+    store: &PostgresApprovalStore,
+) -> (i64, bool, i64, bool) {
+    let row = admin
+        .query_one(
+            &format!(
+                "SELECT r.gen, r.stopped, a.gen, a.stopped FROM {} r JOIN {} a \
+                 ON a.actor_id = r.actor_id WHERE r.actor_id = $1 AND r.run_id = $2",
+                store.run_fences_table(),
+                store.actor_fences_table()
+            ),
+            &[&support::ACTOR, &support::RUN],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3))
+}
+
 #[tokio::test]
 async fn the_row_holds_every_field_a_format_and_a_seal() {
     let server = shared_server();
     let store = store_on(server, "layout", Isolation::ReadCommitted).await;
     let admin = server.admin().await;
     let t0 = now();
+    let approved_at = Timestamp::from_millis(t0.as_millis() - 1_500);
     let approval = grant("a#layout", MINUTE, t0)
         .await
         .with_note("approved by ops")
+        .unwrap()
+        .approved_by(ApproverId::new("ops: ada «lovelace»").unwrap(), approved_at)
+        .unwrap()
+        .with_attempt_limit(7)
         .unwrap();
     let id = approval.id.clone();
     store.issue(approval.clone()).await.unwrap();
@@ -63,14 +89,15 @@ async fn the_row_holds_every_field_a_format_and_a_seal() {
             &format!(
                 "SELECT format, seal, actor_id, run_id, url, action, action_digest, issued_at, \
                  expires_at, approver_note, state, consumed_at, consumed_by, \
-                 cardinality(abandoned_attempts) FROM {} WHERE id = $1",
+                 cardinality(abandoned_attempts), approver_id, approved_at, attempt_limit, \
+                 failed_attempts, run_gen, actor_gen FROM {} WHERE id = $1",
                 store.grants_table()
             ),
             &[&id.as_str()],
         )
         .await
         .unwrap();
-    assert_eq!(row.get::<_, i16>(0), 1);
+    assert_eq!(row.get::<_, i16>(0), 2);
     let seal: String = row.get(1);
     assert_eq!(seal.len(), 64);
     assert!(
@@ -92,7 +119,30 @@ async fn the_row_holds_every_field_a_format_and_a_seal() {
     assert_eq!(row.get::<_, Option<i64>>(11), None);
     assert_eq!(row.get::<_, Option<String>>(12), None);
     assert_eq!(row.get::<_, i32>(13), 0);
+    assert_eq!(
+        row.get::<_, Option<String>>(14).as_deref(),
+        Some("ops: ada «lovelace»")
+    );
+    assert_eq!(
+        row.get::<_, Option<i64>>(15),
+        Some(approved_at.as_millis() as i64)
+    );
+    assert_eq!(row.get::<_, i64>(16), 7);
+    assert_eq!(row.get::<_, i64>(17), 0);
+    assert_eq!((row.get::<_, i64>(18), row.get::<_, i64>(19)), (0, 0));
+    // Issue created the run's and the actor's fences, at generation 0.
+    assert_eq!(fences(&admin, &store).await, (0, false, 0, false));
 
+    // A mismatch counts in place; the seal never changes.
+    let mut wrong = approval.binding();
+    wrong.url = "https://docs.example.com/other".to_owned();
+    assert_eq!(
+        store
+            .consume_once(&id, &wrong, t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Stale(StaleReason::Mismatch)
+    );
     let attempt = attempt();
     let outcome = store
         .consume_once(&id, &approval.binding(), t0, &attempt)
@@ -102,7 +152,8 @@ async fn the_row_holds_every_field_a_format_and_a_seal() {
     let row = admin
         .query_one(
             &format!(
-                "SELECT state, consumed_at, consumed_by, seal FROM {} WHERE id = $1",
+                "SELECT state, consumed_at, consumed_by, seal, failed_attempts FROM {} \
+                 WHERE id = $1",
                 store.grants_table()
             ),
             &[&id.as_str()],
@@ -116,6 +167,87 @@ async fn the_row_holds_every_field_a_format_and_a_seal() {
         Some(attempt.as_str())
     );
     assert_eq!(row.get::<_, String>(3), seal, "the seal never changes");
+    assert_eq!(row.get::<_, i64>(4), 1);
+    let got = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(got.approval, approval);
+    assert_eq!(got.failed_attempts, 1);
+}
+
+#[tokio::test]
+async fn a_stop_moves_the_fences_and_leaves_the_grant_rows_alone() {
+    let server = shared_server();
+    let store = store_on(server, "stop_rows", Isolation::ReadCommitted).await;
+    let admin = server.admin().await;
+    let t0 = now();
+    let (actor, run) = (
+        ActorId::new(support::ACTOR).unwrap(),
+        RunId::new(support::RUN).unwrap(),
+    );
+    let approval = grant("a#stoprows", MINUTE, t0).await;
+    store.issue(approval.clone()).await.unwrap();
+    let before = row_text(&admin, &store, &approval.id).await;
+    assert_eq!(
+        store.stop_run(&actor, &run, t0).await.unwrap(),
+        StopOutcome {
+            stopped_grants: 1,
+            was_stopped: false
+        }
+    );
+    assert_eq!(fences(&admin, &store).await, (1, true, 0, false));
+    assert_eq!(row_text(&admin, &store, &approval.id).await, before);
+    assert_eq!(
+        store.get(&approval.id).await.unwrap().unwrap().state,
+        GrantState::Stopped
+    );
+    assert_eq!(
+        store.stop_actor(&actor, t0).await.unwrap(),
+        StopOutcome {
+            stopped_grants: 0,
+            was_stopped: false
+        }
+    );
+    assert_eq!(fences(&admin, &store).await, (1, true, 1, true));
+    assert_eq!(
+        store.resume_run(&actor, &run).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+    assert_eq!(
+        store.resume_actor(&actor).await.unwrap(),
+        ResumeOutcome::Resumed
+    );
+    assert_eq!(fences(&admin, &store).await, (1, false, 1, false));
+    // A new grant records the fences' generations then; the stopped one stays stopped.
+    let fresh = grant("a#stoprows", MINUTE, t0).await;
+    store.issue(fresh.clone()).await.unwrap();
+    let gens: (i64, i64) = {
+        let row = admin
+            .query_one(
+                &format!(
+                    "SELECT run_gen, actor_gen FROM {} WHERE id = $1",
+                    store.grants_table()
+                ),
+                &[&fresh.id.as_str()],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(gens, (1, 1));
+    assert_eq!(
+        store
+            .consume_once(&approval.id, &approval.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Stale(StaleReason::Stopped)
+    );
+    assert_eq!(row_text(&admin, &store, &approval.id).await, before);
+    assert_eq!(
+        store
+            .consume_once(&fresh.id, &fresh.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
 }
 
 /// Each way of altering a row by hand, as SQL on the row of `$1`.
@@ -130,7 +262,8 @@ const TAMPERS: &[(&str, &str)] = &[
     ("expiry", "expires_at = expires_at + 86400000"),
     ("digest", "action_digest = repeat('0', 64)"),
     ("note", "approver_note = 'forged'"),
-    ("format", "format = 2"),
+    ("format 1", "format = 1"),
+    ("format 3", "format = 3"),
     ("seal", "seal = repeat('a', 64)"),
     ("state", "state = 'paused'"),
     ("half consumed", "consumed_by = 'att_0123'"),
@@ -157,6 +290,23 @@ const TAMPERS: &[(&str, &str)] = &[
     ),
     ("page revision", "page_revision = 'rev-forged'"),
     ("session", "session_id = 'session-forged'"),
+    ("approver", "approver_id = 'someone-else'"),
+    ("approver added", "approver_id = 'ops', approved_at = 1"),
+    ("approval time", "approved_at = approved_at - 1"),
+    ("approver half removed", "approved_at = NULL"),
+    ("attempt limit raised", "attempt_limit = 100"),
+    ("attempt limit out of range", "attempt_limit = 4294967296"),
+    ("run generation", "run_gen = run_gen + 1"),
+    ("actor generation", "actor_gen = actor_gen - 1"),
+    ("failed attempts negative", "failed_attempts = -1"),
+    (
+        "failed attempts out of range",
+        "failed_attempts = 4294967296",
+    ),
+    (
+        "locked with consumed columns",
+        "state = 'locked', consumed_at = 1",
+    ),
 ];
 
 #[tokio::test]
@@ -166,7 +316,10 @@ async fn a_row_altered_by_hand_is_refused_as_corrupt_and_left_unchanged() {
     let admin = server.admin().await;
     let t0 = now();
     for (what, change) in TAMPERS {
-        let approval = grant("a#tamper", MINUTE, t0).await;
+        let approval = grant("a#tamper", MINUTE, t0)
+            .await
+            .approved_by(ApproverId::new("ops").unwrap(), t0)
+            .unwrap();
         let id = approval.id.clone();
         store.issue(approval.clone()).await.unwrap();
         admin
@@ -323,7 +476,7 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![SCHEMA_VERSION]);
+    assert_eq!(versions, vec![1, SCHEMA_VERSION]);
     let mut names: Vec<String> = admin
         .query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -339,7 +492,10 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
     assert_eq!(
         names,
         [
+            "cs_actor_fences",
+            "cs_actor_fences_pkey",
             "cs_grants",
+            "cs_grants_actor_run",
             "cs_grants_expires_at",
             "cs_grants_pkey",
             "cs_operations",
@@ -347,6 +503,8 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
             "cs_operations_operation_id",
             "cs_operations_pkey",
             "cs_operations_run",
+            "cs_run_fences",
+            "cs_run_fences_pkey",
             "cs_schema_version",
             "cs_schema_version_pkey",
         ]
@@ -529,6 +687,7 @@ async fn the_operation_log_records_once_reads_back_and_purges() {
     with_digest.action_digest = Some(action.digest());
     with_digest.outcome = OutcomeCode::Ok;
     with_digest.reason = String::new();
+    with_digest.approver_id = Some(ApproverId::new("ops «ü» \"q\" ".repeat(16)).unwrap());
     log.record(with_digest.clone()).await.unwrap();
     assert_eq!(log.get(&first).await.unwrap(), Some(with_digest.clone()));
     // A retry of the same write is fine and adds nothing.
@@ -806,4 +965,419 @@ async fn every_form_of_given_approval_id_round_trips_and_a_mixed_row_is_corrupt(
         .unwrap();
     let read = log.record_for_operation(&written[1].operation_id).await;
     assert!(matches!(read, Err(StoreError::Corrupt { .. })), "{read:?}");
+    // An approver id no host could have given is refused too.
+    admin
+        .execute(
+            &format!(
+                "UPDATE {} SET approver_id = 'ops' || chr(1) WHERE operation_id = $1",
+                store.operations_table()
+            ),
+            &[&written[2].operation_id.as_str()],
+        )
+        .await
+        .unwrap();
+    let read = log.record_for_operation(&written[2].operation_id).await;
+    assert!(matches!(read, Err(StoreError::Corrupt { .. })), "{read:?}");
+}
+
+#[tokio::test]
+async fn a_fence_altered_by_hand_makes_its_grants_corrupt_and_changes_nothing() {
+    let server = shared_server();
+    let store = store_on(server, "fence_tamper", Isolation::ReadCommitted).await;
+    let admin = server.admin().await;
+    let t0 = now();
+    let approval = grant("a#fence", MINUTE, t0).await;
+    let id = approval.id.clone();
+    store.issue(approval.clone()).await.unwrap();
+    let run_fence = format!(
+        "{} WHERE actor_id = '{}' AND run_id = '{}'",
+        store.run_fences_table(),
+        support::ACTOR,
+        support::RUN
+    );
+    let actor_fence = format!(
+        "{} WHERE actor_id = '{}'",
+        store.actor_fences_table(),
+        support::ACTOR
+    );
+    let tampers = [
+        (
+            "run fence deleted",
+            format!("DELETE FROM {run_fence}"),
+            format!(
+                "INSERT INTO {} (actor_id, run_id) VALUES ('{}', '{}')",
+                store.run_fences_table(),
+                support::ACTOR,
+                support::RUN
+            ),
+        ),
+        (
+            "actor fence deleted",
+            format!("DELETE FROM {actor_fence}"),
+            format!(
+                "INSERT INTO {} (actor_id) VALUES ('{}')",
+                store.actor_fences_table(),
+                support::ACTOR
+            ),
+        ),
+        (
+            "run fence behind the grant",
+            format!(
+                "UPDATE {} SET gen = -1 WHERE actor_id = '{}' AND run_id = '{}'",
+                store.run_fences_table(),
+                support::ACTOR,
+                support::RUN
+            ),
+            format!(
+                "UPDATE {} SET gen = 0 WHERE actor_id = '{}' AND run_id = '{}'",
+                store.run_fences_table(),
+                support::ACTOR,
+                support::RUN
+            ),
+        ),
+        (
+            "actor fence behind the grant",
+            format!(
+                "UPDATE {} SET gen = -1 WHERE actor_id = '{}'",
+                store.actor_fences_table(),
+                support::ACTOR
+            ),
+            format!(
+                "UPDATE {} SET gen = 0 WHERE actor_id = '{}'",
+                store.actor_fences_table(),
+                support::ACTOR
+            ),
+        ),
+    ];
+    for (what, tamper, repair) in &tampers {
+        admin.batch_execute(tamper).await.unwrap();
+        let before = row_text(&admin, &store, &id).await;
+        let consumed = store
+            .consume_once(&id, &approval.binding(), t0, &attempt())
+            .await;
+        assert!(
+            matches!(consumed, Err(StoreError::Corrupt { .. })),
+            "{what}: consume answered {consumed:?}"
+        );
+        let read = store.get(&id).await;
+        assert!(
+            matches!(read, Err(StoreError::Corrupt { .. })),
+            "{what}: {read:?}"
+        );
+        let revoked = store.revoke(&id).await;
+        assert!(
+            matches!(revoked, Err(StoreError::Corrupt { .. })),
+            "{what}: {revoked:?}"
+        );
+        let abandoned = store.abandon(&id, &attempt(), t0).await;
+        assert!(
+            matches!(abandoned, Err(StoreError::Corrupt { .. })),
+            "{what}: {abandoned:?}"
+        );
+        assert_eq!(row_text(&admin, &store, &id).await, before, "{what}");
+        admin.batch_execute(repair).await.unwrap();
+        assert_eq!(
+            store.get(&id).await.unwrap().unwrap().state,
+            GrantState::Active,
+            "{what}: repaired"
+        );
+    }
+    assert_eq!(
+        store
+            .consume_once(&id, &approval.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+}
+
+/// Schema version 1 exactly as that release created it (its SQL file,
+/// with the placeholders filled in by hand), with its version recorded.
+async fn create_version_1(admin: &tokio_postgres::Client, schema: &str) {
+    let sql = include_str!("../src/sql/0001_grants_and_operations.sql");
+    let mut rendered = sql.replace("{schema}", &format!("\"{schema}\""));
+    for name in [
+        "grants",
+        "operations",
+        "grants_expires_at",
+        "operations_operation_id",
+        "operations_run",
+        "operations_finished_at",
+    ] {
+        rendered = rendered
+            .replace(
+                &format!("{{table:{name}}}"),
+                &format!("\"{schema}\".\"{name}\""),
+            )
+            .replace(&format!("{{name:{name}}}"), &format!("\"{name}\""));
+    }
+    assert!(!rendered.contains('{'), "{rendered}");
+    admin
+        .batch_execute(&format!(
+            "BEGIN; CREATE SCHEMA \"{schema}\"; \
+             CREATE TABLE \"{schema}\".schema_version (version integer NOT NULL PRIMARY KEY, \
+             description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()); \
+             {rendered}; \
+             INSERT INTO \"{schema}\".schema_version (version, description) \
+             VALUES (1, 'grants and operations'); COMMIT;"
+        ))
+        .await
+        .unwrap();
+}
+
+/// Writes `approval` as a version 1 row (format 1, sealed as version 1
+/// sealed), in `state`.
+async fn insert_version_1_row(
+    admin: &tokio_postgres::Client,
+    schema: &str,
+    approval: &countersign_approval_core::Approval,
+    consumed: Option<(i64, &str)>,
+) {
+    let v1_seal = [
+        "format::text",
+        "id",
+        "actor_id",
+        "run_id",
+        "url",
+        "action",
+        "action_digest",
+        "issued_at::text",
+        "expires_at::text",
+        "approver_note",
+        "page_revision",
+        "operation_id",
+        "session_id",
+    ]
+    .iter()
+    .map(|c| format!("coalesce(octet_length({c})::text || ':' || {c}, '-') || ';'"))
+    .collect::<Vec<_>>()
+    .join(" || ");
+    admin
+        .execute(
+            &format!(
+                "INSERT INTO \"{schema}\".grants (id, format, seal, actor_id, run_id, url, action, \
+                 action_digest, issued_at, expires_at, approver_note, state, consumed_at, \
+                 consumed_by) VALUES ($1, 1, '', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            ),
+            &[
+                &approval.id.as_str(),
+                &approval.actor_id.as_str(),
+                &approval.run_id.as_str(),
+                &approval.url,
+                &approval.action.canonical_json(),
+                &approval.action_digest.to_hex(),
+                &(approval.issued_at.as_millis() as i64),
+                &(approval.expires_at.as_millis() as i64),
+                &approval.approver_note,
+                &if consumed.is_some() {
+                    "consumed"
+                } else {
+                    "active"
+                },
+                &consumed.map(|(at, _)| at),
+                &consumed.map(|(_, by)| by),
+            ],
+        )
+        .await
+        .unwrap();
+    admin
+        .execute(
+            &format!(
+                "UPDATE \"{schema}\".grants SET seal = \
+                 encode(sha256(convert_to({v1_seal}, 'UTF8')), 'hex') WHERE id = $1"
+            ),
+            &[&approval.id.as_str()],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_version_1_schema_is_upgraded_in_place_at_connect() {
+    let server = shared_server();
+    let admin = server.admin().await;
+    let options = options_for(server, "upgrade", Isolation::ReadCommitted);
+    let schema = options.schema_name().to_owned();
+    create_version_1(&admin, &schema).await;
+    let t0 = now();
+    let active = grant("a#v1", MINUTE, t0)
+        .await
+        .with_note("from version 1")
+        .unwrap();
+    let consumed = grant("a#v1", MINUTE, t0).await;
+    let forged = grant("a#v1", MINUTE, t0).await;
+    let other_run = {
+        let (url, action) = support::url_and_action("a#v1").await;
+        countersign_approval_core::Approval::for_action(
+            ActorId::new("actor-v1").unwrap(),
+            RunId::new("run-v1").unwrap(),
+            &url,
+            &action,
+            MINUTE,
+            t0,
+        )
+        .unwrap()
+    };
+    let winner = attempt();
+    insert_version_1_row(&admin, &schema, &active, None).await;
+    insert_version_1_row(
+        &admin,
+        &schema,
+        &consumed,
+        Some((t0.as_millis() as i64, winner.as_str())),
+    )
+    .await;
+    insert_version_1_row(&admin, &schema, &forged, None).await;
+    insert_version_1_row(&admin, &schema, &other_run, None).await;
+    admin
+        .execute(
+            &format!(
+                "UPDATE \"{schema}\".grants SET url = 'https://evil.example.com/' WHERE id = $1"
+            ),
+            &[&forged.id.as_str()],
+        )
+        .await
+        .unwrap();
+    let op = OperationId::generate().unwrap();
+    admin
+        .execute(
+            &format!(
+                "INSERT INTO \"{schema}\".operations (operation_id, actor_id, run_id, approval_id, \
+                 outcome, reason, started_at, finished_at) \
+                 VALUES ($1, 'actor-1', 'run-1', 'apr_given', 'ok', '', 1, 2)"
+            ),
+            &[&op.as_str()],
+        )
+        .await
+        .unwrap();
+
+    // Verify mode refuses the old schema and names the way out.
+    let err = PostgresApprovalStore::connect(options.clone().schema_setup(SchemaSetup::Verify))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ConnectError::Store(StoreError::Unsupported { message }) if message.contains("version 1")),
+        "{err:?}"
+    );
+    // Apply mode upgrades it in place.
+    let store = PostgresApprovalStore::connect(options.clone())
+        .await
+        .unwrap();
+    let versions: Vec<i32> = admin
+        .query(
+            &format!("SELECT version FROM \"{schema}\".schema_version ORDER BY 1"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, vec![1, 2]);
+    let formats: Vec<(String, i16)> = admin
+        .query(
+            &format!("SELECT id, format FROM \"{schema}\".grants ORDER BY id"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for (id, format) in &formats {
+        let wanted = if id == forged.id.as_str() { 1 } else { 2 };
+        assert_eq!(*format, wanted, "{id}");
+    }
+
+    // The old grants read back as they were, with the defaults of the new fields.
+    let got = store.get(&active.id).await.unwrap().unwrap();
+    assert_eq!(got.approval, active);
+    assert_eq!(got.approval.approver, None);
+    assert_eq!(got.approval.attempt_limit, 5);
+    assert_eq!((got.state, got.failed_attempts), (GrantState::Active, 0));
+    assert_eq!(
+        store.get(&consumed.id).await.unwrap().unwrap().state,
+        GrantState::Consumed {
+            at: Timestamp::from_millis(t0.as_millis()),
+            by: winner.clone()
+        }
+    );
+    assert_eq!(
+        store
+            .consume_once(&consumed.id, &consumed.binding(), t0, &winner)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: true }
+    );
+    // A row whose version 1 seal did not hold is still refused.
+    let err = store.get(&forged.id).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    // The fences of the old grants exist: a stop counts and stops them.
+    assert_eq!(
+        store
+            .stop_run(&other_run.actor_id, &other_run.run_id, t0)
+            .await
+            .unwrap(),
+        StopOutcome {
+            stopped_grants: 1,
+            was_stopped: false
+        }
+    );
+    assert_eq!(
+        store
+            .consume_once(&other_run.id, &other_run.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Stale(StaleReason::Stopped)
+    );
+    assert_eq!(
+        store
+            .consume_once(&active.id, &active.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    // The old operation record reads back without an approver.
+    let record = store.operation_log().get(&op).await.unwrap().unwrap();
+    assert_eq!(record.approver_id, None);
+    assert_eq!(record.outcome, OutcomeCode::Ok);
+    // Connecting again changes nothing; verify mode accepts the result.
+    PostgresApprovalStore::connect(options.clone())
+        .await
+        .unwrap();
+    PostgresApprovalStore::connect(options.schema_setup(SchemaSetup::Verify))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_host_can_apply_the_printed_upgrade_from_version_1() {
+    let server = shared_server();
+    let admin = server.admin().await;
+    let options = options_for(server, "upgrade_sql", Isolation::ReadCommitted)
+        .schema_setup(SchemaSetup::Verify);
+    let schema = options.schema_name().to_owned();
+    create_version_1(&admin, &schema).await;
+    let t0 = now();
+    let old = grant("a#v1sql", MINUTE, t0).await;
+    insert_version_1_row(&admin, &schema, &old, None).await;
+
+    let sql = schema_upgrade_sql(&options, 1).unwrap();
+    assert!(
+        !sql.contains("VALUES (1, "),
+        "only the steps after version 1"
+    );
+    admin
+        .batch_execute(&format!("BEGIN;\n{sql}\nCOMMIT;"))
+        .await
+        .unwrap();
+    let store = PostgresApprovalStore::connect(options).await.unwrap();
+    assert_eq!(store.get(&old.id).await.unwrap().unwrap().approval, old);
+    assert_eq!(
+        store
+            .consume_once(&old.id, &old.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
 }
