@@ -27,6 +27,7 @@ fn with_state(state: GrantState) -> StoredGrant {
     StoredGrant {
         approval: approval(),
         state,
+        failed_attempts: 0,
     }
 }
 
@@ -41,7 +42,7 @@ fn abandon_undoes_the_attempts_own_consume() {
         by: a.clone(),
     });
     assert_eq!(
-        decide_abandon(&grant, &[], BEFORE_EXPIRY, &a),
+        decide_abandon(&grant, &[], false, BEFORE_EXPIRY, &a),
         AbandonDecision {
             outcome: AbandonOutcome::Usable { restored: true },
             state: Some(GrantState::Active),
@@ -50,7 +51,7 @@ fn abandon_undoes_the_attempts_own_consume() {
     );
     // Past expiry the consume is undone all the same, and the answer says expired.
     assert_eq!(
-        decide_abandon(&grant, &[], AT_EXPIRY, &a),
+        decide_abandon(&grant, &[], false, AT_EXPIRY, &a),
         AbandonDecision {
             outcome: AbandonOutcome::Expired,
             state: Some(GrantState::Active),
@@ -69,11 +70,11 @@ fn abandon_of_other_states() {
     };
     let active = with_state(GrantState::Active);
     assert_eq!(
-        decide_abandon(&active, &[], BEFORE_EXPIRY, &a),
+        decide_abandon(&active, &[], false, BEFORE_EXPIRY, &a),
         remembered(AbandonOutcome::Usable { restored: false })
     );
     assert_eq!(
-        decide_abandon(&active, &[], AT_EXPIRY, &a),
+        decide_abandon(&active, &[], false, AT_EXPIRY, &a),
         remembered(AbandonOutcome::Expired)
     );
     let by_other = with_state(GrantState::Consumed {
@@ -81,11 +82,17 @@ fn abandon_of_other_states() {
         by: b.clone(),
     });
     assert_eq!(
-        decide_abandon(&by_other, &[], BEFORE_EXPIRY, &a),
+        decide_abandon(&by_other, &[], false, BEFORE_EXPIRY, &a),
         remembered(AbandonOutcome::ConsumedByOther)
     );
     assert_eq!(
-        decide_abandon(&with_state(GrantState::Revoked), &[], BEFORE_EXPIRY, &a),
+        decide_abandon(
+            &with_state(GrantState::Revoked),
+            &[],
+            false,
+            BEFORE_EXPIRY,
+            &a
+        ),
         AbandonDecision {
             outcome: AbandonOutcome::Revoked,
             state: None,
@@ -94,7 +101,7 @@ fn abandon_of_other_states() {
     );
     // A repeat: already remembered, nothing more to do.
     assert_eq!(
-        decide_abandon(&active, std::slice::from_ref(&a), BEFORE_EXPIRY, &a),
+        decide_abandon(&active, std::slice::from_ref(&a), false, BEFORE_EXPIRY, &a),
         AbandonDecision {
             outcome: AbandonOutcome::Usable { restored: false },
             state: None,
@@ -113,16 +120,25 @@ fn a_full_list_retires_the_grant() {
         remember: false,
     };
     assert_eq!(
-        decide_abandon(&with_state(GrantState::Active), &full, BEFORE_EXPIRY, &a),
+        decide_abandon(
+            &with_state(GrantState::Active),
+            &full,
+            false,
+            BEFORE_EXPIRY,
+            &a
+        ),
         revoked
     );
     let by_a = with_state(GrantState::Consumed {
         at: BEFORE_EXPIRY,
         by: a.clone(),
     });
-    assert_eq!(decide_abandon(&by_a, &full, BEFORE_EXPIRY, &a), revoked);
     assert_eq!(
-        decide_abandon(&by_a, &full, BEFORE_EXPIRY, &b),
+        decide_abandon(&by_a, &full, false, BEFORE_EXPIRY, &a),
+        revoked
+    );
+    assert_eq!(
+        decide_abandon(&by_a, &full, false, BEFORE_EXPIRY, &b),
         AbandonDecision {
             outcome: AbandonOutcome::ConsumedByOther,
             state: None,
@@ -134,6 +150,7 @@ fn a_full_list_retires_the_grant() {
         decide_abandon(
             &with_state(GrantState::Active),
             &full,
+            false,
             BEFORE_EXPIRY,
             &full[3]
         )
@@ -145,6 +162,7 @@ fn a_full_list_retires_the_grant() {
         decide_abandon(
             &with_state(GrantState::Active),
             &full[1..],
+            false,
             BEFORE_EXPIRY,
             &a
         )
@@ -159,12 +177,16 @@ fn an_abandoned_attempt_never_consumes() {
     let binding = grant.approval.binding();
     let abandoned = std::slice::from_ref(&a);
     assert_eq!(
-        decide_consume(&grant, abandoned, &binding, BEFORE_EXPIRY, &a),
-        (ConsumeOutcome::Stale(StaleReason::Abandoned), None)
+        decide_consume(&grant, abandoned, false, &binding, BEFORE_EXPIRY, &a),
+        countersign_approval_core::ConsumeDecision {
+            outcome: ConsumeOutcome::Stale(StaleReason::Abandoned),
+            state: None,
+            failed_attempts: None,
+        }
     );
     // Another attempt still may.
     assert_eq!(
-        decide_consume(&grant, abandoned, &binding, BEFORE_EXPIRY, &b).0,
+        decide_consume(&grant, abandoned, false, &binding, BEFORE_EXPIRY, &b).outcome,
         ConsumeOutcome::Consumed { replay: false }
     );
 }
@@ -215,7 +237,7 @@ proptest! {
             let attempt = &pool[who];
             if is_abandon {
                 given_back.push(attempt.clone());
-                let decision = decide_abandon(&grant, &abandoned, BEFORE_EXPIRY, attempt);
+                let decision = decide_abandon(&grant, &abandoned, false, BEFORE_EXPIRY, attempt);
                 if decision.remember {
                     abandoned.push(attempt.clone());
                 }
@@ -224,7 +246,8 @@ proptest! {
                 }
                 prop_assert!(abandoned.len() <= MAX_ABANDONED_ATTEMPTS);
             } else {
-                let (outcome, next) = decide_consume(&grant, &abandoned, &binding, BEFORE_EXPIRY, attempt);
+                let decision = decide_consume(&grant, &abandoned, false, &binding, BEFORE_EXPIRY, attempt);
+                let (outcome, next) = (decision.outcome, decision.state);
                 if abandoned.contains(attempt) {
                     prop_assert_eq!(outcome, ConsumeOutcome::Stale(StaleReason::Abandoned));
                 }

@@ -136,6 +136,34 @@ impl ApprovalStore for Down {
     ) -> Result<AbandonOutcome, StoreError> {
         Err(StoreError::unavailable("down"))
     }
+    async fn stop_run(
+        &self,
+        _: &countersign_approval_core::ActorId,
+        _: &RunId,
+        _: Timestamp,
+    ) -> Result<countersign_approval_core::StopOutcome, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn stop_actor(
+        &self,
+        _: &countersign_approval_core::ActorId,
+        _: Timestamp,
+    ) -> Result<countersign_approval_core::StopOutcome, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn resume_run(
+        &self,
+        _: &countersign_approval_core::ActorId,
+        _: &RunId,
+    ) -> Result<countersign_approval_core::ResumeOutcome, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
+    async fn resume_actor(
+        &self,
+        _: &countersign_approval_core::ActorId,
+    ) -> Result<countersign_approval_core::ResumeOutcome, StoreError> {
+        Err(StoreError::unavailable("down"))
+    }
 }
 
 #[async_trait]

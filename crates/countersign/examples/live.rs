@@ -17,10 +17,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
-use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
-use countersign_egress_guard::EgressGuard;
 use countersign::prelude::*;
 use countersign::serde_json::{Value, json};
+use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
+use countersign_egress_guard::EgressGuard;
 
 /// A button that counts the clicks a user makes (trusted events only).
 const PAGE: &str = r#"<!doctype html>

@@ -196,7 +196,11 @@ fn purge_works_in_bounded_steps_oldest_expiry_first() {
             grants.push(issue(&store, 0, (100 - n) * 1_000).await);
         }
         let now = at(200_000);
-        assert_eq!(store.purge_some(now, HOUR, 10).unwrap(), 0, "inside the window");
+        assert_eq!(
+            store.purge_some(now, HOUR, 10).unwrap(),
+            0,
+            "inside the window"
+        );
         let now = at(101_000);
         assert_eq!(store.purge_some(now, Duration::ZERO, 10).unwrap(), 10);
         assert_eq!(store.len().unwrap(), 90);
