@@ -931,18 +931,7 @@ impl Harness<'_> {
             }
             (Transition::Revoke(target), Expected::Revoke(outcome)) => {
                 let id = self.id(*target).map_err(|e| e.to_string())?;
-                let answer = self
-                    .store
-                    .revoke(&id)
-                    .await
-                    .map_err(|e| format!("revoke failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "revoke answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
+                judged("revoke", self.store.revoke(&id).await, outcome)
             }
             (Transition::Get(target), Expected::Get(grant)) => {
                 let id = self.id(*target).map_err(|e| e.to_string())?;
@@ -985,91 +974,45 @@ impl Harness<'_> {
                     Request::Mismatch(field) => self.fx.mismatched(&base, *field),
                 };
                 let attempt = &self.attempts[attempt % ATTEMPTS];
-                let answer = self
-                    .store
-                    .consume_once(&id, &binding, now, attempt)
-                    .await
-                    .map_err(|e| format!("consume_once failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "consume_once answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
+                judged(
+                    "consume_once",
+                    self.store.consume_once(&id, &binding, now, attempt).await,
+                    outcome,
+                )
             }
             (Transition::Abandon { target, attempt }, Expected::Abandon(outcome)) => {
                 let id = self.id(*target).map_err(|e| e.to_string())?;
                 let attempt = &self.attempts[attempt % ATTEMPTS];
-                let answer = self
-                    .store
-                    .abandon(&id, attempt, now)
-                    .await
-                    .map_err(|e| format!("abandon failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "abandon answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
+                judged(
+                    "abandon",
+                    self.store.abandon(&id, attempt, now).await,
+                    outcome,
+                )
             }
-            (Transition::StopRun { actor, run }, Expected::Stop(outcome)) => {
-                let answer = self
-                    .store
+            (Transition::StopRun { actor, run }, Expected::Stop(outcome)) => judged(
+                "stop_run",
+                self.store
                     .stop_run(&self.fx.actors[actor % 2], &self.fx.runs[run % 2], now)
-                    .await
-                    .map_err(|e| format!("stop_run failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "stop_run answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
-            }
-            (Transition::StopActor { actor }, Expected::Stop(outcome)) => {
-                let answer = self
-                    .store
-                    .stop_actor(&self.fx.actors[actor % 2], now)
-                    .await
-                    .map_err(|e| format!("stop_actor failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "stop_actor answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
-            }
-            (Transition::ResumeRun { actor, run }, Expected::Resume(outcome)) => {
-                let answer = self
-                    .store
+                    .await,
+                outcome,
+            ),
+            (Transition::StopActor { actor }, Expected::Stop(outcome)) => judged(
+                "stop_actor",
+                self.store.stop_actor(&self.fx.actors[actor % 2], now).await,
+                outcome,
+            ),
+            (Transition::ResumeRun { actor, run }, Expected::Resume(outcome)) => judged(
+                "resume_run",
+                self.store
                     .resume_run(&self.fx.actors[actor % 2], &self.fx.runs[run % 2])
-                    .await
-                    .map_err(|e| format!("resume_run failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "resume_run answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
-            }
-            (Transition::ResumeActor { actor }, Expected::Resume(outcome)) => {
-                let answer = self
-                    .store
-                    .resume_actor(&self.fx.actors[actor % 2])
-                    .await
-                    .map_err(|e| format!("resume_actor failed with a store error: {e}"))?;
-                if answer == *outcome {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "resume_actor answered {answer:?}, the model expected {outcome:?}"
-                    ))
-                }
-            }
+                    .await,
+                outcome,
+            ),
+            (Transition::ResumeActor { actor }, Expected::Resume(outcome)) => judged(
+                "resume_actor",
+                self.store.resume_actor(&self.fx.actors[actor % 2]).await,
+                outcome,
+            ),
             (Transition::Advance { .. } | Transition::AdvanceToExpiry { .. }, _) => Ok(()),
             (transition, expected) => Err(format!(
                 "internal: the model answered {expected:?} to {transition:?}"
@@ -1096,6 +1039,21 @@ impl Harness<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Compares a store's answer to one call with the model's expectation.
+fn judged<T: PartialEq + std::fmt::Debug>(
+    call: &str,
+    answer: Result<T, countersign_approval_core::StoreError>,
+    expected: &T,
+) -> Result<(), String> {
+    match answer {
+        Ok(answer) if answer == *expected => Ok(()),
+        Ok(answer) => Err(format!(
+            "{call} answered {answer:?}, the model expected {expected:?}"
+        )),
+        Err(e) => Err(format!("{call} failed with a store error: {e}")),
     }
 }
 

@@ -351,38 +351,13 @@ impl Shared {
                 let statement = client.prepare_cached(sql).await?;
                 client.query(&statement, params).await
             };
-            match tokio::time::timeout(self.statement_limit, run).await {
-                Ok(Ok(rows)) => return Ok(rows),
-                Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => {
+            let answered = tokio::time::timeout(self.statement_limit, run).await;
+            match settle(what, self.statement_limit, client, answered, conflicts)? {
+                Some(rows) => return Ok(rows),
+                None => {
                     conflicts += 1;
-                    drop(client);
                     tokio::time::sleep(jitter(backoff)).await;
                     backoff = (backoff * 2).min(Duration::from_millis(50));
-                }
-                Ok(Err(err)) if is_conflict(&err) => {
-                    return Err(StoreError::unavailable(format!(
-                        "{what}: still conflicting with concurrent transactions after \
-                         {CONFLICT_RETRIES} repeats: {err}"
-                    )));
-                }
-                Ok(Err(err)) => {
-                    if ends_connection(&err) || client.is_closed() {
-                        // Never hand this connection out again, even if the
-                        // pool has not noticed yet that it is gone.
-                        drop(Object::take(client));
-                    }
-                    return Err(pg_error(what, &err));
-                }
-                Err(_) => {
-                    // The server did not answer in time: this connection may
-                    // be stuck, so it leaves the pool for good.
-                    drop(Object::take(client));
-                    return Err(StoreError::Timeout {
-                        message: format!(
-                            "{what}: no answer from postgres within {} ms",
-                            self.statement_limit.as_millis()
-                        ),
-                    });
                 }
             }
         }
@@ -429,38 +404,55 @@ impl Shared {
                 committed?;
                 Ok::<_, tokio_postgres::Error>(rows)
             };
-            match tokio::time::timeout(limit, run).await {
-                Ok(Ok(rows)) => return Ok(rows),
-                Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => {
+            let answered = tokio::time::timeout(limit, run).await;
+            match settle(what, limit, client, answered, conflicts)? {
+                Some(rows) => return Ok(rows),
+                None => {
                     conflicts += 1;
-                    drop(client);
                     tokio::time::sleep(jitter(backoff)).await;
                     backoff = (backoff * 2).min(Duration::from_millis(50));
                 }
-                Ok(Err(err)) if is_conflict(&err) => {
-                    return Err(StoreError::unavailable(format!(
-                        "{what}: still conflicting with concurrent transactions after \
-                         {CONFLICT_RETRIES} repeats: {err}"
-                    )));
-                }
-                Ok(Err(err)) => {
-                    if ends_connection(&err) || client.is_closed() {
-                        drop(Object::take(client));
-                    }
-                    return Err(pg_error(what, &err));
-                }
-                Err(_) => {
-                    // Stopped mid-transaction perhaps: this connection never
-                    // serves another call.
-                    drop(Object::take(client));
-                    return Err(StoreError::Timeout {
-                        message: format!(
-                            "{what}: no answer from postgres within {} ms",
-                            limit.as_millis()
-                        ),
-                    });
-                }
             }
+        }
+    }
+}
+
+/// Judges one answer of a statement (or a transaction) run on `client`
+/// within `limit`: its rows; `None` when it lost a serialization or
+/// deadlock conflict and may be repeated (it was rolled back), at most
+/// [`CONFLICT_RETRIES`] times after `conflicts` earlier ones; otherwise the
+/// error. A connection that ended, or that did not answer in time (it may be
+/// stuck), leaves the pool for good.
+fn settle(
+    what: &str,
+    limit: Duration,
+    client: Object,
+    answered: Result<Result<Vec<Row>, tokio_postgres::Error>, tokio::time::error::Elapsed>,
+    conflicts: u32,
+) -> Result<Option<Vec<Row>>, StoreError> {
+    match answered {
+        Ok(Ok(rows)) => Ok(Some(rows)),
+        Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => Ok(None),
+        Ok(Err(err)) if is_conflict(&err) => Err(StoreError::unavailable(format!(
+            "{what}: still conflicting with concurrent transactions after \
+             {CONFLICT_RETRIES} repeats: {err}"
+        ))),
+        Ok(Err(err)) => {
+            if ends_connection(&err) || client.is_closed() {
+                // Never hand this connection out again, even if the pool has
+                // not noticed yet that it is gone.
+                drop(Object::take(client));
+            }
+            Err(pg_error(what, &err))
+        }
+        Err(_) => {
+            drop(Object::take(client));
+            Err(StoreError::Timeout {
+                message: format!(
+                    "{what}: no answer from postgres within {} ms",
+                    limit.as_millis()
+                ),
+            })
         }
     }
 }
