@@ -231,6 +231,7 @@ fn ci() -> Result<(), String> {
         )],
     )?;
     cargo(&["deny", "check", "licenses", "bans", "sources"])?;
+    forget_packaged_sources()?;
     cargo(&[
         "package",
         "--workspace",
@@ -244,6 +245,51 @@ fn ci() -> Result<(), String> {
     ])?;
     bench(&["--quick".to_owned()])?;
     eprintln!("\nxtask ci: all checks passed");
+    Ok(())
+}
+
+/// Removes the sources of this workspace's crates that an earlier
+/// `cargo package --workspace` unpacked into `$CARGO_HOME/registry/src`.
+///
+/// Verifying a package builds it against the other packaged crates through
+/// a local registry, and cargo unpacks each of them into a directory of
+/// `registry/src` named after that registry (`-<hash>`) and after the crate
+/// and version only. A later run of the same version finds the directory
+/// and reuses it, so it would verify against an older copy of our own
+/// code. Only our own crates in such local-registry directories are
+/// removed; crates.io's sources are left alone.
+fn forget_packaged_sources() -> Result<(), String> {
+    let home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(home) = home else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for unpacked in crates.flatten() {
+            if unpacked
+                .file_name()
+                .to_string_lossy()
+                .starts_with("countersign")
+            {
+                std::fs::remove_dir_all(unpacked.path()).map_err(|e| {
+                    format!(
+                        "could not remove the stale packaged sources `{}`: {e}",
+                        unpacked.path().display()
+                    )
+                })?;
+            }
+        }
+    }
     Ok(())
 }
 
