@@ -8,7 +8,11 @@ mod support;
 
 use std::time::Duration;
 
-use countersign_approval_core::{ApprovalStore, AttemptId, ConsumeOutcome, RevokeOutcome};
+use std::collections::HashSet;
+
+use countersign_approval_core::{
+    ActorId, Approval, ApprovalStore, AttemptId, ConsumeOutcome, RevokeOutcome,
+};
 use support::{RedisCluster, RedisServer, cluster_store, grant, now};
 
 fn node_id(node: &RedisServer) -> String {
@@ -72,12 +76,36 @@ fn migrate_keys(from: &RedisServer, to: &RedisServer, slot: u16) {
         .unwrap();
 }
 
-/// Ends the move: every node learns that `to` owns `slot`.
+/// Ends the move: every node learns that `to` owns `slot`, the importing
+/// node first (as Redis's resharding does, so gossip cannot hand the slot
+/// back to the old owner).
 fn finish_migration(cluster: &RedisCluster, to: &RedisServer, slot: u16) {
     let to_id = node_id(to);
-    for node in &cluster.nodes {
+    setslot(to, slot, &["NODE", &to_id]);
+    for node in cluster.nodes.iter().filter(|n| n.port() != to.port()) {
         setslot(node, slot, &["NODE", &to_id]);
     }
+}
+
+/// A grant like `grant(selector, …)` for an actor of its own whose slot no
+/// earlier grant of the test used: every grant of one actor shares its
+/// slot, and each move here must move one grant alone.
+async fn grant_in_a_slot_of_its_own(
+    store: &countersign_store_redis::RedisApprovalStore,
+    cluster: &RedisCluster,
+    selector: &str,
+    t0: countersign_approval_core::Timestamp,
+    used: &mut HashSet<u16>,
+) -> Approval {
+    for n in 0.. {
+        let mut approval = grant(selector, Duration::from_secs(600), t0).await;
+        approval.actor_id = ActorId::new(format!("reshard-{selector}-{n}")).unwrap();
+        let key = store.grant_key(&approval.actor_id, &approval.id);
+        if used.insert(slot_of(&cluster.nodes[0], &key)) {
+            return approval;
+        }
+    }
+    unreachable!("some actor has a fresh slot")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,15 +117,18 @@ async fn calls_follow_ask_and_moved_while_slots_move() {
     let t0 = now();
     let mut asked = 0;
     let mut moved = 0;
+    let mut used = HashSet::new();
     for i in 0..6 {
         // Two grants per round, each alone in its slot's move.
-        let first = grant(&format!("a#r{i}"), Duration::from_secs(600), t0).await;
-        let second = grant(&format!("a#s{i}"), Duration::from_secs(600), t0).await;
+        let first =
+            grant_in_a_slot_of_its_own(&store, &cluster, &format!("a#r{i}"), t0, &mut used).await;
+        let second =
+            grant_in_a_slot_of_its_own(&store, &cluster, &format!("a#s{i}"), t0, &mut used).await;
         for approval in [&first, &second] {
             store.issue(approval.clone()).await.unwrap();
         }
         for (approval, finish) in [(&first, false), (&second, true)] {
-            let key = support::grant_key(&store, &approval.id);
+            let key = store.grant_key(&approval.actor_id, &approval.id);
             let from = owner_of(&cluster, &key);
             let to = cluster
                 .nodes
