@@ -25,12 +25,14 @@ const CONSUME: &str = include_str!("../../crates/store-redis/src/lua/consume.lua
 /// the same random number in two arguments. (The store also reads and
 /// validates the record with the get script first: one more round trip.)
 fn baseline_script() -> Result<String, String> {
+    // The id is the key's last part (`{prefix}:{a<tag>}:grant:<id>`).
     let body = CONSUME
         .replacen(
-            "load(key, ARGV[1])",
-            "load(key, string.match(key, '{([^}]*)}$'))",
+            "local err = check_key(key, slot, ARGV[1])",
+            "local id = string.match(key, ':grant:([^:]*)$')\nlocal err = check_key(key, slot, id)",
             1,
         )
+        .replace("ARGV[1]", "id")
         .replacen(
             "if f.state == 'consumed' then",
             "if f.state == 'consumed' and false then",
@@ -42,7 +44,7 @@ fn baseline_script() -> Result<String, String> {
             1,
         );
     let patched = [
-        "string.match(key",
+        "string.match(key, ':grant:",
         "and false then",
         "fingerprint(flat) == nil",
     ];
@@ -262,6 +264,7 @@ pub(crate) async fn consume_all(
 async fn bare_client_p50(
     port: u16,
     sha: &str,
+    slot: &str,
     args: &[String],
     keyspace: usize,
     n: u64,
@@ -274,7 +277,7 @@ async fn bare_client_p50(
     let mut latencies = Vec::new();
     for i in 0..n {
         let key = format!(
-            "base:grant:{{apr_bench{:012}}}",
+            "{slot}:grant:apr_bench{:012}",
             (i as usize * 7919) % keyspace
         );
         let mut cmd = redis::cmd("EVALSHA");
@@ -346,7 +349,7 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
             "persistence off"
         };
         // Grants for the baseline: ids `apr_bench` + 12 digits, as `__rand_int__` makes them.
-        rt.block_on(async {
+        let slot = rt.block_on(async {
             let store = RedisApprovalStore::connect(
                 RedisStoreOptions::single(format!("redis://127.0.0.1:{}/", server.port))
                     .key_prefix("base")
@@ -379,8 +382,10 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
             for t in tasks {
                 t.await.map_err(|e| e.to_string())??;
             }
-            Ok::<_, String>(())
+            // Every grant of the fixture's actor lives under this slot prefix.
+            Ok::<_, String>(store.slot_prefix(&f.binding.actor_id))
         })?;
+        let key_pattern = format!("{slot}:grant:apr_bench__rand_int__");
         let sha = server.cli(&["SCRIPT", "LOAD", &script])?;
         if sha.len() != 40 {
             return Err(format!("SCRIPT LOAD failed: {sha}"));
@@ -389,7 +394,7 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
             "EVALSHA",
             &sha,
             "1",
-            "base:grant:{apr_bench__rand_int__}",
+            &key_pattern,
             "-",
             &f.now.as_millis().to_string(),
             f.attempt.as_str(),
@@ -398,6 +403,9 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
             &f.binding.url,
             &f.binding.action_digest.to_hex(),
             "86400000",
+            // The fingerprint (ignored by the baseline) and the slot prefix.
+            "-",
+            &slot,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -423,6 +431,7 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
                     bare.push(rt.block_on(bare_client_p50(
                         server.port,
                         &sha,
+                        &slot,
                         &bench_args,
                         keyspace,
                         requests,
