@@ -10,7 +10,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,17 +31,6 @@ const ENV_PORT: &str = "COUNTERSIGN_RACE_PORT";
 const ENV_PREFIX: &str = "COUNTERSIGN_RACE_PREFIX";
 const ENV_DIR: &str = "COUNTERSIGN_RACE_DIR";
 const ENV_CHILD: &str = "COUNTERSIGN_RACE_CHILD";
-
-fn wait_for(path: &Path, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while !path.exists() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    true
-}
 
 #[test]
 fn processes_race_for_every_grant_and_each_is_performed_once() {
@@ -101,32 +90,13 @@ fn processes_race_for_every_grant_and_each_is_performed_once() {
     // Start them together once every child is connected.
     for child in 0..PROCESSES {
         assert!(
-            wait_for(&dir.join(format!("ready-{child}")), Duration::from_secs(60)),
+            support::wait_for(&dir.join(format!("ready-{child}")), Duration::from_secs(60)),
             "child {child} never got ready"
         );
     }
     std::fs::write(dir.join("go"), "").unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (n, mut child) in children.into_iter().enumerate() {
-        loop {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("child {n} did not finish in time");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "child {n} failed: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    support::wait_for_children(children, Duration::from_secs(120));
     let elapsed = started.elapsed();
 
     // Count: one winner per grant across all processes; one backend record per win.
@@ -224,7 +194,7 @@ fn race_child() {
             RetryPolicy::default(),
         ));
         std::fs::write(dir.join(format!("ready-{child}")), "").unwrap();
-        assert!(wait_for(&dir.join("go"), Duration::from_secs(60)));
+        assert!(support::wait_for(&dir.join("go"), Duration::from_secs(60)));
 
         let ids = Arc::new(ids);
         let child_n: usize = child.parse().unwrap();

@@ -20,7 +20,7 @@
 mod support;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,17 +62,6 @@ fn micros_now() -> u64 {
             .as_micros(),
     )
     .unwrap()
-}
-
-fn wait_for(path: &Path, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while !path.exists() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    true
 }
 
 fn options(urls: &[String], cluster: bool, prefix: &str) -> RedisStoreOptions {
@@ -147,7 +136,7 @@ fn race(urls: &[String], cluster: bool, topology: &str) {
     }
     for child in 0..PROCESSES {
         assert!(
-            wait_for(&dir.join(format!("ready-{child}")), Duration::from_secs(60)),
+            support::wait_for(&dir.join(format!("ready-{child}")), Duration::from_secs(60)),
             "child {child} never got ready"
         );
     }
@@ -174,26 +163,7 @@ fn race(urls: &[String], cluster: bool, topology: &str) {
     });
     std::fs::write(dir.join("stopped"), stop_returned.to_string()).unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (n, mut child) in children.into_iter().enumerate() {
-        loop {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("child {n} did not finish in time");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "child {n} failed: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    support::wait_for_children(children, Duration::from_secs(120));
     let race_time = started.elapsed();
 
     // Every call each child made, and its actions.
@@ -366,7 +336,7 @@ fn stop_child() {
             RetryPolicy::default(),
         ));
         std::fs::write(dir.join(format!("ready-{child}")), "").unwrap();
-        assert!(wait_for(&dir.join("go"), Duration::from_secs(60)));
+        assert!(support::wait_for(&dir.join("go"), Duration::from_secs(60)));
         // Told when the stop returned.
         let stopped = Arc::new(AtomicBool::new(false));
         let watcher = {

@@ -684,3 +684,41 @@ impl ProxiedCluster {
         self.proxies.iter().map(ReplyDropper::dropped).sum()
     }
 }
+
+/// Waits (polling every 2 ms, up to `limit`) until `path` exists: how the
+/// multi-process tests' children and parent signal each other.
+pub fn wait_for(path: &Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+/// Waits for every child test process to exit within `limit` (killing the
+/// rest and failing past it) and asserts that each succeeded.
+pub fn wait_for_children(children: Vec<Child>, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    for (n, mut child) in children.into_iter().enumerate() {
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("child {n} did not finish in time");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "child {n} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
