@@ -39,7 +39,7 @@ pub async fn issue_grant(
     action: &Value,
     ttl: Duration,
 ) -> Result<Approval, GrantError> {
-    issue(context, url, action, ttl, &GrantOptions::default()).await
+    issue_grant_with(context, url, action, ttl, &GrantOptions::default()).await
 }
 
 /// What a grant carries beyond its binding: who approved it, a note, its
@@ -100,38 +100,6 @@ pub async fn issue_grant_with(
     ttl: Duration,
     options: &GrantOptions,
 ) -> Result<Approval, GrantError> {
-    issue(context, url, action, ttl, options).await
-}
-
-/// As [`issue_grant`], and binds the grant to `page`: the browser session,
-/// tab and document revision the host observed when it approved (a live
-/// backend reports them). Act performs the grant only while the backend's
-/// current page is that page; on any other page the call is
-/// `APPROVAL_STALE` and the grant stays unused.
-pub async fn issue_page_grant(
-    context: &Context,
-    page: &PageBinding,
-    url: &str,
-    action: &Value,
-    ttl: Duration,
-) -> Result<Approval, GrantError> {
-    issue(
-        context,
-        url,
-        action,
-        ttl,
-        &GrantOptions::default().page(page.clone()),
-    )
-    .await
-}
-
-async fn issue(
-    context: &Context,
-    url: &str,
-    action: &Value,
-    ttl: Duration,
-    options: &GrantOptions,
-) -> Result<Approval, GrantError> {
     let store = context
         .approval_store()
         .ok_or(GrantError::NoApprovalStore)?;
@@ -170,4 +138,26 @@ async fn issue(
         "approval issued",
     );
     Ok(approval)
+}
+
+/// As [`issue_grant`], and binds the grant to `page`: the browser session,
+/// tab and document revision the host observed when it approved (a live
+/// backend reports them). Act performs the grant only while the backend's
+/// current page is that page; on any other page the call is
+/// `APPROVAL_STALE` and the grant stays unused.
+pub async fn issue_page_grant(
+    context: &Context,
+    page: &PageBinding,
+    url: &str,
+    action: &Value,
+    ttl: Duration,
+) -> Result<Approval, GrantError> {
+    issue_grant_with(
+        context,
+        url,
+        action,
+        ttl,
+        &GrantOptions::default().page(page.clone()),
+    )
+    .await
 }

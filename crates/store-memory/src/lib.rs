@@ -336,26 +336,14 @@ impl ApprovalStore for InMemoryApprovalStore {
             .or_default()
             .entry(run.clone())
             .or_default();
-        let was_stopped = fence.stopped;
-        fence.generation += 1;
-        fence.stopped = true;
-        Ok(StopOutcome {
-            stopped_grants,
-            was_stopped,
-        })
+        Ok(stop(fence, stopped_grants))
     }
 
     async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         let stopped_grants = grants.usable(now, |a| a.actor_id == *actor);
         let fence = grants.actors.entry(actor.clone()).or_default();
-        let was_stopped = fence.stopped;
-        fence.generation += 1;
-        fence.stopped = true;
-        Ok(StopOutcome {
-            stopped_grants,
-            was_stopped,
-        })
+        Ok(stop(fence, stopped_grants))
     }
 
     async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
@@ -371,6 +359,18 @@ impl ApprovalStore for InMemoryApprovalStore {
     async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         Ok(resume(grants.actors.get_mut(actor)))
+    }
+}
+
+/// Stops a fence: moves its generation on (every grant issued before is
+/// stopped for good) and marks it stopped.
+fn stop(fence: &mut Fence, stopped_grants: u64) -> StopOutcome {
+    let was_stopped = fence.stopped;
+    fence.generation += 1;
+    fence.stopped = true;
+    StopOutcome {
+        stopped_grants,
+        was_stopped,
     }
 }
 
