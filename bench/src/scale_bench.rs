@@ -6,6 +6,7 @@ use std::time::Instant;
 use countersign_approval_core::{ApprovalStore, AttemptId};
 use countersign_store_memory::InMemoryApprovalStore;
 
+use crate::harness::median;
 use crate::memory_bench::Fixture;
 
 /// Resident memory of this process, in bytes (Linux `/proc/self/statm`).
@@ -17,11 +18,6 @@ fn resident_bytes() -> Result<u64, String> {
         .and_then(|p| p.parse().ok())
         .ok_or("unreadable /proc/self/statm")?;
     Ok(pages * 4096)
-}
-
-/// The median of `samples`, in microseconds.
-fn p50_us(samples: &mut [f64]) -> f64 {
-    crate::harness::median(samples)
 }
 
 /// One size: bytes per grant (resident growth while issuing `live` grants)
@@ -61,7 +57,7 @@ fn memory_at(f: &Fixture, live: u64, probes: u64) -> Result<(f64, f64), String> 
         }
         Ok::<_, String>(())
     })?;
-    Ok((grown as f64 / live as f64, p50_us(&mut samples)))
+    Ok((grown as f64 / live as f64, median(&mut samples)))
 }
 
 /// The memory store's section of the scale report.
