@@ -123,10 +123,16 @@ impl Grants {
     /// `Stopped`.
     fn shown(&self, entry: &Entry) -> StoredGrant {
         let mut grant = entry.grant.clone();
-        if grant.state == GrantState::Active && self.is_stopped(entry) {
-            grant.state = GrantState::Stopped;
-        }
+        grant.state = self.shown_state(entry);
         grant
+    }
+
+    /// The state `get` shows, without copying the grant.
+    fn shown_state(&self, entry: &Entry) -> GrantState {
+        match &entry.grant.state {
+            GrantState::Active if self.is_stopped(entry) => GrantState::Stopped,
+            state => state.clone(),
+        }
     }
 
     /// Grants usable at `now` (active, unexpired, not stopped) for which
@@ -256,7 +262,7 @@ impl ApprovalStore for InMemoryApprovalStore {
         let Some(entry) = grants.entries.get(id) else {
             return Ok(RevokeOutcome::Unknown);
         };
-        let (outcome, next) = decide_revoke(&grants.shown(entry).state);
+        let (outcome, next) = decide_revoke(&grants.shown_state(entry));
         if let (Some(next), Some(entry)) = (next, grants.entries.get_mut(id)) {
             entry.grant.state = next;
         }
