@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
-use crate::{ActorId, ApprovalId, OperationId, PageBinding, RunId};
+use crate::{ActorId, ApprovalId, OperationId, PageBinding, PageSnapshot, RunId};
 
 /// One approved action, handed to a backend after its grant was consumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +99,19 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
+    /// What a person approving `action` on `url` should see: the current
+    /// page, a screenshot with the element `action` targets outlined, and
+    /// whether exactly one visible element matches. `None` (the default)
+    /// for a backend without pages. Taking a snapshot dispatches no input.
+    async fn snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        let _ = (url, action);
+        Ok(None)
+    }
+
     /// Performs one action whose page-bound grant has been consumed, only if
     /// the page is still `page` immediately before input is dispatched; a
     /// page that changed is refused with [`BackendError::not_dispatched`].
@@ -124,6 +137,14 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
 
     async fn current_page(&self) -> Result<Option<PageBinding>, BackendError> {
         (**self).current_page().await
+    }
+
+    async fn snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        (**self).snapshot(url, action).await
     }
 
     async fn perform_on_page(

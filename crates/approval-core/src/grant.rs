@@ -51,6 +51,17 @@ pub enum ApprovalError {
     ApprovedAfterIssue,
 }
 
+/// `now + ttl`, for a lifetime of more than zero and at most [`MAX_TTL`]
+/// (grants and proposals alike).
+pub(crate) fn expiry(now: Timestamp, ttl: Duration) -> Result<Timestamp, ApprovalError> {
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(ApprovalError::InvalidTtl {
+            millis: ttl.as_millis(),
+        });
+    }
+    now.checked_add(ttl).ok_or(ApprovalError::ExpiryOverflow)
+}
+
 /// Who approved a grant, and when: host-owned, recorded with the grant and
 /// in the operation record of the call that used it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -138,17 +149,25 @@ impl Approval {
         ttl: Duration,
         now: Timestamp,
     ) -> Result<Approval, ApprovalError> {
-        if ttl.is_zero() || ttl > MAX_TTL {
-            return Err(ApprovalError::InvalidTtl {
-                millis: ttl.as_millis(),
-            });
-        }
-        let expires_at = now.checked_add(ttl).ok_or(ApprovalError::ExpiryOverflow)?;
+        Approval::for_canonical(actor_id, run_id, url.as_str().to_owned(), action, ttl, now)
+    }
+
+    /// [`for_action`](Self::for_action) for a URL already canonical (one a
+    /// proposal kept).
+    pub(crate) fn for_canonical(
+        actor_id: ActorId,
+        run_id: RunId,
+        url: String,
+        action: &Action,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<Approval, ApprovalError> {
+        let expires_at = expiry(now, ttl)?;
         Ok(Approval {
             id: ApprovalId::generate()?,
             actor_id,
             run_id,
-            url: url.as_str().to_owned(),
+            url,
             action: action.clone(),
             action_digest: action.digest(),
             issued_at: now,

@@ -81,6 +81,11 @@ token_id!(
     "att_"
 );
 token_id!(
+    /// The id of a proposal: generated as `prp_` + 32 lower-case hex characters.
+    ProposalId,
+    "prp_"
+);
+token_id!(
     /// The id of one Act call, recorded in the operation log.
     OperationId,
     "op_"

@@ -46,6 +46,7 @@ mod grant;
 mod ids;
 mod operation;
 mod page;
+mod proposal;
 mod store;
 mod time;
 
@@ -59,11 +60,16 @@ pub use grant::{
 };
 pub use ids::{
     ActorId, ApprovalId, ApproverId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId,
-    RandomnessError, RunId,
+    ProposalId, RandomnessError, RunId,
 };
 pub use operation::{GivenApprovalId, OperationLog, OperationRecord, OutcomeCode};
 pub use page::{MAX_PAGE_ID_BYTES, PageBinding};
-pub use store::{ApprovalStore, IssueError, StoreError};
+pub use proposal::{
+    ApproveError, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS, MAX_SCREENSHOT_BYTES,
+    PageSnapshot, Proposal, ProposalDecision, ProposalError, ProposalState, ProposalStatus,
+    ProposeError, StoredProposal, decide_proposal,
+};
+pub use store::{ApprovalStore, IssueError, ProposalStore, StoreError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 
 /// Re-exported so users of this crate name the same types.

@@ -20,7 +20,7 @@ pub struct PageBinding {
 }
 
 impl PageBinding {
-    fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         [&self.session_id, &self.target_id, &self.page_revision]
             .iter()
             .all(|id| {

@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 
 use crate::{
-    AbandonOutcome, ActorId, Approval, ApprovalId, AttemptId, Binding, ConsumeOutcome,
-    ResumeOutcome, RevokeOutcome, RunId, StopOutcome, StoredGrant, Timestamp,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApproveError, ApproverId, AttemptId, Binding,
+    ConsumeOutcome, DecisionOutcome, Proposal, ProposalId, ProposeError, ResumeOutcome,
+    RevokeOutcome, RunId, StopOutcome, StoredGrant, StoredProposal, Timestamp,
 };
 
 /// An infrastructure failure of a store. Callers fail closed: a store error
@@ -304,5 +305,119 @@ impl<S: ApprovalStore + ?Sized> ApprovalStore for std::sync::Arc<S> {
     }
     async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
         (**self).resume_actor(actor).await
+    }
+}
+
+/// Where proposals live: a store that keeps grants keeps the proposals they
+/// are approved from, so that approving one and issuing its grant is one
+/// atomic step.
+///
+/// # Contract
+///
+/// Every implementation must behave as follows (and as an
+/// [`ApprovalStore`]); `countersign-store-conformance` checks each rule.
+///
+/// 1. **`propose`** stores a new proposal, pending, every field kept and
+///    read back unchanged (the snapshot and its screenshot included). An id
+///    already present is [`ProposeError::AlreadyExists`] and the existing
+///    proposal is untouched. A proposal whose run or actor is stopped
+///    ([`ApprovalStore::stop_run`], [`ApprovalStore::stop_actor`]) is
+///    [`ProposeError::Stopped`] and nothing is stored.
+/// 2. **`get_proposal`** returns the proposal and its state, or `None`;
+///    reads never change anything.
+/// 3. **`pending_proposals`** lists the proposals of one actor and run that
+///    are pending and unexpired at `now`, and whose run and actor were not
+///    stopped since they were made, oldest first (by `proposed_at`, then
+///    id), at most [`MAX_LISTED_PROPOSALS`](crate::MAX_LISTED_PROPOSALS).
+/// 4. **`approve_proposal`** is one atomic step that follows
+///    [`decide_proposal`](crate::decide_proposal):
+///    1. no proposal with this id ⇒ [`DecisionOutcome::Unknown`];
+///    2. a grant that does not approve exactly the proposal
+///       ([`Proposal::is_approved_by`]) ⇒ [`ApproveError::NotForProposal`],
+///       nothing changes;
+///    3. decided before ⇒ `AlreadyDecided(state)`, nothing changes (no
+///       second grant, whichever decision is asked for);
+///    4. `now >= expires_at` ⇒ `Expired`, nothing changes;
+///    5. its run or actor was stopped since it was proposed (also when
+///       resumed since) ⇒ `Stopped`, nothing changes and no grant exists;
+///    6. otherwise the grant is issued (as by [`ApprovalStore::issue`]; a
+///       grant id already present is [`ApproveError::GrantExists`] and
+///       nothing changes) **and** the proposal becomes `Approved` with that
+///       grant's id, its approver and `now` ⇒ `Approved`. Both or neither:
+///       among any number of concurrent decisions on one proposal exactly
+///       one is taken, so at most one grant is ever issued for it.
+/// 5. **`deny_proposal`** follows the same order (unknown, decided,
+///    expired), then the proposal becomes `Denied` by `by` at `now` ⇒
+///    `Denied` — also in a stopped run.
+/// 6. Time comes from the caller's `now`, as for grants; infrastructure
+///    failures are [`StoreError`], never an outcome; a record the store
+///    cannot read as one of its own is [`StoreError::Corrupt`].
+/// 7. A proposal is kept at least until it expires, and a decided one at
+///    least as long as the store keeps the grant issued for it.
+#[async_trait]
+pub trait ProposalStore: ApprovalStore {
+    /// Stores a new pending proposal; never overwrites.
+    async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError>;
+
+    /// Reads a proposal and its state without changing them.
+    async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError>;
+
+    /// The decidable proposals of one run, oldest first; see rule 3.
+    async fn pending_proposals(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredProposal>, StoreError>;
+
+    /// Approves a pending proposal and issues `approval`, its grant, in one
+    /// atomic step; see rule 4.
+    async fn approve_proposal(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError>;
+
+    /// Denies a pending proposal; see rule 5.
+    async fn deny_proposal(
+        &self,
+        id: &ProposalId,
+        by: Option<&ApproverId>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, StoreError>;
+}
+
+#[async_trait]
+impl<S: ProposalStore + ?Sized> ProposalStore for std::sync::Arc<S> {
+    async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+        (**self).propose(proposal).await
+    }
+    async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
+        (**self).get_proposal(id).await
+    }
+    async fn pending_proposals(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredProposal>, StoreError> {
+        (**self).pending_proposals(actor, run, now).await
+    }
+    async fn approve_proposal(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        (**self).approve_proposal(id, approval, now).await
+    }
+    async fn deny_proposal(
+        &self,
+        id: &ProposalId,
+        by: Option<&ApproverId>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, StoreError> {
+        (**self).deny_proposal(id, by, now).await
     }
 }

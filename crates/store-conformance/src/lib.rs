@@ -55,6 +55,10 @@
 //! .unwrap();
 //! ```
 //!
+//! Stores that also keep proposals (`ProposalStore`) run
+//! [`proposal_store_conformance_tests!`] beside it: one check per rule of
+//! that contract ([`proposals`]) and a race of concurrent decisions.
+//!
 //! Operation logs have a kit of their own: [`oplog`], run with
 //! [`operation_log_conformance_tests!`] (one record per call under
 //! concurrency, nothing lost, both queries in order, the bound kept).
@@ -69,12 +73,14 @@ mod fixtures;
 mod macros;
 pub mod model;
 pub mod oplog;
+pub mod proposals;
 pub mod races;
 pub mod scenarios;
 
 pub use failure::CheckFailure;
 pub use model::{BindingField, ModelConfig, ReferenceModel, check_against_model};
 pub use oplog::OPERATION_LOG_CHECKS;
+pub use proposals::PROPOSAL_CHECKS;
 pub use races::{RACE_CHECKS, RaceConfig};
 pub use scenarios::SCENARIO_CHECKS;
 
@@ -87,7 +93,7 @@ pub mod __private {
     use std::future::Future;
     use std::sync::Arc;
 
-    use countersign_approval_core::ApprovalStore;
+    use countersign_approval_core::{ApprovalStore, ProposalStore};
 
     use crate::CheckFailure;
     use crate::model::{ModelConfig, Ran, run_optional};
@@ -103,6 +109,32 @@ pub mod __private {
             .map_err(|e| CheckFailure::new(check, format!("could not start a tokio runtime: {e}")))
     }
 
+    /// Makes a store on a fresh multi-thread runtime, shares it as `D`
+    /// through `share`, and runs one check on it.
+    fn run_shared_check<F, Fut, S, D, C, CFut>(
+        check: &'static str,
+        factory: F,
+        share: impl FnOnce(S) -> Arc<D>,
+        run: C,
+    ) -> Result<(), CheckFailure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Option<S>>,
+        D: ?Sized,
+        C: FnOnce(Arc<D>) -> CFut,
+        CFut: Future<Output = Result<(), CheckFailure>>,
+    {
+        runtime(check)?.block_on(async move {
+            match factory().await {
+                Some(store) => run(share(store)).await,
+                None => {
+                    eprintln!("{check}: skipped, the store factory gave no store");
+                    Ok(())
+                }
+            }
+        })
+    }
+
     /// Makes a store on a fresh multi-thread runtime and runs one check on it.
     pub fn run_store_check<F, Fut, S, C, CFut>(
         check: &'static str,
@@ -116,15 +148,34 @@ pub mod __private {
         C: FnOnce(Arc<dyn ApprovalStore>) -> CFut,
         CFut: Future<Output = Result<(), CheckFailure>>,
     {
-        runtime(check)?.block_on(async move {
-            match factory().await {
-                Some(store) => run(Arc::new(store)).await,
-                None => {
-                    eprintln!("{check}: skipped, the store factory gave no store");
-                    Ok(())
-                }
-            }
-        })
+        run_shared_check(
+            check,
+            factory,
+            |s| Arc::new(s) as Arc<dyn ApprovalStore>,
+            run,
+        )
+    }
+
+    /// Makes a proposal store on a fresh multi-thread runtime and runs one
+    /// proposal check on it.
+    pub fn run_proposal_check<F, Fut, S, C, CFut>(
+        check: &'static str,
+        factory: F,
+        run: C,
+    ) -> Result<(), CheckFailure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Option<S>>,
+        S: ProposalStore + 'static,
+        C: FnOnce(Arc<dyn ProposalStore>) -> CFut,
+        CFut: Future<Output = Result<(), CheckFailure>>,
+    {
+        run_shared_check(
+            check,
+            factory,
+            |s| Arc::new(s) as Arc<dyn ProposalStore>,
+            run,
+        )
     }
 
     /// Runs the model check with the configuration from the environment.

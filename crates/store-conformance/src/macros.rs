@@ -278,3 +278,99 @@ macro_rules! __operation_log_conformance_tests {
         )
     };
 }
+
+/// Expands into a module of `#[test]` functions, one per
+/// [`ProposalStore`](countersign_approval_core::ProposalStore) check
+/// ([`proposals::PROPOSAL_CHECKS`](crate::proposals::PROPOSAL_CHECKS)), run
+/// against stores made by a factory.
+///
+/// ```text
+/// proposal_store_conformance_tests!(MODULE_NAME, FACTORY);
+/// proposal_store_conformance_tests!(MODULE_NAME, optional: OPTIONAL_FACTORY);
+/// ```
+///
+/// The factory is as for [`store_conformance_tests!`]; its store must
+/// implement `ProposalStore + 'static`. A store that keeps proposals runs
+/// both macros.
+///
+/// ```
+/// use countersign_store_memory::InMemoryApprovalStore;
+///
+/// countersign_store_conformance::proposal_store_conformance_tests!(
+///     in_memory_proposals,
+///     async { InMemoryApprovalStore::new() }
+/// );
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! proposal_store_conformance_tests {
+    ($name:ident, optional: $factory:expr $(,)?) => {
+        $crate::__proposal_store_conformance_tests! { @checks $name, $factory }
+    };
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__proposal_store_conformance_tests! {
+            @checks $name,
+            async { ::core::option::Option::Some($factory.await) }
+        }
+    };
+}
+
+/// Expands the proposal checks; not public API. The list must equal
+/// [`proposals::PROPOSAL_CHECKS`](crate::proposals::PROPOSAL_CHECKS) (the
+/// kit's tests compare them).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __proposal_store_conformance_tests {
+    (@checks $name:ident, $factory:expr) => {
+        $crate::__proposal_store_conformance_tests! {
+            @expand $name, $factory,
+            scenarios [
+                unknown_proposal_is_unknown,
+                proposal_round_trips_every_field,
+                duplicate_proposal_is_refused,
+                approve_issues_exactly_the_proposed_grant,
+                a_second_decision_changes_nothing,
+                a_grant_not_for_the_proposal_is_refused,
+                an_existing_grant_id_is_refused,
+                expired_proposal_cannot_be_decided,
+                stopping_a_run_ends_its_proposals,
+                stopping_an_actor_ends_its_proposals,
+                pending_lists_one_run_oldest_first,
+            ]
+            races [
+                concurrent_decisions_issue_one_grant,
+            ]
+        }
+    };
+    (@expand $name:ident, $factory:expr,
+        scenarios [$($scenario:ident),* $(,)?]
+        races [$($race:ident),* $(,)?]
+    ) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[test]
+                fn $scenario() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_proposal_check(
+                        ::core::stringify!($scenario),
+                        || $factory,
+                        |store| async move { $crate::proposals::$scenario(&*store).await },
+                    )
+                }
+            )*
+
+            $(
+                #[test]
+                fn $race() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_proposal_check(
+                        ::core::stringify!($race),
+                        || $factory,
+                        |store| async move { $crate::proposals::$race(store).await },
+                    )
+                }
+            )*
+        }
+    };
+}

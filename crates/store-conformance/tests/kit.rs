@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use countersign_approval_core::ApprovalStore;
 use countersign_store_conformance::{
-    CheckFailure, MODEL_CHECK, ModelConfig, RACE_CHECKS, RaceConfig, SCENARIO_CHECKS,
-    check_against_model, races, scenarios,
+    CheckFailure, MODEL_CHECK, ModelConfig, PROPOSAL_CHECKS, RACE_CHECKS, RaceConfig,
+    SCENARIO_CHECKS, check_against_model, races, scenarios,
 };
 use countersign_store_memory::InMemoryApprovalStore;
 
@@ -38,6 +38,27 @@ fn the_macro_runs_every_check() {
     }
     assert_eq!(SCENARIO_CHECKS.len(), 29);
     assert_eq!(RACE_CHECKS.len(), 6);
+}
+
+// A proposal store behind `Arc`, through the proposal macro.
+countersign_store_conformance::proposal_store_conformance_tests!(proposals_behind_arc, async {
+    Arc::new(InMemoryApprovalStore::new())
+});
+
+#[test]
+fn the_proposal_macro_runs_every_proposal_check() {
+    let source = include_str!("../src/macros.rs");
+    let start = source
+        .find("macro_rules! __proposal_store_conformance_tests")
+        .unwrap();
+    let listed: Vec<&str> = source[start..]
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.ends_with(',') && !line.contains(' ') && !line.contains('$'))
+        .map(|line| line.trim_end_matches(','))
+        .collect();
+    assert_eq!(listed, PROPOSAL_CHECKS);
+    assert_eq!(PROPOSAL_CHECKS.len(), 12);
 }
 
 #[test]

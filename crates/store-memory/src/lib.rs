@@ -42,14 +42,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeOutcome, GrantState, IssueError, OperationId, OperationLog, OperationRecord,
-    ResumeOutcome, RevokeOutcome, RunId, StopOutcome, StoreError, StoredGrant, Timestamp,
-    decide_abandon, decide_consume, decide_revoke,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
+    AttemptId, Binding, ConsumeOutcome, Decision, DecisionOutcome, GrantState, IssueError,
+    MAX_LISTED_PROPOSALS, OperationId, OperationLog, OperationRecord, Proposal, ProposalId,
+    ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId, StopOutcome,
+    StoreError, StoredGrant, StoredProposal, Timestamp, decide_abandon, decide_consume,
+    decide_proposal, decide_revoke,
 };
 
-/// The default time records are kept after they stop mattering.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+/// The default time a record is kept after it can no longer be used: long
+/// enough for a retry of a lost consume reply or an abandon (seconds) and
+/// for a model coming back to be told "stale" rather than "unknown"
+/// (minutes). Audit has its own log ([`InMemoryOperationStore`]).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(15 * 60);
 
 /// Most grants one step of [`InMemoryApprovalStore::purge`] drops while it
 /// holds the store's lock; between steps consumes go on.
@@ -73,6 +78,17 @@ struct Entry {
     actor_generation: u64,
 }
 
+/// One proposal and the generations of its run and actor when it was made.
+#[derive(Debug)]
+struct ProposalEntry {
+    stored: StoredProposal,
+    run_generation: u64,
+    actor_generation: u64,
+    /// The last instant it matters: its expiry, or its grant's when that is
+    /// later (rule 6 of the proposal contract).
+    kept_until: Timestamp,
+}
+
 /// A run's or an actor's stop fence. Every stop moves `generation` on, so a
 /// grant issued before any stop is stopped for good, also after a resume.
 #[derive(Debug, Default, Clone, Copy)]
@@ -91,9 +107,27 @@ struct Grants {
     /// Run fences by actor, then run: looked up with borrowed ids.
     runs: HashMap<ActorId, HashMap<RunId, Fence>>,
     actors: HashMap<ActorId, Fence>,
+    proposals: HashMap<ProposalId, ProposalEntry>,
+    /// Every held proposal by the last instant it matters, for purges.
+    proposals_by_expiry: BTreeSet<(Timestamp, ProposalId)>,
 }
 
 impl Grants {
+    /// Whether a run or actor stop came since these generations were taken.
+    fn stopped_since(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        run_generation: u64,
+        actor_generation: u64,
+    ) -> bool {
+        if self.runs.is_empty() && self.actors.is_empty() {
+            return false;
+        }
+        self.run_fence(actor, run).generation != run_generation
+            || self.actor_fence(actor).generation != actor_generation
+    }
+
     fn run_fence(&self, actor: &ActorId, run: &RunId) -> Fence {
         self.runs
             .get(actor)
@@ -108,15 +142,47 @@ impl Grants {
 
     /// Whether the grant's run or actor was stopped since it was issued.
     fn is_stopped(&self, entry: &Entry) -> bool {
-        // No stop ever: nothing to look up on the hot path.
-        if self.runs.is_empty() && self.actors.is_empty() {
-            return false;
-        }
         let approval = &entry.grant.approval;
-        self.run_fence(&approval.actor_id, &approval.run_id)
-            .generation
-            != entry.run_generation
-            || self.actor_fence(&approval.actor_id).generation != entry.actor_generation
+        self.stopped_since(
+            &approval.actor_id,
+            &approval.run_id,
+            entry.run_generation,
+            entry.actor_generation,
+        )
+    }
+
+    fn is_proposal_stopped(&self, entry: &ProposalEntry) -> bool {
+        let proposal = &entry.stored.proposal;
+        self.stopped_since(
+            &proposal.actor_id,
+            &proposal.run_id,
+            entry.run_generation,
+            entry.actor_generation,
+        )
+    }
+
+    /// Issues `approval` under the caller's hold of the lock (rule 1).
+    fn issue_locked(&mut self, approval: Approval) -> Result<(), IssueError> {
+        if self.entries.contains_key(&approval.id) {
+            return Err(IssueError::AlreadyExists(approval.id));
+        }
+        let run = self.run_fence(&approval.actor_id, &approval.run_id);
+        let actor = self.actor_fence(&approval.actor_id);
+        if run.stopped || actor.stopped {
+            return Err(IssueError::Stopped);
+        }
+        self.by_expiry
+            .insert((approval.expires_at, approval.id.clone()));
+        self.entries.insert(
+            approval.id.clone(),
+            Entry {
+                grant: StoredGrant::issued(approval),
+                abandoned: Vec::new(),
+                run_generation: run.generation,
+                actor_generation: actor.generation,
+            },
+        );
+        Ok(())
     }
 
     /// The grant as `get` shows it: an active grant that was stopped reads
@@ -211,21 +277,20 @@ impl InMemoryApprovalStore {
     ) -> Result<usize, StoreError> {
         let mut grants = lock(&self.grants)?;
         let Grants {
-            entries, by_expiry, ..
+            entries,
+            by_expiry,
+            proposals,
+            proposals_by_expiry,
+            ..
         } = &mut *grants;
-        let mut dropped = 0;
-        while dropped < limit {
-            let Some((expires_at, _)) = by_expiry.first() else {
-                break;
-            };
-            if expires_at.saturating_add(retention) > now {
-                break;
-            }
-            if let Some((_, id)) = by_expiry.pop_first() {
-                entries.remove(&id);
-                dropped += 1;
-            }
-        }
+        let dropped = drop_oldest(by_expiry, now, retention, limit, |id| {
+            entries.remove(&id);
+        });
+        // Proposals go in the same bounded step: a purge never holds the
+        // lock for more than `limit` records of each kind.
+        drop_oldest(proposals_by_expiry, now, retention, limit, |id| {
+            proposals.remove(&id);
+        });
         Ok(dropped)
     }
 }
@@ -233,28 +298,7 @@ impl InMemoryApprovalStore {
 #[async_trait]
 impl ApprovalStore for InMemoryApprovalStore {
     async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
-        let mut grants = lock(&self.grants)?;
-        if grants.entries.contains_key(&approval.id) {
-            return Err(IssueError::AlreadyExists(approval.id));
-        }
-        let run = grants.run_fence(&approval.actor_id, &approval.run_id);
-        let actor = grants.actor_fence(&approval.actor_id);
-        if run.stopped || actor.stopped {
-            return Err(IssueError::Stopped);
-        }
-        grants
-            .by_expiry
-            .insert((approval.expires_at, approval.id.clone()));
-        grants.entries.insert(
-            approval.id.clone(),
-            Entry {
-                grant: StoredGrant::issued(approval),
-                abandoned: Vec::new(),
-                run_generation: run.generation,
-                actor_generation: actor.generation,
-            },
-        );
-        Ok(())
+        lock(&self.grants)?.issue_locked(approval)
     }
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
@@ -365,6 +409,163 @@ impl ApprovalStore for InMemoryApprovalStore {
     async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         Ok(resume(grants.actors.get_mut(actor)))
+    }
+}
+
+/// Takes up to `limit` of the oldest entries of `by_expiry` whose instant
+/// plus `retention` is at or before `now`, handing each id to `remove`;
+/// returns how many it took.
+fn drop_oldest<Id: Ord>(
+    by_expiry: &mut BTreeSet<(Timestamp, Id)>,
+    now: Timestamp,
+    retention: Duration,
+    limit: usize,
+    mut remove: impl FnMut(Id),
+) -> usize {
+    let mut dropped = 0;
+    while dropped < limit {
+        let Some((expires_at, _)) = by_expiry.first() else {
+            break;
+        };
+        if expires_at.saturating_add(retention) > now {
+            break;
+        }
+        if let Some((_, id)) = by_expiry.pop_first() {
+            remove(id);
+            dropped += 1;
+        }
+    }
+    dropped
+}
+
+#[async_trait]
+impl ProposalStore for InMemoryApprovalStore {
+    async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+        let mut grants = lock(&self.grants)?;
+        if grants.proposals.contains_key(&proposal.id) {
+            return Err(ProposeError::AlreadyExists(proposal.id));
+        }
+        let run = grants.run_fence(&proposal.actor_id, &proposal.run_id);
+        let actor = grants.actor_fence(&proposal.actor_id);
+        if run.stopped || actor.stopped {
+            return Err(ProposeError::Stopped);
+        }
+        let kept_until = proposal.expires_at;
+        grants
+            .proposals_by_expiry
+            .insert((kept_until, proposal.id.clone()));
+        grants.proposals.insert(
+            proposal.id.clone(),
+            ProposalEntry {
+                stored: StoredProposal::pending(proposal),
+                run_generation: run.generation,
+                actor_generation: actor.generation,
+                kept_until,
+            },
+        );
+        Ok(())
+    }
+
+    async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
+        let grants = lock(&self.grants)?;
+        Ok(grants.proposals.get(id).map(|entry| entry.stored.clone()))
+    }
+
+    async fn pending_proposals(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredProposal>, StoreError> {
+        let grants = lock(&self.grants)?;
+        let mut pending: Vec<&ProposalEntry> = grants
+            .proposals
+            .values()
+            .filter(|entry| {
+                let stored = &entry.stored;
+                stored.proposal.actor_id == *actor
+                    && stored.proposal.run_id == *run
+                    && stored.state == ProposalState::Pending
+                    && !stored.proposal.is_expired_at(now)
+                    && !grants.is_proposal_stopped(entry)
+            })
+            .collect();
+        pending.sort_by(|a, b| {
+            let (a, b) = (&a.stored.proposal, &b.stored.proposal);
+            (a.proposed_at, &a.id).cmp(&(b.proposed_at, &b.id))
+        });
+        Ok(pending
+            .into_iter()
+            .take(MAX_LISTED_PROPOSALS)
+            .map(|entry| entry.stored.clone())
+            .collect())
+    }
+
+    async fn approve_proposal(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        let mut grants = lock(&self.grants)?;
+        let Some(entry) = grants.proposals.get(id) else {
+            return Ok(DecisionOutcome::Unknown);
+        };
+        if !entry.stored.proposal.is_approved_by(&approval) {
+            return Err(ApproveError::NotForProposal);
+        }
+        let stopped = grants.is_proposal_stopped(entry);
+        let decision = decide_proposal(&entry.stored, Decision::Approve(&approval), stopped, now);
+        let Some(next) = decision.state else {
+            return Ok(decision.outcome);
+        };
+        let grant_expires_at = approval.expires_at;
+        match grants.issue_locked(approval) {
+            Ok(()) => {}
+            Err(IssueError::AlreadyExists(id)) => return Err(ApproveError::GrantExists(id)),
+            // The fences were read under this same lock: a stop since the
+            // proposal was made answered `Stopped` above, and a stop now
+            // would be one too.
+            Err(IssueError::Stopped) => return Ok(DecisionOutcome::Stopped),
+            Err(IssueError::Store(error)) => return Err(ApproveError::Store(error)),
+            Err(other) => {
+                return Err(ApproveError::Store(StoreError::unavailable(format!(
+                    "issuing the grant failed: {other}"
+                ))));
+            }
+        }
+        let Grants {
+            proposals,
+            proposals_by_expiry,
+            ..
+        } = &mut *grants;
+        if let Some(entry) = proposals.get_mut(id) {
+            entry.stored.state = next;
+            if grant_expires_at > entry.kept_until {
+                proposals_by_expiry.remove(&(entry.kept_until, id.clone()));
+                entry.kept_until = grant_expires_at;
+                proposals_by_expiry.insert((grant_expires_at, id.clone()));
+            }
+        }
+        Ok(decision.outcome)
+    }
+
+    async fn deny_proposal(
+        &self,
+        id: &ProposalId,
+        by: Option<&ApproverId>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, StoreError> {
+        let mut grants = lock(&self.grants)?;
+        let Some(entry) = grants.proposals.get(id) else {
+            return Ok(DecisionOutcome::Unknown);
+        };
+        let stopped = grants.is_proposal_stopped(entry);
+        let decision = decide_proposal(&entry.stored, Decision::Deny(by), stopped, now);
+        if let (Some(next), Some(entry)) = (decision.state, grants.proposals.get_mut(id)) {
+            entry.stored.state = next;
+        }
+        Ok(decision.outcome)
     }
 }
 

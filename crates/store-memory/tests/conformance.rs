@@ -11,3 +11,7 @@ countersign_store_conformance::operation_log_conformance_tests!(
     in_memory_operation_log,
     |max_records| async move { InMemoryOperationStore::with_max_records(max_records) }
 );
+
+countersign_store_conformance::proposal_store_conformance_tests!(in_memory_proposals, async {
+    InMemoryApprovalStore::new()
+});
