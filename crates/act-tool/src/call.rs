@@ -290,6 +290,33 @@ fn too_deep() -> Malformed {
 /// list whose items are not `{"name", "value"}` pairs, or that repeats a
 /// name ⇒ `NOT_AUTHORIZED`.
 pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
+    let (url, approval_id, action) = parse_fields(args, true)?;
+    Ok(Request {
+        url,
+        approval_id: approval_id.unwrap_or_default(),
+        action,
+    })
+}
+
+/// The argument names a `browser_propose` call may carry: those of
+/// `browser_act` without `approval_id`.
+pub const PROPOSAL_ARGUMENT_NAMES: [&str; 5] =
+    ["url", "method", "selector", "description", "arguments"];
+
+/// The malformed-call check of `browser_propose`: as [`parse`], except
+/// that there is no `approval_id` (one given is an unknown argument).
+/// Returns the URL text and the action object.
+pub(crate) fn parse_proposal(args: &Value) -> Result<(String, Value), Malformed> {
+    let (url, _, action) = parse_fields(args, false)?;
+    Ok((url, action))
+}
+
+/// The shared malformed-call check; `with_approval_id` tells whether the
+/// call must carry `approval_id` (Act) or must not (propose).
+fn parse_fields(
+    args: &Value,
+    with_approval_id: bool,
+) -> Result<(String, Option<String>, Value), Malformed> {
     let Some(object) = args.as_object() else {
         return Err(Malformed::new(
             OutcomeCode::NotAuthorized,
@@ -311,14 +338,20 @@ pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
             ));
         }
     };
+    let names: &[&str] = if with_approval_id {
+        &ARGUMENT_NAMES
+    } else {
+        &PROPOSAL_ARGUMENT_NAMES
+    };
     let approval_id = match object.get("approval_id") {
+        _ if !with_approval_id => None,
         None | Some(Value::Null) => {
             return Err(Malformed::new(
                 OutcomeCode::ApprovalRequired,
                 "call is missing approval_id; the host must issue an approval for this action",
             ));
         }
-        Some(Value::String(id)) => id.clone(),
+        Some(Value::String(id)) => Some(id.clone()),
         Some(_) => {
             return Err(Malformed::new(
                 OutcomeCode::ApprovalRequired,
@@ -326,10 +359,7 @@ pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
             ));
         }
     };
-    if let Some(unknown) = object
-        .keys()
-        .find(|k| !ARGUMENT_NAMES.contains(&k.as_str()))
-    {
+    if let Some(unknown) = object.keys().find(|k| !names.contains(&k.as_str())) {
         return Err(Malformed::new(
             OutcomeCode::NotAuthorized,
             shown_name(unknown),
@@ -349,9 +379,5 @@ pub(crate) fn parse(args: &Value) -> Result<Request, Malformed> {
         };
         action.insert(key.clone(), value);
     }
-    Ok(Request {
-        url,
-        approval_id,
-        action: Value::Object(action),
-    })
+    Ok((url, approval_id, Value::Object(action)))
 }

@@ -5,9 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use countersign_approval_core::{
-    ActorId, ApprovalStore, Backend, Clock, OperationLog, RunId, SystemClock, Timestamp,
+    ActorId, ApprovalStore, Backend, Clock, MAX_TTL, OperationLog, ProposalStore, RunId,
+    SystemClock, Timestamp,
 };
 use countersign_canonical_policy::Policy;
+
+/// How long a proposal awaits a decision unless the host sets another
+/// lifetime ([`ContextBuilder::proposal_ttl`]).
+pub const DEFAULT_PROPOSAL_TTL: Duration = Duration::from_secs(15 * 60);
 
 /// How often a consume is tried when the approval store fails with a
 /// retryable error ([`StoreError::is_retryable`](countersign_approval_core::StoreError::is_retryable)).
@@ -85,6 +90,8 @@ pub struct Context {
     source_policy: Policy,
     operation_store: Arc<dyn OperationLog>,
     approval_store: Option<Arc<dyn ApprovalStore>>,
+    proposal_store: Option<Arc<dyn ProposalStore>>,
+    proposal_ttl: Duration,
     clock: Arc<dyn Clock>,
     consume_retry: RetryPolicy,
     abandon_timeout: Duration,
@@ -98,6 +105,8 @@ impl fmt::Debug for Context {
             .field("run_id", &self.run_id)
             .field("source_policy", &self.source_policy)
             .field("has_approval_store", &self.approval_store.is_some())
+            .field("has_proposal_store", &self.proposal_store.is_some())
+            .field("proposal_ttl", &self.proposal_ttl)
             .field("now", &self.now())
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
@@ -140,6 +149,15 @@ impl Context {
     pub fn approval_store(&self) -> Option<&Arc<dyn ApprovalStore>> {
         self.approval_store.as_ref()
     }
+    /// Where proposals live, if the host takes them (see
+    /// [`ContextBuilder::proposal_store`]).
+    pub fn proposal_store(&self) -> Option<&Arc<dyn ProposalStore>> {
+        self.proposal_store.as_ref()
+    }
+    /// How long a proposal awaits a decision.
+    pub fn proposal_ttl(&self) -> Duration {
+        self.proposal_ttl
+    }
     /// The clock that governs expiry and timestamps.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
@@ -164,17 +182,27 @@ impl Context {
     }
 }
 
-/// A [`Context`] could not be built because a required part is missing.
+/// A [`Context`] could not be built because a required part is missing or
+/// a setting is out of range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("context is missing its {missing}")]
+#[error("{}", self.describe())]
 pub struct ContextError {
     missing: &'static str,
+    invalid: Option<&'static str>,
 }
 
 impl ContextError {
-    /// The missing part, e.g. `actor id`.
+    /// The missing part, e.g. `actor id`, or the setting out of range,
+    /// e.g. `proposal ttl`.
     pub fn missing(&self) -> &'static str {
         self.missing
+    }
+
+    fn describe(&self) -> String {
+        match self.invalid {
+            None => format!("context is missing its {}", self.missing),
+            Some(rule) => format!("context {} {rule}", self.missing),
+        }
     }
 }
 
@@ -187,6 +215,8 @@ pub struct ContextBuilder {
     source_policy: Option<Policy>,
     operation_store: Option<Arc<dyn OperationLog>>,
     approval_store: Option<Arc<dyn ApprovalStore>>,
+    proposal_store: Option<Arc<dyn ProposalStore>>,
+    proposal_ttl: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
     consume_retry: RetryPolicy,
     abandon_timeout: Option<Duration>,
@@ -202,6 +232,8 @@ impl fmt::Debug for ContextBuilder {
             .field("source_policy", &self.source_policy)
             .field("has_operation_store", &self.operation_store.is_some())
             .field("has_approval_store", &self.approval_store.is_some())
+            .field("has_proposal_store", &self.proposal_store.is_some())
+            .field("proposal_ttl", &self.proposal_ttl)
             .field("has_clock", &self.clock.is_some())
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
@@ -245,9 +277,32 @@ impl ContextBuilder {
 
     /// Where grants live. Without one, every call is `APPROVAL_REQUIRED`.
     /// An `Arc<dyn ApprovalStore>` or an `Arc` of a concrete store is
-    /// accepted too, so the host keeps a handle to issue and revoke.
+    /// accepted too, so the host keeps a handle to issue and revoke. It
+    /// replaces a proposal store set before (grants and proposals must
+    /// live in one store).
     pub fn approval_store(mut self, store: impl ApprovalStore + 'static) -> Self {
+        self.proposal_store = None;
         self.approval_store = Some(Arc::new(store));
+        self
+    }
+
+    /// Where grants **and** proposals live: a store that keeps proposals
+    /// (`ProposalStore`) serves as the approval store too, so approving a
+    /// proposal and consuming its grant meet in one store. Needed for the
+    /// propose tool ([`Propose`](crate::Propose)); it replaces an approval
+    /// store set before. An `Arc` of a concrete store is accepted too.
+    pub fn proposal_store<S: ProposalStore + 'static>(mut self, store: S) -> Self {
+        let store = Arc::new(store);
+        self.approval_store = Some(store.clone());
+        self.proposal_store = Some(store);
+        self
+    }
+
+    /// How long a proposal awaits a decision (default
+    /// [`DEFAULT_PROPOSAL_TTL`]; more than zero, at most 24 hours, or
+    /// [`build`](Self::build) fails).
+    pub fn proposal_ttl(mut self, ttl: Duration) -> Self {
+        self.proposal_ttl = Some(ttl);
         self
     }
 
@@ -303,7 +358,17 @@ impl ContextBuilder {
 
     /// Builds the context, or names the first missing required part.
     pub fn build(self) -> Result<Context, ContextError> {
-        let missing = |missing| ContextError { missing };
+        let missing = |missing| ContextError {
+            missing,
+            invalid: None,
+        };
+        let proposal_ttl = self.proposal_ttl.unwrap_or(DEFAULT_PROPOSAL_TTL);
+        if proposal_ttl.is_zero() || proposal_ttl > MAX_TTL {
+            return Err(ContextError {
+                missing: "proposal ttl",
+                invalid: Some("must be more than 0 and at most 24 hours"),
+            });
+        }
         Ok(Context {
             actor_id: self.actor_id.ok_or(missing("actor id"))?,
             run_id: self.run_id.ok_or(missing("run id"))?,
@@ -311,6 +376,8 @@ impl ContextBuilder {
             source_policy: self.source_policy.ok_or(missing("source policy"))?,
             operation_store: self.operation_store.ok_or(missing("operation store"))?,
             approval_store: self.approval_store,
+            proposal_store: self.proposal_store,
+            proposal_ttl,
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             consume_retry: self.consume_retry,
             abandon_timeout: self.abandon_timeout.unwrap_or(DEFAULT_ABANDON_TIMEOUT),

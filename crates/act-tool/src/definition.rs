@@ -9,6 +9,23 @@ use serde_json::{Value, json};
 
 /// The Act tool's name.
 pub const TOOL_NAME: &str = "browser_act";
+/// The propose tool's name.
+pub const PROPOSE_TOOL_NAME: &str = "browser_propose";
+/// The name of the tool that reports a proposal's decision.
+pub const PROPOSAL_STATUS_TOOL_NAME: &str = "browser_proposal_status";
+
+const PROPOSE_DESCRIPTION: &str = "Propose one browser action (click, fill, press, ...) for the host to approve. \
+Give the url, method, selector, and optionally description and arguments. Nothing is performed: the result has \
+status \"pending\" and a proposal_id while a person decides. Later call browser_proposal_status with that \
+proposal_id; once it is \"approved\", call browser_act with the approval_id it gives and exactly the url and \
+action you proposed (it works once). Errors: NOT_AUTHORIZED (the host's policy refuses this url or action, or \
+the call is malformed), APPROVAL_STALE (the host stopped this run), STORE_UNAVAILABLE (try again later), \
+BACKEND_FAILED (the page could not be observed).";
+
+const PROPOSAL_STATUS_DESCRIPTION: &str = "Report the host's decision on a proposal made with browser_propose. \
+The result's status is \"pending\" (ask again later), \"approved\" (with the approval_id to pass to \
+browser_act), \"denied\" or \"expired\" (do not act; propose again only if the task needs it), or \"error\" \
+with error.code APPROVAL_REQUIRED (no such proposal in this run) or STORE_UNAVAILABLE (try again later).";
 
 const TOOL_DESCRIPTION: &str = "Perform one browser action (click, fill, press, ...) that the host has approved. \
 Pass the approval_id the host gave you together with exactly the url, method, selector, description and \
@@ -286,6 +303,52 @@ fn strict_parameters(methods: Option<&[String]>) -> Value {
         "required": ["url", "approval_id", "method", "selector", "description", "arguments"],
         "additionalProperties": false,
     })
+}
+
+/// The definition of `browser_propose` in `format`: the parameters of
+/// `browser_act` without `approval_id`.
+pub(crate) fn propose_definition(
+    format: ToolFormat,
+    methods: Option<Vec<String>>,
+) -> ToolDefinition {
+    let mut parameters = act_definition(format, methods).parameters;
+    if let Some(properties) = parameters
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+    {
+        properties.remove("approval_id");
+    }
+    if let Some(required) = parameters.get_mut("required").and_then(Value::as_array_mut) {
+        required.retain(|name| name != "approval_id");
+    }
+    ToolDefinition {
+        name: PROPOSE_TOOL_NAME.to_owned(),
+        description: PROPOSE_DESCRIPTION.to_owned(),
+        parameters,
+        format,
+    }
+}
+
+/// The definition of `browser_proposal_status` in `format` (one
+/// `proposal_id`, required in every shape).
+pub(crate) fn proposal_status_definition(format: ToolFormat) -> ToolDefinition {
+    ToolDefinition {
+        name: PROPOSAL_STATUS_TOOL_NAME.to_owned(),
+        description: PROPOSAL_STATUS_DESCRIPTION.to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "proposal_id": {
+                    "type": "string",
+                    "description": "The proposal_id browser_propose returned (prp_...).",
+                    "pattern": "^[A-Za-z0-9_-]{1,128}$",
+                },
+            },
+            "required": ["proposal_id"],
+            "additionalProperties": false,
+        }),
+        format,
+    }
 }
 
 /// The definition of `browser_act` in `format`; `methods`, when given, are

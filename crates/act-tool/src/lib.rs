@@ -81,6 +81,59 @@
 //! # }).unwrap();
 //! ```
 //!
+//! # Proposals
+//!
+//! With [`Toolset::enable_propose`] the model may also propose an action
+//! (`browser_propose`); the host decides once, and the model learns the
+//! decision (`browser_proposal_status`) and the approval id to act with:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use countersign_act_tool::{Context, Toolset};
+//! use countersign_approval_core::{ActorId, ApproverId, ProposalId, ProposalStore, RunId, SystemClock, Clock};
+//! use countersign_canonical_policy::{Policy, StaticResolver};
+//! use countersign_backend_fake::FakeBackend;
+//! use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = Arc::new(InMemoryApprovalStore::new());
+//! let context = Context::builder()
+//!     .actor_id(ActorId::new("demo-actor")?)
+//!     .run_id(RunId::new("demo-run")?)
+//!     .backend(FakeBackend::new())
+//!     .source_policy(
+//!         Policy::builder()
+//!             .allow_host("docs.example.com")
+//!             .resolver(StaticResolver::answering_all(["93.184.216.34".parse()?]))
+//!             .build()?,
+//!     )
+//!     .operation_store(InMemoryOperationStore::new())
+//!     .proposal_store(store.clone())
+//!     .build()?;
+//! let tools = Toolset::new(context).with_act().with_propose();
+//!
+//! let action = json!({"url": "https://docs.example.com/", "method": "click", "selector": "a#docs"});
+//! let proposed = tools.call("browser_propose", &action).await?;
+//! assert_eq!(proposed["status"], "pending");
+//! let id = ProposalId::parse(proposed["proposal_id"].as_str().unwrap()).unwrap();
+//!
+//! // A person approves exactly that proposal (the approval page does this).
+//! let stored = store.get_proposal(&id).await?.unwrap();
+//! let now = SystemClock.now();
+//! let grant = stored.proposal.grant(Duration::from_secs(60), now, Some(ApproverId::new("carol")?))?;
+//! store.approve_proposal(&id, grant, now).await?;
+//!
+//! let status = tools.call("browser_proposal_status", &json!({"proposal_id": id.as_str()})).await?;
+//! assert_eq!(status["status"], "approved");
+//! let mut call = action.clone();
+//! call["approval_id"] = status["approval_id"].clone();
+//! assert_eq!(tools.call("browser_act", &call).await?["status"], "ok");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
 //! # The order of checks
 //!
 //! See [`Act`]. Every refusal performs nothing, and every call, refused or
@@ -102,14 +155,21 @@ mod call;
 mod context;
 mod definition;
 mod grant;
+mod propose;
 mod result;
 mod toolset;
 
 pub use act::Act;
-pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING};
-pub use context::{Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, RetryPolicy};
-pub use definition::{TOOL_NAME, ToolDefinition, ToolFormat};
+pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING, PROPOSAL_ARGUMENT_NAMES};
+pub use context::{
+    Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, DEFAULT_PROPOSAL_TTL,
+    RetryPolicy,
+};
+pub use definition::{
+    PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME, ToolDefinition, ToolFormat,
+};
 pub use grant::{GrantError, GrantOptions, issue_grant, issue_grant_with, issue_page_grant};
+pub use propose::{ProposalView, Propose, ProposeResult};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};
 

@@ -5,17 +5,20 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::definition::{ToolDefinition, ToolFormat};
-use crate::{Act, Context};
+use crate::{Act, Context, Propose};
 
 /// The tools built for one [`Context`].
 ///
-/// Act is opt-in: a new toolset holds no Act, lists no definition for it
-/// and refuses calls to it, until the host calls
-/// [`enable_act`](Self::enable_act).
+/// Every tool is opt-in: a new toolset holds no tool, lists no definition
+/// and refuses every call, until the host calls
+/// [`enable_act`](Self::enable_act) (`browser_act`) or
+/// [`enable_propose`](Self::enable_propose) (`browser_propose` and
+/// `browser_proposal_status`).
 #[derive(Debug, Clone)]
 pub struct Toolset {
     context: Arc<Context>,
     act: Option<Act>,
+    propose: Option<Propose>,
 }
 
 /// A tool call named a tool this toolset does not hold (unknown, or not enabled).
@@ -38,6 +41,7 @@ impl Toolset {
         Toolset {
             context: context.into(),
             act: None,
+            propose: None,
         }
     }
 
@@ -69,23 +73,61 @@ impl Toolset {
         self.act.as_ref()
     }
 
-    /// The definitions of the enabled tools, to hand an LLM API.
-    pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.act.iter().map(Act::tool_definition).collect()
+    /// Enables the propose tools (`browser_propose`,
+    /// `browser_proposal_status`) for this toolset's context (idempotent)
+    /// and returns them. They record proposals only when the context has a
+    /// proposal store.
+    pub fn enable_propose(&mut self) -> &Propose {
+        let context = &self.context;
+        self.propose
+            .get_or_insert_with(|| Propose::new(Arc::clone(context)))
     }
 
-    /// The definitions of the enabled tools, shaped for one LLM API.
+    /// Builder form of [`enable_propose`](Self::enable_propose).
+    pub fn with_propose(mut self) -> Self {
+        self.enable_propose();
+        self
+    }
+
+    /// Removes the propose tools again.
+    pub fn disable_propose(&mut self) {
+        self.propose = None;
+    }
+
+    /// The propose tools, if enabled.
+    pub fn propose(&self) -> Option<&Propose> {
+        self.propose.as_ref()
+    }
+
+    /// The definitions of the enabled tools, to hand an LLM API.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.definitions_for(ToolFormat::JsonSchema)
+    }
+
+    /// The definitions of the enabled tools, shaped for one LLM API: Act's
+    /// first, then the propose tools'.
     pub fn definitions_for(&self, format: ToolFormat) -> Vec<ToolDefinition> {
         self.act
             .iter()
             .map(|act| act.tool_definition_for(format))
+            .chain(
+                self.propose
+                    .iter()
+                    .flat_map(|propose| propose.tool_definitions_for(format)),
+            )
             .collect()
     }
 
     /// Runs a model's tool call by name, returning the JSON the model sees.
     pub async fn call(&self, name: &str, args: &Value) -> Result<Value, UnknownTool> {
-        match &self.act {
-            Some(act) if name == Act::NAME => Ok(act.execute_json(args).await),
+        match (&self.act, &self.propose) {
+            (Some(act), _) if name == Act::NAME => Ok(act.execute_json(args).await),
+            (_, Some(propose)) if name == Propose::NAME => {
+                Ok(propose.propose(args).await.to_json())
+            }
+            (_, Some(propose)) if name == Propose::STATUS_NAME => {
+                Ok(propose.status(args).await.to_json())
+            }
             _ => Err(UnknownTool {
                 name: name.to_owned(),
             }),

@@ -1,0 +1,323 @@
+//! The propose tool: a model proposes a browser action; the host decides.
+
+use std::sync::Arc;
+
+use countersign_approval_core::{
+    ApprovalId, OutcomeCode, Proposal, ProposalId, ProposalState, ProposalStatus, ProposeError,
+    Timestamp,
+};
+use countersign_canonical_policy::{Action, AuthorizedUrl};
+use serde_json::{Value, json};
+
+use crate::Context;
+use crate::call;
+use crate::definition::{
+    PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
+    proposal_status_definition, propose_definition,
+};
+
+/// The propose tool for one host [`Context`]: `browser_propose` records a
+/// pending proposal, `browser_proposal_status` reports the host's decision.
+///
+/// `browser_propose` checks, in this order, and performs nothing:
+///
+/// 1. malformed call (as for Act, without `approval_id`: one given is an
+///    unknown argument) ⇒ `NOT_AUTHORIZED`;
+/// 2. the context has no proposal store
+///    ([`ContextBuilder::proposal_store`](crate::ContextBuilder::proposal_store))
+///    ⇒ `NOT_AUTHORIZED`;
+/// 3. the policy refuses the URL, then the action ⇒ `NOT_AUTHORIZED`;
+/// 4. a backend with pages takes a [snapshot](countersign_approval_core::Backend::snapshot)
+///    of the page (no input is dispatched); its failure ⇒ `BACKEND_FAILED`;
+///    the proposal, and the grant approved from it, are bound to that page;
+/// 5. the store records the proposal, pending for
+///    [`Context::proposal_ttl`]: a stopped run or actor ⇒
+///    `APPROVAL_STALE`, a store failure ⇒ `STORE_UNAVAILABLE`.
+///
+/// The answer is status `pending` with the proposal id, the canonical URL
+/// and action, and the expiry. `browser_proposal_status` with that id
+/// answers `pending`, `approved` (with the approval id for Act), `denied`
+/// or `expired`; an id that is malformed, unknown, or another actor's or
+/// run's is `APPROVAL_REQUIRED`, so a model learns nothing of other runs.
+///
+/// Cheap to clone; `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Propose {
+    context: Arc<Context>,
+}
+
+/// What the propose tools answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProposeResult {
+    /// A proposal and its status (`browser_propose` always answers
+    /// [`ProposalStatus::Pending`]).
+    Proposal(ProposalView),
+    /// Nothing was proposed, or the status could not be read.
+    Error {
+        /// The code, as for Act.
+        code: OutcomeCode,
+        /// A lower-case message for the model.
+        message: String,
+    },
+}
+
+/// One proposal as the model is told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProposalView {
+    /// The proposal's id.
+    pub proposal_id: ProposalId,
+    /// Its status now.
+    pub status: ProposalStatus,
+    /// The grant to act with, once approved.
+    pub approval_id: Option<ApprovalId>,
+    /// The canonical URL.
+    pub url: String,
+    /// The canonical action.
+    pub action: Action,
+    /// When it stops awaiting a decision.
+    pub expires_at: Timestamp,
+}
+
+impl ProposeResult {
+    fn error(code: OutcomeCode, message: impl Into<String>) -> Self {
+        ProposeResult::Error {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The JSON the model sees: `{"status": "pending" | "approved" |
+    /// "denied" | "expired", "proposal_id", "url", "action",
+    /// "expires_at_ms", "message"}` plus `"approval_id"` once approved, or
+    /// `{"status": "error", "error": {"code", "message"}}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            ProposeResult::Proposal(view) => {
+                let mut body = json!({
+                    "status": view.status.as_str(),
+                    "proposal_id": view.proposal_id.as_str(),
+                    "url": view.url,
+                    "action": view.action.to_json_value(),
+                    "expires_at_ms": view.expires_at.as_millis(),
+                    "message": status_message(view.status),
+                });
+                if let (Some(id), Some(object)) = (&view.approval_id, body.as_object_mut()) {
+                    object.insert("approval_id".to_owned(), Value::String(id.to_string()));
+                }
+                body
+            }
+            ProposeResult::Error { code, message } => json!({
+                "status": "error",
+                "error": { "code": code.as_str(), "message": message },
+            }),
+        }
+    }
+}
+
+fn status_message(status: ProposalStatus) -> &'static str {
+    match status {
+        ProposalStatus::Pending => {
+            "awaiting the host's decision; call browser_proposal_status with this proposal_id later"
+        }
+        ProposalStatus::Approved => {
+            "approved; call browser_act once with this approval_id and exactly this url and action"
+        }
+        ProposalStatus::Denied => "the host denied this proposal; do not perform it",
+        ProposalStatus::Expired => "nobody decided in time; the proposal has expired",
+    }
+}
+
+impl Propose {
+    /// The propose tool's name, `browser_propose`.
+    pub const NAME: &'static str = PROPOSE_TOOL_NAME;
+    /// The status tool's name, `browser_proposal_status`.
+    pub const STATUS_NAME: &'static str = PROPOSAL_STATUS_TOOL_NAME;
+
+    /// The propose tools for `context`.
+    pub fn new(context: impl Into<Arc<Context>>) -> Self {
+        Propose {
+            context: context.into(),
+        }
+    }
+
+    /// The host context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The definitions of both tools, `browser_propose` (whose `method`
+    /// lists the context policy's methods) and `browser_proposal_status`,
+    /// in `format`.
+    pub fn tool_definitions_for(&self, format: ToolFormat) -> [ToolDefinition; 2] {
+        let methods = self
+            .context
+            .source_policy()
+            .allowed_methods()
+            .map(str::to_owned)
+            .collect();
+        [
+            propose_definition(format, Some(methods)),
+            proposal_status_definition(format),
+        ]
+    }
+
+    /// Runs a `browser_propose` call and returns the typed result.
+    pub async fn propose(&self, args: &Value) -> ProposeResult {
+        match self.try_propose(args).await {
+            Ok(view) => {
+                tracing::info!(
+                    actor = %self.context.actor_id(),
+                    run = %self.context.run_id(),
+                    proposal_id = %view.proposal_id,
+                    "browser_propose recorded a proposal",
+                );
+                ProposeResult::Proposal(view)
+            }
+            Err(error) => {
+                if let ProposeResult::Error { code, message } = &error {
+                    tracing::warn!(
+                        actor = %self.context.actor_id(),
+                        run = %self.context.run_id(),
+                        outcome = code.as_str(),
+                        reason = %message,
+                        "browser_propose refused",
+                    );
+                }
+                error
+            }
+        }
+    }
+
+    async fn try_propose(&self, args: &Value) -> Result<ProposalView, ProposeResult> {
+        let context = &*self.context;
+        let (url, action) =
+            call::parse_proposal(args).map_err(|m| ProposeResult::error(m.code, m.message))?;
+        let Some(store) = context.proposal_store() else {
+            return Err(ProposeResult::error(
+                OutcomeCode::NotAuthorized,
+                "the host does not take proposals",
+            ));
+        };
+        let policy = context.source_policy();
+        let url: AuthorizedUrl = policy.authorize_destination(&url).await.map_err(|denial| {
+            ProposeResult::error(OutcomeCode::NotAuthorized, denial.to_string())
+        })?;
+        let action = policy.authorize_action(&action).map_err(|denial| {
+            ProposeResult::error(OutcomeCode::NotAuthorized, denial.to_string())
+        })?;
+        let snapshot = context
+            .backend()
+            .snapshot(&url, &action)
+            .await
+            .map_err(|error| {
+                ProposeResult::error(
+                    OutcomeCode::BackendFailed,
+                    format!(
+                        "the page could not be observed; nothing was proposed: {}",
+                        error.message()
+                    ),
+                )
+            })?;
+        let mut proposal = Proposal::for_action(
+            context.actor_id().clone(),
+            context.run_id().clone(),
+            &url,
+            &action,
+            context.proposal_ttl(),
+            context.now(),
+        )
+        .map_err(|error| {
+            ProposeResult::error(
+                OutcomeCode::StoreUnavailable,
+                format!("the proposal could not be made: {error}"),
+            )
+        })?;
+        if let Some(snapshot) = snapshot {
+            proposal = proposal.observed(snapshot).map_err(|error| {
+                ProposeResult::error(
+                    OutcomeCode::BackendFailed,
+                    format!("the page observation was refused; nothing was proposed: {error}"),
+                )
+            })?;
+        }
+        let view = ProposalView {
+            proposal_id: proposal.id.clone(),
+            status: ProposalStatus::Pending,
+            approval_id: None,
+            url: proposal.url.clone(),
+            action: proposal.action.clone(),
+            expires_at: proposal.expires_at,
+        };
+        match store.propose(proposal).await {
+            Ok(()) => Ok(view),
+            Err(ProposeError::Stopped) => Err(ProposeResult::error(
+                OutcomeCode::ApprovalStale,
+                "the host stopped this run; nothing can be proposed",
+            )),
+            Err(error) => Err(ProposeResult::error(
+                OutcomeCode::StoreUnavailable,
+                format!("the proposal could not be stored; try again later: {error}"),
+            )),
+        }
+    }
+
+    /// Runs a `browser_proposal_status` call (`{"proposal_id": …}`).
+    pub async fn status(&self, args: &Value) -> ProposeResult {
+        let unknown = || {
+            ProposeResult::error(
+                OutcomeCode::ApprovalRequired,
+                "no such proposal in this run; propose the action with browser_propose",
+            )
+        };
+        let Some(object) = args.as_object() else {
+            return ProposeResult::error(
+                OutcomeCode::NotAuthorized,
+                "tool call arguments must be a json object",
+            );
+        };
+        if object.keys().any(|k| k != "proposal_id") {
+            return ProposeResult::error(
+                OutcomeCode::NotAuthorized,
+                "the only argument is `proposal_id`",
+            );
+        }
+        let Some(id) = object
+            .get("proposal_id")
+            .and_then(Value::as_str)
+            .and_then(ProposalId::parse)
+        else {
+            return unknown();
+        };
+        let context = &*self.context;
+        let Some(store) = context.proposal_store() else {
+            return unknown();
+        };
+        let stored = match store.get_proposal(&id).await {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return unknown(),
+            Err(error) => {
+                return ProposeResult::error(
+                    OutcomeCode::StoreUnavailable,
+                    format!("the proposal store is unavailable; try again later: {error}"),
+                );
+            }
+        };
+        let proposal = &stored.proposal;
+        if proposal.actor_id != *context.actor_id() || proposal.run_id != *context.run_id() {
+            return unknown();
+        }
+        let approval_id = match &stored.state {
+            ProposalState::Approved { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        };
+        ProposeResult::Proposal(ProposalView {
+            proposal_id: proposal.id.clone(),
+            status: stored.status_at(context.now()),
+            approval_id,
+            url: proposal.url.clone(),
+            action: proposal.action.clone(),
+            expires_at: proposal.expires_at,
+        })
+    }
+}
