@@ -85,7 +85,9 @@ pub mod store {
     //! The traits are [`ApprovalStore`] and [`OperationLog`]; implementations
     //! sit in the submodules, each behind its feature.
 
-    pub use countersign_approval_core::{ApprovalStore, IssueError, OperationLog, StoreError};
+    pub use countersign_approval_core::{
+        ApprovalStore, IssueError, OperationLog, ProposalStore, ProposeError, StoreError,
+    };
 
     #[cfg(feature = "memory")]
     pub mod memory {
