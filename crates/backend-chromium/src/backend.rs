@@ -1,7 +1,8 @@
 //! The [`Backend`] implementation.
 
 use async_trait::async_trait;
-use countersign_approval_core::{ActionRequest, Backend, BackendError, PageBinding};
+use countersign_approval_core::{ActionRequest, Backend, BackendError, PageBinding, PageSnapshot};
+use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::Tab;
 
@@ -22,6 +23,9 @@ use crate::Tab;
 /// backend may have acted, and the grant stays used.
 ///
 /// One action at a time per tab: concurrent calls queue.
+///
+/// [`snapshot`](Backend::snapshot) shows a person what they are asked to
+/// approve, without input: see its documentation below.
 #[derive(Debug, Clone)]
 pub struct ChromiumBackend {
     tab: Tab,
@@ -56,11 +60,44 @@ impl Backend for ChromiumBackend {
             .main_frame()
             .await
             .map_err(|e| BackendError::new(e.to_string()))?;
-        Ok(Some(PageBinding {
-            session_id: self.tab.session().as_str().to_owned(),
-            target_id: self.tab.target().as_str().to_owned(),
-            page_revision: frame.revision.as_str().to_owned(),
-        }))
+        Ok(Some(self.tab.binding(&frame.revision)))
+    }
+
+    /// What a person approving `action` on `url` is shown: the page as
+    /// [`current_page`](Backend::current_page) binds it, a PNG of the
+    /// viewport, and whether the target was found.
+    ///
+    /// Refused, as not dispatched, when the page's current URL
+    /// (canonicalised by the tab's policy) is not `url`, or when the page
+    /// loads a new document or changes its URL while the snapshot is taken.
+    ///
+    /// `target_found` is `true` when the action's method and arguments are
+    /// ones this backend performs, the selector passes the same strict
+    /// checks as performing (exactly one element, visible, enabled, suited
+    /// to the method, not covered for the pointer methods), and some of
+    /// the element is in the viewport; the screenshot then shows a
+    /// [`OUTLINE_WIDTH`](crate::OUTLINE_WIDTH)-pixel band of
+    /// [`OUTLINE_COLOUR`](crate::OUTLINE_COLOUR) just outside the element's
+    /// box, clamped to the viewport. Otherwise it is `false` and the
+    /// screenshot has no outline.
+    ///
+    /// Nothing is dispatched and the document is not touched: no input, no
+    /// focus, no scroll (performing scrolls the element into view; a
+    /// snapshot leaves the page where it is, so an element below the fold
+    /// is not found), no injected overlay (the outline is drawn on the
+    /// decoded picture). The strict checks run in an isolated world and
+    /// only read the DOM and layout.
+    ///
+    /// The picture is at most [`MAX_SCREENSHOT_BYTES`](countersign_approval_core::MAX_SCREENSHOT_BYTES):
+    /// a larger one is scaled down (same aspect ratio, outline drawn after
+    /// scaling) until it fits, and `screenshot_png` is `None`, the binding
+    /// still set, only when no size fits or Chromium could not capture one.
+    async fn snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        self.tab.snapshot(url, action).await.map(Some)
     }
 
     /// Performs `request` only on `page`: it must name this tab's session

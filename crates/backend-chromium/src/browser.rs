@@ -11,6 +11,7 @@ use chromiumoxide::cdp::browser_protocol::target::{
 };
 use chromiumoxide::cdp::js_protocol::runtime::{CallFunctionOnParams, ExecutionContextId};
 use chromiumoxide::{Browser, BrowserConfig, Page};
+use countersign_approval_core::PageBinding;
 use countersign_canonical_policy::{AuthorizedUrl, Policy};
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
@@ -342,6 +343,17 @@ impl Tab {
             revision: PageRevision::new(frame.loader_id.inner().clone()),
             url,
         })
+    }
+
+    /// What a page-bound grant binds for this tab showing `revision`: the
+    /// one binding [`Backend::current_page`](countersign_approval_core::Backend::current_page)
+    /// and snapshots both give.
+    pub(crate) fn binding(&self, revision: &PageRevision) -> PageBinding {
+        PageBinding {
+            session_id: self.inner.session.as_str().to_owned(),
+            target_id: self.inner.target.as_str().to_owned(),
+            page_revision: revision.as_str().to_owned(),
+        }
     }
 
     /// A new isolated world in `frame`: page scripts cannot reach it.

@@ -51,6 +51,14 @@
 //! # }
 //! ```
 //!
+//! Before a person approves, the host can show them what the model
+//! proposed: the backend's [`snapshot`](countersign_approval_core::Backend::snapshot)
+//! returns the page binding [`current_page`](countersign_approval_core::Backend::current_page)
+//! gives, a viewport PNG with the target outlined in [`OUTLINE_COLOUR`], and
+//! whether the target passes the strict checks; it dispatches no input,
+//! does not scroll and injects nothing into the page (see
+//! [`ChromiumBackend`]).
+//!
 //! # Methods and their arguments
 //!
 //! Every method performs the protocol's input events (`Input.dispatchMouseEvent`,
@@ -88,9 +96,12 @@ mod error;
 mod observation;
 mod options;
 mod perform;
+mod screenshot;
+mod snapshot;
 
 pub use backend::ChromiumBackend;
 pub use browser::{Chromium, Session, Tab};
 pub use error::ChromiumError;
 pub use observation::{PageObservation, PageRevision, SessionId, TargetId};
 pub use options::{ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT};
+pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};

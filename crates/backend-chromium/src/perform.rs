@@ -114,11 +114,16 @@ const RESOLVE: &str = r#"function (selector) {
   return found.length === 1 ? found[0] : found.length;
 }"#;
 
-/// Brings the element into view and reports what the strict checks need.
-const DESCRIBE: &str = r#"function () {
+/// Reports what the strict checks need, after bringing the element into
+/// view when `scroll` is true (performing scrolls, as a user would before
+/// acting; a snapshot does not, since a scroll is something the page sees
+/// and may act on). The pointer point is the centre of the part of the box
+/// inside the viewport, as Playwright's clickable point is; for an element
+/// that fits the viewport once scrolled into view, its centre.
+const DESCRIBE: &str = r#"function (scroll) {
   const el = this;
   if (!el.isConnected) return { connected: false };
-  el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
+  if (scroll) el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
   const rect = el.getBoundingClientRect();
   const style = getComputedStyle(el);
   const visible = rect.width > 0 && rect.height > 0 && style.visibility === "visible"
@@ -128,14 +133,26 @@ const DESCRIBE: &str = r#"function () {
   const notText = ["checkbox", "radio", "button", "submit", "reset", "file", "image", "color", "range", "hidden"];
   const textInput = tag === "textarea" || (tag === "input" && !notText.includes(type));
   const disabled = el.matches(":disabled") || el.getAttribute("aria-disabled") === "true";
-  const x = rect.left + rect.width / 2;
-  const y = rect.top + rect.height / 2;
+  const vv = window.visualViewport;
+  const root = document.documentElement;
+  const view = vv
+    ? { left: vv.offsetLeft, top: vv.offsetTop, width: vv.width, height: vv.height, scale: vv.scale }
+    : { left: 0, top: 0, width: root.clientWidth, height: root.clientHeight, scale: 1 };
+  const left = Math.max(rect.left, view.left);
+  const top = Math.max(rect.top, view.top);
+  const right = Math.min(rect.right, view.left + view.width);
+  const bottom = Math.min(rect.bottom, view.top + view.height);
+  const inView = right > left && bottom > top;
+  const x = inView ? (left + right) / 2 : rect.left + rect.width / 2;
+  const y = inView ? (top + bottom) / 2 : rect.top + rect.height / 2;
   const hit = document.elementFromPoint(x, y);
   return {
     connected: true, visible, enabled: !disabled,
     editable: el.isContentEditable || (textInput && !el.readOnly),
     tag, type, checked: el.checked === true, multiple: el.multiple === true,
     x, y, receives: hit !== null && (hit === el || el.contains(hit)),
+    bounds: { left: rect.left, top: rect.top, width: rect.width, height: rect.height },
+    view, in_view: inView, pixel_ratio: window.devicePixelRatio,
   };
 }"#;
 
@@ -153,7 +170,7 @@ const OPTION: &str = r#"function (value) {
 const CHECKED: &str = "function () { return this.checked === true; }";
 
 #[derive(Debug, Deserialize)]
-struct Described {
+pub(crate) struct Described {
     connected: bool,
     #[serde(default)]
     visible: bool,
@@ -175,6 +192,51 @@ struct Described {
     y: f64,
     #[serde(default)]
     receives: bool,
+    /// The border box, in CSS pixels of the layout viewport.
+    #[serde(default)]
+    pub(crate) bounds: Rect,
+    /// The visual viewport: what a screenshot shows.
+    #[serde(default)]
+    pub(crate) view: View,
+    /// Whether some of the border box is inside the viewport.
+    #[serde(default)]
+    pub(crate) in_view: bool,
+    /// Device pixels per CSS pixel (`window.devicePixelRatio`).
+    #[serde(default = "one")]
+    pub(crate) pixel_ratio: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A box in CSS pixels, relative to the layout viewport.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+pub(crate) struct Rect {
+    pub(crate) left: f64,
+    pub(crate) top: f64,
+    pub(crate) width: f64,
+    pub(crate) height: f64,
+}
+
+/// The visual viewport (`window.visualViewport`): its offset within the
+/// layout viewport in CSS pixels, and its pinch-zoom scale. (Its size is
+/// used by the page script alone, for `in_view`.)
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(crate) struct View {
+    pub(crate) left: f64,
+    pub(crate) top: f64,
+    pub(crate) scale: f64,
+}
+
+impl Default for View {
+    fn default() -> Self {
+        View {
+            left: 0.0,
+            top: 0.0,
+            scale: 1.0,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,13 +260,66 @@ fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
     format!("chromium did not answer `{command}`: {error}")
 }
 
+/// The one element an action targets, after every strict check and the
+/// method's own checks, none of which dispatches anything.
+pub(crate) struct Target {
+    element: RemoteObjectId,
+    pub(crate) described: Described,
+    option: Option<OptionPlace>,
+}
+
+impl Target {
+    /// Whether the element is already in the state `plan` wants: a user
+    /// would not click a box already in that state, nor pick the option
+    /// already chosen.
+    fn already(&self, plan: &Plan) -> bool {
+        match (plan, &self.option) {
+            (Plan::Check(wanted), _) => self.described.checked == *wanted,
+            (_, Some(place)) => place.current == place.target,
+            _ => false,
+        }
+    }
+}
+
+/// Whether resolving the target may scroll it into view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scroll {
+    /// Scroll it to the viewport's centre first, as performing does.
+    IntoView,
+    /// Leave the page as it is, as a snapshot does.
+    No,
+}
+
+/// What a check of the landed URL is for: its refusal says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// Performing an approved action.
+    Perform,
+    /// Taking a snapshot for a proposed action.
+    Snapshot,
+}
+
+impl Purpose {
+    fn expected(self) -> &'static str {
+        match self {
+            Purpose::Perform => "approved",
+            Purpose::Snapshot => "proposed",
+        }
+    }
+
+    fn outcome(self) -> &'static str {
+        match self {
+            Purpose::Perform => "nothing was dispatched",
+            Purpose::Snapshot => "no snapshot was taken",
+        }
+    }
+}
+
 /// An action checked against the page and ready for its input events.
 struct Ready<'a> {
     plan: Plan,
     selector: &'a str,
-    element: RemoteObjectId,
-    described: Described,
-    option: Option<OptionPlace>,
+    target: Target,
 }
 
 impl Tab {
@@ -245,7 +360,8 @@ impl Tab {
     ) -> Result<Option<Ready<'a>>, Refused> {
         // Landed URL and revision.
         let frame = self.main_frame().await.map_err(|e| e.to_string())?;
-        self.check_landed(&frame, approved_url).await?;
+        self.check_landed(&frame, approved_url, Purpose::Perform)
+            .await?;
         if expected.is_some_and(|expected| expected != frame.revision.as_str()) {
             return Err(
                 "the page has loaded a new document since approval; nothing was dispatched"
@@ -253,18 +369,57 @@ impl Tab {
             );
         }
 
-        // Strict target.
         let selector = action.selector();
+        let target = self
+            .strict_target(&frame, &plan, selector, Scroll::IntoView)
+            .await?;
+        if target.already(&plan) {
+            return Ok(None);
+        }
+
+        // The page must be the one checked above, right before input.
+        let last = self.main_frame().await.map_err(|e| e.to_string())?;
+        if last.revision != frame.revision || last.url != frame.url {
+            return Err(
+                "the page changed while the action was being prepared; nothing was dispatched"
+                    .to_owned(),
+            );
+        }
+        Ok(Some(Ready {
+            plan,
+            selector,
+            target,
+        }))
+    }
+
+    /// The strict target (exactly one element, visible, enabled, suited to
+    /// the method, receiving the pointer for the pointer methods) and the
+    /// method's own checks, in `frame`'s main world's DOM through a fresh
+    /// isolated world. Dispatches nothing; scrolls only with
+    /// [`Scroll::IntoView`]. Performing and snapshots share this one rule.
+    pub(crate) async fn strict_target(
+        &self,
+        frame: &MainFrame,
+        plan: &Plan,
+        selector: &str,
+        scroll: Scroll,
+    ) -> Result<Target, Refused> {
         let world = self
             .isolated_world(frame.id.clone())
             .await
             .map_err(|e| e.to_string())?;
         let element = self.resolve(world, selector).await?;
-        let described: Described = self.call_on(&element, DESCRIBE, None).await?;
-        check_target(&plan, selector, &described)?;
+        let described: Described = self
+            .call_on(
+                &element,
+                DESCRIBE,
+                Some(Value::Bool(scroll == Scroll::IntoView)),
+            )
+            .await?;
+        check_target(plan, selector, &described)?;
 
-        // Method-specific preparation that dispatches nothing.
-        let option = match &plan {
+        // Method-specific checks that dispatch nothing.
+        let option = match plan {
             Plan::Select(value) => {
                 let place: OptionPlace = self
                     .call_on(&element, OPTION, Some(Value::from(value.as_str())))
@@ -287,32 +442,11 @@ impl Tab {
             }
             _ => None,
         };
-        // A user would not click a box already in the wanted state, nor
-        // pick the option already chosen.
-        let already = match (&plan, &option) {
-            (Plan::Check(wanted), _) => described.checked == *wanted,
-            (_, Some(place)) => place.current == place.target,
-            _ => false,
-        };
-        if already {
-            return Ok(None);
-        }
-
-        // The page must be the one checked above, right before input.
-        let last = self.main_frame().await.map_err(|e| e.to_string())?;
-        if last.revision != frame.revision || last.url != frame.url {
-            return Err(
-                "the page changed while the action was being prepared; nothing was dispatched"
-                    .to_owned(),
-            );
-        }
-        Ok(Some(Ready {
-            plan,
-            selector,
+        Ok(Target {
             element,
             described,
             option,
-        }))
+        })
     }
 
     /// The input events: from the first one on, a failure may have acted.
@@ -320,9 +454,12 @@ impl Tab {
         let Ready {
             plan,
             selector,
-            element,
-            described,
-            option,
+            target:
+                Target {
+                    element,
+                    described,
+                    option,
+                },
         } = ready;
         match plan {
             Plan::Click { count } => self.click(described.x, described.y, count).await,
@@ -375,7 +512,14 @@ impl Tab {
         }
     }
 
-    async fn check_landed(&self, frame: &MainFrame, approved_url: &str) -> Result<(), Refused> {
+    /// The page's current URL, canonicalised by the tab's policy, must be
+    /// `expected`.
+    pub(crate) async fn check_landed(
+        &self,
+        frame: &MainFrame,
+        expected: &str,
+        purpose: Purpose,
+    ) -> Result<(), Refused> {
         let landed = self
             .inner
             .policy
@@ -383,15 +527,18 @@ impl Tab {
             .await
             .map_err(|denial| {
                 format!(
-                    "the page is at `{}`, which the policy refuses ({denial}); nothing was dispatched",
-                    quoted(&frame.url)
+                    "the page is at `{}`, which the policy refuses ({denial}); {}",
+                    quoted(&frame.url),
+                    purpose.outcome()
                 )
             })?;
-        if landed.as_str() != approved_url {
+        if landed.as_str() != expected {
             return Err(format!(
-                "the page is at `{}`, not at the approved `{}`; nothing was dispatched",
+                "the page is at `{}`, not at the {} `{}`; {}",
                 quoted(landed.as_str()),
-                quoted(approved_url)
+                purpose.expected(),
+                quoted(expected),
+                purpose.outcome()
             ));
         }
         Ok(())

@@ -15,11 +15,16 @@ use serde_json::Value;
 /// The test page: widgets for every method, each counting trusted events.
 pub const SITE: &str = include_str!("site.html");
 
+/// The snapshot test page: targets at fixed places, counting every event
+/// and DOM mutation a snapshot must not cause.
+pub const SNAPSHOT_SITE: &str = include_str!("snapshot.html");
+
 /// The loopback address the tests serve on; 127.0.0.1 stays refused.
 pub const SITE_IP: &str = "127.0.0.2";
 
 /// Serves `/` (the test page), `/other` (another page), `/redirect`
-/// (302 to `/landed`) and `/landed` on 127.0.0.2, on a free port.
+/// (302 to `/landed`), `/landed` and `/snapshot` (the snapshot test page)
+/// on 127.0.0.2, on a free port.
 pub async fn serve() -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { Html(SITE) }))
@@ -27,6 +32,7 @@ pub async fn serve() -> SocketAddr {
             "/other",
             get(|| async { Html("<p id=other>another page</p>") }),
         )
+        .route("/snapshot", get(|| async { Html(SNAPSHOT_SITE) }))
         .route("/redirect", get(|| async { Redirect::to("/landed") }))
         .route(
             "/landed",

@@ -1,0 +1,131 @@
+//! Snapshots: what a person approving a proposed action is shown, taken
+//! without input and without changing the page.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, CaptureScreenshotParams,
+};
+use countersign_approval_core::{BackendError, PageSnapshot};
+use countersign_canonical_policy::{Action, AuthorizedUrl};
+
+use crate::ChromiumError;
+use crate::browser::{MainFrame, Tab};
+use crate::perform::{Described, Plan, Purpose, Scroll};
+use crate::screenshot::{self, PixelBox};
+
+impl Tab {
+    /// The page as it stands for `action` proposed on `url`: its binding,
+    /// a viewport screenshot with the target outlined, and whether the
+    /// target passes the strict checks and is in view.
+    ///
+    /// Every protocol call here reads: the frame tree, a fresh isolated
+    /// world, `Runtime.callFunctionOn` for the strict target (without its
+    /// scroll), `Page.captureScreenshot`. Every failure is
+    /// [`BackendError::not_dispatched`], which is true of a snapshot.
+    pub(crate) async fn snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<PageSnapshot, BackendError> {
+        let failed = |e: ChromiumError| BackendError::not_dispatched(e.to_string());
+        // Queued behind any action in progress, so the picture never shows
+        // half an input sequence or a page scrolled under it.
+        let one_at_a_time = self.inner.input.lock().await;
+        let frame = self.main_frame().await.map_err(failed)?;
+        self.check_landed(&frame, url.as_str(), Purpose::Snapshot)
+            .await
+            .map_err(BackendError::not_dispatched)?;
+        let outline = self.outline(&frame, action).await;
+        let captured = self.capture().await;
+        // The picture and the outline must belong to the document bound.
+        let last = self.main_frame().await.map_err(failed)?;
+        if last.revision != frame.revision || last.url != frame.url {
+            return Err(BackendError::not_dispatched(
+                "the page changed while the snapshot was being taken; no snapshot was taken",
+            ));
+        }
+        drop(one_at_a_time);
+
+        let screenshot_png = match captured {
+            // Decoding, drawing and encoding take milliseconds of CPU: off
+            // the runtime's workers.
+            Ok(png) => tokio::task::spawn_blocking(move || screenshot::finish(png, outline))
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::warn!(%error, "drawing the snapshot failed; the snapshot has no screenshot");
+                    None
+                }),
+            Err(error) => {
+                tracing::warn!(%error, "the snapshot has no screenshot");
+                None
+            }
+        };
+        Ok(PageSnapshot {
+            page: self.binding(&frame.revision),
+            screenshot_png,
+            target_found: outline.is_some(),
+        })
+    }
+
+    /// The target's box in screenshot pixels, when the action's arguments
+    /// are ones this backend performs, the selector names exactly one
+    /// element that passes the strict checks, and some of it is in the
+    /// viewport (an approver cannot judge what the picture does not show).
+    async fn outline(&self, frame: &MainFrame, action: &Action) -> Option<PixelBox> {
+        // The reasons are not logged: some quote argument values.
+        let Ok(plan) = Plan::of(action) else {
+            tracing::debug!("snapshot: the action is not one this backend performs");
+            return None;
+        };
+        match self
+            .strict_target(frame, &plan, action.selector(), Scroll::No)
+            .await
+        {
+            Ok(target) if target.described.in_view => Some(pixel_box(&target.described)),
+            Ok(_) => {
+                tracing::debug!("snapshot: the target is outside the viewport");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("snapshot: no single suitable target");
+                None
+            }
+        }
+    }
+
+    /// The viewport as a PNG. Sent as a bare `Page.captureScreenshot`:
+    /// chromiumoxide's `Page::screenshot` activates the target first, which
+    /// brings the tab to the front and can fire focus and visibility events
+    /// in the page.
+    async fn capture(&self) -> Result<Vec<u8>, ChromiumError> {
+        let params = CaptureScreenshotParams {
+            format: Some(CaptureScreenshotFormat::Png),
+            ..CaptureScreenshotParams::default()
+        };
+        let answer = self
+            .inner
+            .page
+            .execute(params)
+            .await
+            .map_err(|e| ChromiumError::protocol("Page.captureScreenshot", e))?;
+        let data: &str = answer.result.data.as_ref();
+        BASE64
+            .decode(data)
+            .map_err(|e| ChromiumError::protocol("Page.captureScreenshot", e))
+    }
+}
+
+/// The element's border box in pixels of a viewport screenshot: relative
+/// to the visual viewport (what the screenshot shows), in device pixels.
+fn pixel_box(described: &Described) -> PixelBox {
+    let view = described.view;
+    let bounds = described.bounds;
+    let factor = described.pixel_ratio * view.scale;
+    PixelBox {
+        left: (bounds.left - view.left) * factor,
+        top: (bounds.top - view.top) * factor,
+        right: (bounds.left + bounds.width - view.left) * factor,
+        bottom: (bounds.top + bounds.height - view.top) * factor,
+    }
+}
