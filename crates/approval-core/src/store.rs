@@ -329,6 +329,9 @@ impl<S: ApprovalStore + ?Sized> ApprovalStore for std::sync::Arc<S> {
 ///    are pending and unexpired at `now`, and whose run and actor were not
 ///    stopped since they were made, oldest first (by `proposed_at`, then
 ///    id), at most [`MAX_LISTED_PROPOSALS`](crate::MAX_LISTED_PROPOSALS).
+///    A listed proposal may come without its screenshot
+///    (`snapshot.screenshot_png` `None`, everything else as stored), so a
+///    list stays small; `get_proposal` always returns it.
 /// 4. **`approve_proposal`** is one atomic step that follows
 ///    [`decide_proposal`](crate::decide_proposal):
 ///    1. no proposal with this id ⇒ [`DecisionOutcome::Unknown`];

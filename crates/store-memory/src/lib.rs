@@ -44,10 +44,10 @@ use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
     AttemptId, Binding, ConsumeOutcome, Decision, DecisionOutcome, GrantState, IssueError,
-    MAX_LISTED_PROPOSALS, OperationId, OperationLog, OperationRecord, Proposal, ProposalId,
-    ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId, StopOutcome,
-    StoreError, StoredGrant, StoredProposal, Timestamp, decide_abandon, decide_consume,
-    decide_proposal, decide_revoke,
+    MAX_LISTED_PROPOSALS, OperationId, OperationLog, OperationRecord, PageSnapshot, Proposal,
+    ProposalId, ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId,
+    StopOutcome, StoreError, StoredGrant, StoredProposal, Timestamp, decide_abandon,
+    decide_consume, decide_proposal, decide_revoke,
 };
 
 /// The default time a record is kept after it can no longer be used: long
@@ -412,6 +412,31 @@ impl ApprovalStore for InMemoryApprovalStore {
     }
 }
 
+/// A proposal as a list shows it: without its screenshot, which can be
+/// megabytes (the contract lets a list leave it out).
+fn listed(stored: &StoredProposal) -> StoredProposal {
+    let p = &stored.proposal;
+    let proposal = Proposal {
+        id: p.id.clone(),
+        actor_id: p.actor_id.clone(),
+        run_id: p.run_id.clone(),
+        url: p.url.clone(),
+        action: p.action.clone(),
+        action_digest: p.action_digest,
+        proposed_at: p.proposed_at,
+        expires_at: p.expires_at,
+        snapshot: p.snapshot.as_ref().map(|snapshot| PageSnapshot {
+            page: snapshot.page.clone(),
+            screenshot_png: None,
+            target_found: snapshot.target_found,
+        }),
+    };
+    StoredProposal {
+        proposal,
+        state: stored.state.clone(),
+    }
+}
+
 /// Takes up to `limit` of the oldest entries of `by_expiry` whose instant
 /// plus `retention` is at or before `now`, handing each id to `remove`;
 /// returns how many it took.
@@ -497,7 +522,7 @@ impl ProposalStore for InMemoryApprovalStore {
         Ok(pending
             .into_iter()
             .take(MAX_LISTED_PROPOSALS)
-            .map(|entry| entry.stored.clone())
+            .map(|entry| listed(&entry.stored))
             .collect())
     }
 

@@ -61,7 +61,9 @@
 //! outcome, and is never changed. Each run and each actor has a fence row
 //! in `{prefix}run_fences` / `{prefix}actor_fences`: a generation that every
 //! stop moves on, and a stopped flag; a grant whose recorded generations are
-//! no longer its fences' is stopped.
+//! no longer its fences' is stopped. Each proposal is one row of
+//! `{prefix}proposals`, sealed the same way (its screenshot by its
+//! sha-256), with the generations of its fences when it was proposed.
 //!
 //! # Atomic steps
 //!
@@ -86,7 +88,14 @@
 //! log answers `records_for_run` from the `(run_id, seq)` index and
 //! `record_for_operation` by operation id, optionally bounded to the newest
 //! records ([`PostgresOperationLog::with_max_records`]).
-//! Each of these statements runs alone (autocommit), so it is correct at READ
+//! Propose is the issue statement's shape, inserting a proposal.
+//! Approving or denying a proposal is one READ COMMITTED transaction: a
+//! statement that takes the shared locks of its run and actor, locks the
+//! proposal's row `FOR UPDATE` and reads its fences `FOR SHARE`; the rules of
+//! [`decide_proposal`](countersign_approval_core::decide_proposal) on that
+//! row; for an approval the issue statement itself; then the decision's
+//! `UPDATE` — committed together or rolled back together.
+//! Each of the other statements runs alone (autocommit), so it is correct at READ
 //! COMMITTED, REPEATABLE READ and SERIALIZABLE; a serialization failure or
 //! deadlock rolls the statement back and the store repeats it (up to 12
 //! times), then answers a retryable
@@ -107,14 +116,15 @@
 //! `tokio-postgres` TLS connector. Grants are only ever sent to the primary:
 //! a standby is refused at connect.
 //!
-//! `docs/postgres.md` in the repository covers the schema and its migration
-//! to version 2, isolation and how a stop is ordered against consumes,
+//! `docs/postgres.md` in the repository covers the schema and its migrations
+//! to versions 2 and 3, a decision's transaction, isolation and how a stop is ordered against consumes,
 //! durability settings, purge and vacuum, pool sizing and what each error
 //! means for a host.
 
 mod error;
 mod operations;
 mod options;
+mod proposal_record;
 mod record;
 mod schema;
 mod store;

@@ -97,9 +97,9 @@ impl PostgresStoreOptions {
 
     /// A prefix for the table and index names (default none): up to
     /// [`MAX_TABLE_PREFIX_BYTES`] bytes of `a-z`, `0-9` and `_`, not starting
-    /// with a digit. Tables are `{prefix}grants`, `{prefix}operations`,
-    /// `{prefix}run_fences`, `{prefix}actor_fences` and
-    /// `{prefix}schema_version`.
+    /// with a digit. Tables are `{prefix}grants`, `{prefix}proposals`,
+    /// `{prefix}operations`, `{prefix}run_fences`, `{prefix}actor_fences`
+    /// and `{prefix}schema_version`.
     pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.table_prefix = prefix.into();
         self

@@ -126,9 +126,10 @@ pub(crate) fn seal_sql() -> String {
     seal_sql_over(&SEALED_SQL)
 }
 
-/// The seal of a grant: sha-256, as lower-case hex, over every column
-/// written at issue, each as `<byte length>:<text>;` (`-;` when null).
-fn seal(values: &[Option<&str>]) -> String {
+/// The seal of a row: sha-256, as lower-case hex, over every column
+/// written when it was created (for a grant, at issue), each as
+/// `<byte length>:<text>;` (`-;` when null).
+pub(crate) fn seal(values: &[Option<&str>]) -> String {
     let mut hasher = Sha256::new();
     for value in values {
         match value {
@@ -141,11 +142,12 @@ fn seal(values: &[Option<&str>]) -> String {
         }
         hasher.update(";");
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&hasher.finalize())
+}
+
+/// `bytes` as lower-case hex, as PostgreSQL's `encode(…, 'hex')` writes them.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The columns a seal covers, as stored.

@@ -7,7 +7,7 @@ use crate::options::{InvalidOptions, PostgresStoreOptions};
 use crate::record;
 
 /// The schema version this library reads and writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// One step of the schema: its version, what it does, and its SQL with
 /// placeholders.
@@ -28,6 +28,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 2,
         description: "host controls: fences, attempt cap, approver",
         sql: include_str!("sql/0002_host_controls.sql"),
+    },
+    Migration {
+        version: 3,
+        description: "proposals",
+        sql: include_str!("sql/0003_proposals.sql"),
     },
 ];
 
@@ -52,6 +57,8 @@ pub(crate) struct Names {
     pub(crate) run_fences: String,
     /// `"schema"."{prefix}actor_fences"`.
     pub(crate) actor_fences: String,
+    /// `"schema"."{prefix}proposals"`.
+    pub(crate) proposals: String,
     /// `"schema"."{prefix}schema_version"`.
     pub(crate) schema_version: String,
 }
@@ -68,6 +75,7 @@ impl Names {
             operations: table("operations"),
             run_fences: table("run_fences"),
             actor_fences: table("actor_fences"),
+            proposals: table("proposals"),
             schema_version: table("schema_version"),
             schema,
             prefix,
@@ -171,8 +179,11 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
 /// Empty of steps when `from_version` is already current; [`schema_sql`] is
 /// this from version 0.
 ///
-/// Run it in one transaction, with every host on the older library stopped
-/// (the version 2 step converts every grant row; see `docs/postgres.md`).
+/// Run it in one transaction. From version 1, stop every host on the older
+/// library first (the version 2 step converts every grant row); the
+/// version 3 step only adds the proposals table, so hosts already running
+/// the version 2 library keep working while it is applied (see
+/// `docs/postgres.md`).
 ///
 /// ```
 /// use countersign_store_postgres::{PostgresStoreOptions, schema_upgrade_sql};
@@ -180,6 +191,9 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
 /// let sql = schema_upgrade_sql(&PostgresStoreOptions::new("host=db"), 1)?;
 /// assert!(sql.contains("CREATE TABLE \"countersign\".\"run_fences\" ("));
 /// assert!(!sql.contains("CREATE TABLE \"countersign\".\"grants\" ("));
+/// let sql = schema_upgrade_sql(&PostgresStoreOptions::new("host=db"), 2)?;
+/// assert!(sql.contains("CREATE TABLE \"countersign\".\"proposals\" ("));
+/// assert!(!sql.contains("CREATE TABLE \"countersign\".\"run_fences\" ("));
 /// # Ok::<(), countersign_store_postgres::InvalidOptions>(())
 /// ```
 pub fn schema_upgrade_sql(
@@ -222,10 +236,11 @@ mod tests {
                 "outside the schema: {altered}"
             );
         }
-        assert_eq!(sql.matches("CREATE TABLE").count(), 5);
-        assert_eq!(sql.matches("CREATE INDEX").count(), 4);
+        assert_eq!(sql.matches("CREATE TABLE").count(), 6);
+        assert_eq!(sql.matches("CREATE INDEX").count(), 6);
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (2, 'host controls: fences, attempt cap, approver');"));
+        assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (3, 'proposals');"));
         assert!(
             sql.contains("encode(sha256("),
             "the seal placeholders are filled"
@@ -245,6 +260,13 @@ mod tests {
         assert!(upgrade.contains("ALTER TABLE \"countersign\".\"grants\""));
         assert!(upgrade.contains("VALUES (2, "));
         assert!(!upgrade.contains("VALUES (1, "));
+        // From version 2 only the proposals step runs: nothing else changes.
+        let upgrade = names.setup_sql(2);
+        assert!(upgrade.contains("CREATE TABLE \"countersign\".\"proposals\""));
+        assert!(!upgrade.contains("ALTER TABLE \"countersign\".\"grants\""));
+        assert!(!upgrade.contains("UPDATE "));
+        assert!(upgrade.contains("VALUES (3, "));
+        assert!(!upgrade.contains("VALUES (2, "));
     }
 
     #[test]

@@ -7,21 +7,26 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeOutcome, GrantState, IssueError, MAX_ABANDONED_ATTEMPTS, ResumeOutcome, RevokeOutcome,
-    RunId, StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon,
-    decide_consume, decide_revoke,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
+    AttemptId, Binding, ConsumeOutcome, Decision, DecisionOutcome, GrantState, IssueError,
+    MAX_ABANDONED_ATTEMPTS, MAX_LISTED_PROPOSALS, Proposal, ProposalId, ProposalStore,
+    ProposeError, ResumeOutcome, RevokeOutcome, RunId, StaleReason, StopOutcome, StoreError,
+    StoredGrant, StoredProposal, Timestamp, decide_abandon, decide_consume, decide_proposal,
+    decide_revoke,
 };
 use deadpool::managed::QueueMode;
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Transaction,
+};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row, Socket};
+use tokio_postgres::{IsolationLevel, NoTls, Row, Socket};
 
 use crate::error::{ends_connection, is_conflict, pg_error, pool_error};
 use crate::operations::{OPERATION_COLUMNS, PostgresOperationLog};
 use crate::options::{ConnectError, InvalidOptions, PostgresStoreOptions, SchemaSetup};
-use crate::record::{self, FORMAT, ReadGrant, state};
+use crate::proposal_record;
+use crate::record::{self, FORMAT, NewRow, ReadGrant, state};
 use crate::schema::{Names, SCHEMA_VERSION};
 
 /// How often one statement is repeated after a serialization failure or a
@@ -39,6 +44,10 @@ const RECHECKS: usize = 3;
 const ABANDON_REREADS: usize = 12;
 /// Rows deleted per purge statement.
 pub(crate) const PURGE_BATCH: i64 = 10_000;
+/// How many statement limits a decision's transaction gets on the client
+/// side: it runs three statements (lock and read, issue, decide), each
+/// bounded by the server's `statement_timeout`.
+const DECISION_STATEMENTS: u32 = 3;
 /// The oldest server the schema runs on (`sha256()` came in 11).
 const MIN_SERVER_VERSION_NUM: i32 = 110_000;
 
@@ -58,9 +67,85 @@ fn actor_lock_key(ns: &str, actor: &str) -> String {
     format!("hashtextextended('{ns} actor ' || {actor}, 0)")
 }
 
+/// A statement that inserts one row (`insert`, reading the values `v`
+/// from `values` and the fences `r` and `a`) for a run of an actor, only
+/// if neither is stopped: it takes the shared advisory locks of the run and
+/// the actor, reads their fences with `FOR SHARE` (creating them at
+/// generation 0 when missing), and inserts unless `table` has the id `$1`.
+/// Its one row answers: inserted, run fences seen, actor fences seen,
+/// stopped, and whether the id was already taken in its snapshot. Issue and
+/// propose are this statement.
+fn fenced_insert(
+    ns: &str,
+    runs: &str,
+    actors: &str,
+    table: &str,
+    values: &str,
+    insert: &str,
+) -> String {
+    format!(
+        "WITH v AS ({values}), \
+         l AS (SELECT pg_advisory_xact_lock_shared({run_key}) AS run_lock, \
+         pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM v), \
+         rf AS (SELECT f.gen, f.stopped FROM {runs} f JOIN v ON f.actor_id = v.actor_id \
+         AND f.run_id = v.run_id WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
+         af AS (SELECT f.gen, f.stopped FROM {actors} f JOIN v ON f.actor_id = v.actor_id \
+         WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
+         rn AS (INSERT INTO {runs} (actor_id, run_id, gen, stopped) \
+         SELECT v.actor_id, v.run_id, 0, false FROM v \
+         WHERE (SELECT count(*) FROM l) = 1 AND NOT EXISTS (SELECT 1 FROM rf) \
+         ON CONFLICT DO NOTHING RETURNING gen, stopped), \
+         an AS (INSERT INTO {actors} (actor_id, gen, stopped) \
+         SELECT v.actor_id, 0, false FROM v \
+         WHERE (SELECT count(*) FROM l) = 1 AND NOT EXISTS (SELECT 1 FROM af) \
+         ON CONFLICT DO NOTHING RETURNING gen, stopped), \
+         r AS (SELECT gen, stopped FROM rf UNION ALL SELECT gen, stopped FROM rn), \
+         a AS (SELECT gen, stopped FROM af UNION ALL SELECT gen, stopped FROM an), \
+         ins AS ({insert} ON CONFLICT (id) DO NOTHING RETURNING 1) \
+         SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM r), \
+         (SELECT count(*) FROM a), \
+         coalesce((SELECT bool_or(stopped) FROM r), false) \
+         OR coalesce((SELECT bool_or(stopped) FROM a), false), \
+         EXISTS (SELECT 1 FROM {table} WHERE id = $1)",
+        run_key = run_lock_key(ns, "v.actor_id", "v.run_id"),
+        actor_key = actor_lock_key(ns, "v.actor_id"),
+    )
+}
+
+/// The one row a [`fenced_insert`] statement answers.
+struct InsertReply {
+    inserted: bool,
+    /// Both fences were seen (read or created) by the statement.
+    fences_seen: bool,
+    stopped: bool,
+    /// The id was taken in the statement's snapshot.
+    taken: bool,
+}
+
+impl InsertReply {
+    fn read(what: &str, rows: &[Row]) -> Result<InsertReply, StoreError> {
+        let unexpected = || StoreError::unavailable(format!("{what}: unexpected reply"));
+        let reply = rows.first().ok_or_else(unexpected)?;
+        let count = |i: usize| reply.try_get::<_, i64>(i).map_err(|_| unexpected());
+        let (inserted, run_fences, actor_fences) = (count(0)?, count(1)?, count(2)?);
+        Ok(InsertReply {
+            inserted: inserted == 1,
+            fences_seen: run_fences == 1 && actor_fences == 1,
+            stopped: reply.try_get(3).map_err(|_| unexpected())?,
+            taken: reply.try_get(4).map_err(|_| unexpected())?,
+        })
+    }
+}
+
 /// The statements, rendered once for the configured names.
 pub(crate) struct Statements {
     issue: String,
+    propose: String,
+    get_proposal: String,
+    pending_proposals: String,
+    lock_proposal: String,
+    decide_proposal: String,
+    purge_proposals: String,
     consume: String,
     revoke: String,
     abandon: String,
@@ -85,6 +170,7 @@ impl Statements {
         let o = &names.operations;
         let runs = &names.run_fences;
         let actors = &names.actor_fences;
+        let p = &names.proposals;
         let ns = names.lock_namespace();
         let seal = record::seal_sql();
         let columns = record::select_columns();
@@ -152,52 +238,125 @@ impl Statements {
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
             record::seal_sql_over(&values)
         };
+        // The seal of the proposal being proposed, likewise.
+        let propose_seal = {
+            let values = proposal_record::insert_seal_values();
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            record::seal_sql_over(&values)
+        };
+        let proposal_columns = proposal_record::columns("p");
         Statements {
             // Issue: the shared locks of the run and the actor, their fences
             // (created at generation 0 when missing) read with `FOR SHARE`,
             // and the insert only if neither is stopped. Answers: inserted,
             // run fences seen, actor fences seen, stopped, and whether the
             // id was already taken in the statement's snapshot.
-            issue: format!(
-                "WITH v AS (SELECT $1::text AS id, $2::text AS actor_id, $3::text AS run_id, \
+            issue: fenced_insert(
+                &ns,
+                runs,
+                actors,
+                g,
+                "SELECT $1::text AS id, $2::text AS actor_id, $3::text AS run_id, \
                  $4::text AS url, $5::text AS action, $6::text AS action_digest, \
                  $7::bigint AS issued_at, $8::bigint AS expires_at, $9::text AS approver_note, \
                  $10::text AS page_revision, $11::text AS operation_id, $12::text AS session_id, \
                  $13::text AS approver_id, $14::bigint AS approved_at, \
-                 $15::bigint AS attempt_limit), \
+                 $15::bigint AS attempt_limit",
+                &format!(
+                    "INSERT INTO {g} (id, format, seal, actor_id, run_id, url, action, \
+                     action_digest, issued_at, expires_at, approver_note, page_revision, \
+                     operation_id, session_id, approver_id, approved_at, attempt_limit, run_gen, \
+                     actor_gen, state, failed_attempts) \
+                     SELECT v.id, {FORMAT}, {issue_seal}, v.actor_id, v.run_id, v.url, v.action, \
+                     v.action_digest, v.issued_at, v.expires_at, v.approver_note, v.page_revision, \
+                     v.operation_id, v.session_id, v.approver_id, v.approved_at, v.attempt_limit, \
+                     r.gen, a.gen, '{active}', 0 FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped",
+                    active = state::ACTIVE
+                ),
+            ),
+            // Propose: the same shape as issue (the fences' shared locks,
+            // the fences read `FOR SHARE` or created, the insert only if
+            // neither is stopped), recording the fences' generations so
+            // that a later stop ends the proposal for good.
+            propose: fenced_insert(
+                &ns,
+                runs,
+                actors,
+                p,
+                "SELECT $1::text AS id, $2::text AS actor_id, $3::text AS run_id, \
+                 $4::text AS url, $5::text AS action, $6::text AS action_digest, \
+                 $7::bigint AS proposed_at, $8::bigint AS expires_at, \
+                 $9::text AS page_session_id, $10::text AS page_target_id, \
+                 $11::text AS page_revision, $12::bytea AS screenshot_png, \
+                 $13::boolean AS target_found",
+                &format!(
+                    "INSERT INTO {p} (id, format, seal, actor_id, run_id, url, action, \
+                     action_digest, proposed_at, expires_at, page_session_id, page_target_id, \
+                     page_revision, screenshot_png, target_found, run_gen, actor_gen, state) \
+                     SELECT v.id, {proposal_format}, {propose_seal}, v.actor_id, v.run_id, v.url, \
+                     v.action, v.action_digest, v.proposed_at, v.expires_at, v.page_session_id, \
+                     v.page_target_id, v.page_revision, v.screenshot_png, v.target_found, \
+                     r.gen, a.gen, '{pending}' FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped",
+                    proposal_format = proposal_record::FORMAT,
+                    pending = proposal_record::state::PENDING
+                ),
+            ),
+            get_proposal: format!(
+                "SELECT {proposal_columns}, rf.gen, af.gen FROM {p} p \
+                 LEFT JOIN {runs} rf ON rf.actor_id = p.actor_id AND rf.run_id = p.run_id \
+                 LEFT JOIN {actors} af ON af.actor_id = p.actor_id WHERE p.id = $1"
+            ),
+            // The pending, unexpired proposals of one run not stopped since
+            // they were made, walking the partial index of pending
+            // proposals in (proposed_at, id) order. A fence behind the
+            // generation a proposal recorded, or missing, is not filtered
+            // out: the reader refuses that row as corrupt.
+            pending_proposals: format!(
+                "SELECT {proposal_columns}, rf.gen, af.gen FROM {p} p \
+                 LEFT JOIN {runs} rf ON rf.actor_id = p.actor_id AND rf.run_id = p.run_id \
+                 LEFT JOIN {actors} af ON af.actor_id = p.actor_id \
+                 WHERE p.actor_id = $1 AND p.run_id = $2 AND p.state = '{pending}' \
+                 AND p.expires_at > $3 AND (rf.gen IS NULL OR rf.gen <= p.run_gen) \
+                 AND (af.gen IS NULL OR af.gen <= p.actor_gen) \
+                 ORDER BY p.proposed_at, p.id LIMIT $4",
+                pending = proposal_record::state::PENDING
+            ),
+            // The first statement of a decision's transaction: the shared
+            // locks of the proposal's run and actor (so a stop is ordered
+            // entirely before or after the decision), then the proposal's
+            // row locked `FOR UPDATE` (concurrent decisions on it queue
+            // here, and at READ COMMITTED each re-reads the row as the one
+            // before it left it), then its fences read `FOR SHARE` (as a
+            // stop committed them, also one that committed while this
+            // statement waited for the locks).
+            lock_proposal: format!(
+                "WITH p0 AS (SELECT actor_id, run_id FROM {p} WHERE id = $1), \
                  l AS (SELECT pg_advisory_xact_lock_shared({run_key}) AS run_lock, \
-                 pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM v), \
-                 rf AS (SELECT f.gen, f.stopped FROM {runs} f JOIN v ON f.actor_id = v.actor_id \
-                 AND f.run_id = v.run_id WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
-                 af AS (SELECT f.gen, f.stopped FROM {actors} f JOIN v ON f.actor_id = v.actor_id \
-                 WHERE (SELECT count(*) FROM l) = 1 FOR SHARE OF f), \
-                 rn AS (INSERT INTO {runs} (actor_id, run_id, gen, stopped) \
-                 SELECT v.actor_id, v.run_id, 0, false FROM v \
-                 WHERE (SELECT count(*) FROM l) = 1 AND NOT EXISTS (SELECT 1 FROM rf) \
-                 ON CONFLICT DO NOTHING RETURNING gen, stopped), \
-                 an AS (INSERT INTO {actors} (actor_id, gen, stopped) \
-                 SELECT v.actor_id, 0, false FROM v \
-                 WHERE (SELECT count(*) FROM l) = 1 AND NOT EXISTS (SELECT 1 FROM af) \
-                 ON CONFLICT DO NOTHING RETURNING gen, stopped), \
-                 r AS (SELECT gen, stopped FROM rf UNION ALL SELECT gen, stopped FROM rn), \
-                 a AS (SELECT gen, stopped FROM af UNION ALL SELECT gen, stopped FROM an), \
-                 ins AS (INSERT INTO {g} (id, format, seal, actor_id, run_id, url, action, \
-                 action_digest, issued_at, expires_at, approver_note, page_revision, \
-                 operation_id, session_id, approver_id, approved_at, attempt_limit, run_gen, \
-                 actor_gen, state, failed_attempts) \
-                 SELECT v.id, {FORMAT}, {issue_seal}, v.actor_id, v.run_id, v.url, v.action, \
-                 v.action_digest, v.issued_at, v.expires_at, v.approver_note, v.page_revision, \
-                 v.operation_id, v.session_id, v.approver_id, v.approved_at, v.attempt_limit, \
-                 r.gen, a.gen, '{active}', 0 FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped \
-                 ON CONFLICT (id) DO NOTHING RETURNING 1) \
-                 SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM r), \
-                 (SELECT count(*) FROM a), \
-                 coalesce((SELECT bool_or(stopped) FROM r), false) \
-                 OR coalesce((SELECT bool_or(stopped) FROM a), false), \
-                 EXISTS (SELECT 1 FROM {g} WHERE id = $1)",
-                run_key = run_lock_key(&ns, "v.actor_id", "v.run_id"),
-                actor_key = actor_lock_key(&ns, "v.actor_id"),
-                active = state::ACTIVE
+                 pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM p0), \
+                 p AS (SELECT * FROM {p} WHERE id = $1 AND (SELECT count(*) FROM l) = 1 \
+                 FOR UPDATE), \
+                 rf AS (SELECT f.gen FROM {runs} f JOIN p ON f.actor_id = p.actor_id \
+                 AND f.run_id = p.run_id FOR SHARE OF f), \
+                 af AS (SELECT f.gen FROM {actors} f JOIN p ON f.actor_id = p.actor_id \
+                 FOR SHARE OF f) \
+                 SELECT {proposal_columns}, (SELECT gen FROM rf), (SELECT gen FROM af) FROM p",
+                run_key = run_lock_key(&ns, "p0.actor_id", "p0.run_id"),
+                actor_key = actor_lock_key(&ns, "p0.actor_id"),
+            ),
+            // The decision itself, on the row the transaction holds locked
+            // and found pending.
+            decide_proposal: format!(
+                "UPDATE {p} SET state = $2, approval_id = $3, decided_by = $4, decided_at = $5 \
+                 WHERE id = $1 AND state = '{pending}' RETURNING 1",
+                pending = proposal_record::state::PENDING
+            ),
+            // A proposal stops mattering once it expired, and an approved
+            // one only once its grant is gone too (purged first).
+            purge_proposals: format!(
+                "WITH gone AS (DELETE FROM {p} WHERE id IN (SELECT p.id FROM {p} p \
+                 WHERE p.expires_at <= $1 AND (p.approval_id IS NULL \
+                 OR NOT EXISTS (SELECT 1 FROM {g} g WHERE g.id = p.approval_id)) \
+                 LIMIT $2) RETURNING 1) SELECT count(*) FROM gone"
             ),
             // Consume: marks the grant consumed when the binding matches, or
             // counts a mismatch (locking the grant at its limit), in one
@@ -418,20 +577,20 @@ impl Shared {
 }
 
 /// Judges one answer of a statement (or a transaction) run on `client`
-/// within `limit`: its rows; `None` when it lost a serialization or
+/// within `limit`: its rows (or the transaction's answer); `None` when it lost a serialization or
 /// deadlock conflict and may be repeated (it was rolled back), at most
 /// [`CONFLICT_RETRIES`] times after `conflicts` earlier ones; otherwise the
 /// error. A connection that ended, or that did not answer in time (it may be
 /// stuck), leaves the pool for good.
-fn settle(
+fn settle<T>(
     what: &str,
     limit: Duration,
     client: Object,
-    answered: Result<Result<Vec<Row>, tokio_postgres::Error>, tokio::time::error::Elapsed>,
+    answered: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,
     conflicts: u32,
-) -> Result<Option<Vec<Row>>, StoreError> {
+) -> Result<Option<T>, StoreError> {
     match answered {
-        Ok(Ok(rows)) => Ok(Some(rows)),
+        Ok(Ok(answer)) => Ok(Some(answer)),
         Ok(Err(err)) if is_conflict(&err) && conflicts < CONFLICT_RETRIES => Ok(None),
         Ok(Err(err)) if is_conflict(&err) => Err(StoreError::unavailable(format!(
             "{what}: still conflicting with concurrent transactions after \
@@ -505,8 +664,10 @@ pub(crate) async fn purge_batches(
     }
 }
 
-/// Grants in PostgreSQL: one sealed row per grant, every atomic step one
-/// statement. See the [crate docs](crate) for the layout and guarantees.
+/// Grants and proposals in PostgreSQL: one sealed row per grant and per
+/// proposal, every atomic step one statement (a stop and a decision on a
+/// proposal one short transaction). See the [crate docs](crate) for the
+/// layout and guarantees.
 ///
 /// Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -643,24 +804,106 @@ impl PostgresApprovalStore {
         &self.shared.names.actor_fences
     }
 
-    /// Deletes every grant that stopped mattering more than `retention`
-    /// before `now`: one whose `max(expires_at, consumed at)` + `retention`
-    /// is at or before `now`, in batches of 10 000 rows, each its own
-    /// statement. Returns how many were deleted. Meant for a scheduled job
+    /// The proposals table (one row per proposal and its decision),
+    /// schema-qualified and quoted.
+    pub fn proposals_table(&self) -> &str {
+        &self.shared.names.proposals
+    }
+
+    /// The exact SQL of the statement that opens a decision's transaction
+    /// (parameter: the proposal id): the shared locks of its run and actor,
+    /// the proposal's row `FOR UPDATE`, its fences `FOR SHARE`. For
+    /// operators to `EXPLAIN`.
+    pub fn lock_proposal_statement(&self) -> &str {
+        &self.shared.statements.lock_proposal
+    }
+
+    /// Decides proposal `id` in one READ COMMITTED transaction (whatever
+    /// the session's default level, as a stop does) on one pooled
+    /// connection: the locked read, [`decide_proposal`], and, when it
+    /// decides, for an approval the issue statement and then the decision
+    /// written; committed only when both were, rolled back otherwise. A
+    /// deadlock repeats the whole transaction.
+    async fn decide(
+        &self,
+        id: &ProposalId,
+        decision: Decision<'_>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        let what = match decision {
+            Decision::Approve(_) => "approving a proposal",
+            Decision::Deny(_) => "denying a proposal",
+        };
+        // Refused before anything is sent: a grant this store cannot hold.
+        let grant = match decision {
+            Decision::Approve(approval) => Some(IssueArgs::new(approval)?),
+            Decision::Deny(_) => None,
+        };
+        let limit = self.shared.statement_limit * DECISION_STATEMENTS;
+        let statements = &self.shared.statements;
+        let mut backoff = Duration::from_millis(1);
+        let mut conflicts = 0;
+        loop {
+            let mut client = self.shared.pool.get().await.map_err(pool_error)?;
+            let run = async {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::ReadCommitted)
+                    .start()
+                    .await?;
+                let (answer, write) =
+                    decide_in(&tx, statements, id, decision, grant.as_ref(), now).await?;
+                if write {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                Ok::<_, tokio_postgres::Error>(answer)
+            };
+            let answered = tokio::time::timeout(limit, run).await;
+            match settle(what, limit, client, answered, conflicts)? {
+                Some(answer) => return answer,
+                None => {
+                    conflicts += 1;
+                    tokio::time::sleep(jitter(backoff)).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    /// Deletes every grant and every proposal that stopped mattering more
+    /// than `retention` before `now`, in batches of 10 000 rows, each its
+    /// own statement: first the grants for which `max(expires_at, consumed
+    /// at) + retention` is at or before `now`, then the proposals for which
+    /// `expires_at + retention` is, except an approved proposal whose grant
+    /// is still kept (so a proposal is kept at least until it expires, and
+    /// a decided one as long as its grant). Returns how many rows were
+    /// deleted, grants and proposals together. Meant for a scheduled job
     /// (see `docs/postgres.md`); safe to run from several hosts at once.
     ///
     /// A purged id is unknown afterwards, so keep `retention` at least as
-    /// long as anyone may still present the grant; past its expiry it can
-    /// never be consumed anyway.
+    /// long as anyone may still present the grant or decide the proposal;
+    /// past its expiry a grant can never be consumed, nor a proposal
+    /// decided, anyway.
     pub async fn purge(&self, now: Timestamp, retention: Duration) -> Result<u64, StoreError> {
-        purge_batches(
+        let grants = purge_batches(
             &self.shared,
             "purging grants",
             &self.shared.statements.purge,
             now,
             retention,
         )
-        .await
+        .await?;
+        let proposals = purge_batches(
+            &self.shared,
+            "purging proposals",
+            &self.shared.statements.purge_proposals,
+            now,
+            retention,
+        )
+        .await?;
+        Ok(grants + proposals)
     }
 
     async fn read(&self, what: &str, id: &ApprovalId) -> Result<Option<ReadGrant>, StoreError> {
@@ -923,52 +1166,25 @@ async fn schema_version<C: deadpool_postgres::GenericClient>(
 #[async_trait]
 impl ApprovalStore for PostgresApprovalStore {
     async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
-        let row = record::encode_new(&approval).ok_or_else(|| StoreError::Rejected {
-            message: "a timestamp is past what postgres bigint holds".to_owned(),
-        })?;
+        let args = IssueArgs::new(&approval)?;
         let what = "issuing a grant";
         for _ in 0..RECHECKS {
             let rows = self
                 .shared
-                .query(
-                    what,
-                    &self.shared.statements.issue,
-                    &[
-                        &approval.id.as_str(),
-                        &approval.actor_id.as_str(),
-                        &approval.run_id.as_str(),
-                        &approval.url,
-                        &row.action,
-                        &row.action_digest,
-                        &row.issued_at,
-                        &row.expires_at,
-                        &approval.approver_note,
-                        &approval.page_revision,
-                        &approval.operation_id,
-                        &approval.session_id,
-                        &row.approver_id,
-                        &row.approved_at,
-                        &row.attempt_limit,
-                    ],
-                )
+                .query(what, &self.shared.statements.issue, &args.params())
                 .await?;
-            let unexpected = || StoreError::unavailable(format!("{what}: unexpected reply"));
-            let reply = rows.first().ok_or_else(unexpected)?;
-            let count = |i: usize| reply.try_get::<_, i64>(i).map_err(|_| unexpected());
-            let (inserted, run_fences, actor_fences) = (count(0)?, count(1)?, count(2)?);
-            let stopped: bool = reply.try_get(3).map_err(|_| unexpected())?;
-            let taken: bool = reply.try_get(4).map_err(|_| unexpected())?;
-            if inserted == 1 {
+            let reply = InsertReply::read(what, &rows)?;
+            if reply.inserted {
                 return Ok(());
             }
             // An id already present is refused as such, stopped or not.
-            if taken {
+            if reply.taken {
                 return Err(IssueError::AlreadyExists(approval.id));
             }
-            if stopped {
+            if reply.stopped {
                 return Err(IssueError::Stopped);
             }
-            if run_fences == 1 && actor_fences == 1 {
+            if reply.fences_seen {
                 // The insert met a grant committed after the snapshot.
                 return Err(IssueError::AlreadyExists(approval.id));
             }
@@ -1151,6 +1367,146 @@ impl ApprovalStore for PostgresApprovalStore {
     }
 }
 
+/// A grant's parameters for the issue statement, in its order.
+struct IssueArgs<'a> {
+    approval: &'a Approval,
+    id: &'a str,
+    actor: &'a str,
+    run: &'a str,
+    row: NewRow,
+}
+
+impl<'a> IssueArgs<'a> {
+    /// The parameters of `approval`, or [`StoreError::Rejected`] for a
+    /// timestamp a `bigint` does not hold.
+    fn new(approval: &'a Approval) -> Result<IssueArgs<'a>, StoreError> {
+        let row = record::encode_new(approval).ok_or_else(|| StoreError::Rejected {
+            message: "a timestamp is past what postgres bigint holds".to_owned(),
+        })?;
+        Ok(IssueArgs {
+            approval,
+            id: approval.id.as_str(),
+            actor: approval.actor_id.as_str(),
+            run: approval.run_id.as_str(),
+            row,
+        })
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+        [
+            &self.id,
+            &self.actor,
+            &self.run,
+            &self.approval.url,
+            &self.row.action,
+            &self.row.action_digest,
+            &self.row.issued_at,
+            &self.row.expires_at,
+            &self.approval.approver_note,
+            &self.approval.page_revision,
+            &self.approval.operation_id,
+            &self.approval.session_id,
+            &self.row.approver_id,
+            &self.row.approved_at,
+            &self.row.attempt_limit,
+        ]
+    }
+}
+
+/// The body of a decision's transaction `tx` (see
+/// [`PostgresApprovalStore::decide`]): the answer, and whether the
+/// transaction wrote the decision and must commit (otherwise it changed
+/// nothing and rolls back). Driver errors come back as errors, for the
+/// caller to judge; a refusal or a corrupt row is an answer.
+async fn decide_in(
+    tx: &Transaction<'_>,
+    statements: &Statements,
+    id: &ProposalId,
+    decision: Decision<'_>,
+    grant: Option<&IssueArgs<'_>>,
+    now: Timestamp,
+) -> Result<(Result<DecisionOutcome, ApproveError>, bool), tokio_postgres::Error> {
+    let refuse = |error: ApproveError| Ok((Err(error), false));
+    let lock = tx.prepare_cached(&statements.lock_proposal).await?;
+    let rows = tx.query(&lock, &[&id.as_str()]).await?;
+    let row = match rows.as_slice() {
+        [] => return Ok((Ok(DecisionOutcome::Unknown), false)),
+        [row] => row,
+        _ => {
+            return refuse(
+                StoreError::corrupt(id.as_str(), "more than one proposal has this id").into(),
+            );
+        }
+    };
+    let read = match proposal_record::decode(Some(id), row) {
+        Ok(read) => read,
+        Err(error) => return refuse(error.into()),
+    };
+    // The proposal's fields never change once written (the seal holds), so
+    // checking the grant against the row just read is checking it against
+    // the proposal.
+    if let Decision::Approve(approval) = decision
+        && !read.stored.proposal.is_approved_by(approval)
+    {
+        return refuse(ApproveError::NotForProposal);
+    }
+    let ruled = decide_proposal(&read.stored, decision, read.stopped, now);
+    let Some(next) = ruled.state else {
+        return Ok((Ok(ruled.outcome), false));
+    };
+    if let Some(grant) = grant {
+        let what = "approving a proposal: issuing its grant";
+        let issue = tx.prepare_cached(&statements.issue).await?;
+        let rows = tx.query(&issue, &grant.params()).await?;
+        let reply = match InsertReply::read(what, &rows) {
+            Ok(reply) => reply,
+            Err(error) => return refuse(error.into()),
+        };
+        // Read as issue reads it; the transaction rolls back unless the
+        // grant was inserted.
+        if reply.taken {
+            return refuse(ApproveError::GrantExists(grant.approval.id.clone()));
+        }
+        if !reply.inserted && reply.stopped {
+            // Not reached while this transaction holds the locks: a stop
+            // since the proposal was made moved the fences, and the locked
+            // read answered `Stopped` above.
+            return Ok((Ok(DecisionOutcome::Stopped), false));
+        }
+        if !reply.inserted && reply.fences_seen {
+            // A grant with this id committed after the statement's snapshot.
+            return refuse(ApproveError::GrantExists(grant.approval.id.clone()));
+        }
+        if !reply.inserted {
+            return refuse(
+                StoreError::unavailable(format!("{what}: the proposal's fences are gone")).into(),
+            );
+        }
+    }
+    let (state_name, approval_id, by, at) = proposal_record::state_columns(&next);
+    let Some(at) = at else {
+        return refuse(
+            StoreError::Rejected {
+                message: "a decision time is past what postgres bigint holds".to_owned(),
+            }
+            .into(),
+        );
+    };
+    let write = tx.prepare_cached(&statements.decide_proposal).await?;
+    let written = tx
+        .query(&write, &[&id.as_str(), &state_name, &approval_id, &by, &at])
+        .await?;
+    if written.len() != 1 {
+        return refuse(
+            StoreError::unavailable(
+                "deciding a proposal: the locked pending row did not take the decision",
+            )
+            .into(),
+        );
+    }
+    Ok((Ok(ruled.outcome), true))
+}
+
 /// A stored grant state as its columns: state name, consumed_at,
 /// consumed_by. `Stopped` is never stored (it is derived from the fences).
 fn state_columns(
@@ -1173,4 +1529,128 @@ fn state_columns(
             ));
         }
     })
+}
+
+#[async_trait]
+impl ProposalStore for PostgresApprovalStore {
+    async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+        let row = proposal_record::encode_new(&proposal)?;
+        let what = "proposing an action";
+        let (id, actor, run) = (
+            proposal.id.as_str(),
+            proposal.actor_id.as_str(),
+            proposal.run_id.as_str(),
+        );
+        let params: [&(dyn ToSql + Sync); 13] = [
+            &id,
+            &actor,
+            &run,
+            &proposal.url,
+            &row.action,
+            &row.action_digest,
+            &row.proposed_at,
+            &row.expires_at,
+            &row.page_session_id,
+            &row.page_target_id,
+            &row.page_revision,
+            &row.screenshot_png,
+            &row.target_found,
+        ];
+        for _ in 0..RECHECKS {
+            let rows = self
+                .shared
+                .query(what, &self.shared.statements.propose, &params)
+                .await?;
+            let reply = InsertReply::read(what, &rows)?;
+            if reply.inserted {
+                return Ok(());
+            }
+            // As for issue: an id already present is refused as such,
+            // stopped or not.
+            if reply.taken {
+                return Err(ProposeError::AlreadyExists(proposal.id));
+            }
+            if reply.stopped {
+                return Err(ProposeError::Stopped);
+            }
+            if reply.fences_seen {
+                return Err(ProposeError::AlreadyExists(proposal.id));
+            }
+        }
+        Err(ProposeError::Store(StoreError::unavailable(format!(
+            "{what}: the run's and actor's fences stayed out of sight in {RECHECKS} tries"
+        ))))
+    }
+
+    async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
+        let rows = self
+            .shared
+            .query(
+                "reading a proposal",
+                &self.shared.statements.get_proposal,
+                &[&id.as_str()],
+            )
+            .await?;
+        match rows.as_slice() {
+            [] => Ok(None),
+            [row] => proposal_record::decode(Some(id), row).map(|read| Some(read.stored)),
+            _ => Err(StoreError::corrupt(
+                id.as_str(),
+                "more than one proposal has this id",
+            )),
+        }
+    }
+
+    async fn pending_proposals(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredProposal>, StoreError> {
+        let now_ms = clamp_millis(now);
+        let limit = i64::try_from(MAX_LISTED_PROPOSALS).unwrap_or(i64::MAX);
+        let rows = self
+            .shared
+            .query(
+                "listing pending proposals",
+                &self.shared.statements.pending_proposals,
+                &[&actor.as_str(), &run.as_str(), &now_ms, &limit],
+            )
+            .await?;
+        let mut pending = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let read = proposal_record::decode(None, row)?;
+            // The statement already left out the stopped ones; this keeps
+            // the list right even if it did not.
+            if !read.stopped {
+                pending.push(read.stored);
+            }
+        }
+        Ok(pending)
+    }
+
+    async fn approve_proposal(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        self.decide(id, Decision::Approve(&approval), now).await
+    }
+
+    async fn deny_proposal(
+        &self,
+        id: &ProposalId,
+        by: Option<&ApproverId>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, StoreError> {
+        self.decide(id, Decision::Deny(by), now)
+            .await
+            .map_err(|error| match error {
+                ApproveError::Store(error) => error,
+                // A denial issues no grant, so no other refusal can come
+                // back; should one, it is no decision.
+                other => StoreError::unavailable(format!("denying a proposal: {other}")),
+            })
+    }
 }

@@ -1,6 +1,7 @@
-//! The PostgreSQL store passes the whole conformance kit at READ COMMITTED
-//! (the server default), REPEATABLE READ and SERIALIZABLE, on a server this test binary
-//! starts; each store gets a fresh schema. The operation log passes the
+//! The PostgreSQL store passes the whole conformance kit, the proposal
+//! checks included, at READ COMMITTED (the server default), REPEATABLE READ
+//! and SERIALIZABLE, on a server this test binary starts; each store gets a
+//! fresh schema. The operation log passes the
 //! operation-log kit at READ COMMITTED and SERIALIZABLE.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -24,6 +25,22 @@ async fn serializable() -> PostgresApprovalStore {
 countersign_store_conformance::store_conformance_tests!(read_committed_kit, read_committed());
 countersign_store_conformance::store_conformance_tests!(repeatable_read_kit, repeatable_read());
 countersign_store_conformance::store_conformance_tests!(serializable_kit, serializable());
+
+// The proposal checks, at the same three levels (a decision forces READ
+// COMMITTED on its own transaction, the other steps run at the session's
+// level).
+countersign_store_conformance::proposal_store_conformance_tests!(
+    read_committed_proposals,
+    read_committed()
+);
+countersign_store_conformance::proposal_store_conformance_tests!(
+    repeatable_read_proposals,
+    repeatable_read()
+);
+countersign_store_conformance::proposal_store_conformance_tests!(
+    serializable_proposals,
+    serializable()
+);
 
 /// The connection strings above really set the isolation level the kit
 /// claims to run at.

@@ -476,7 +476,7 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, SCHEMA_VERSION]);
+    assert_eq!(versions, vec![1, 2, SCHEMA_VERSION]);
     let mut names: Vec<String> = admin
         .query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -503,6 +503,10 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
             "cs_operations_operation_id",
             "cs_operations_pkey",
             "cs_operations_run",
+            "cs_proposals",
+            "cs_proposals_expires_at",
+            "cs_proposals_pending",
+            "cs_proposals_pkey",
             "cs_run_fences",
             "cs_run_fences_pkey",
             "cs_schema_version",
@@ -1273,7 +1277,7 @@ async fn a_version_1_schema_is_upgraded_in_place_at_connect() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(versions, vec![1, 2, 3]);
     let formats: Vec<(String, i16)> = admin
         .query(
             &format!("SELECT id, format FROM \"{schema}\".grants ORDER BY id"),
