@@ -29,6 +29,7 @@ fn crate_dirs() -> Vec<PathBuf> {
 const CRATES: &[&str] = &[
     "act-tool",
     "approval-core",
+    "approval-web",
     "backend-chromium",
     "backend-fake",
     "canonical-policy",

@@ -55,6 +55,7 @@
 //! | `chromium` | no | `backend::chromium`: performs actions as real input in headless Chromium |
 //! | `conformance` | no | `conformance`: the approval-store and operation-log conformance kits |
 //! | `egress-guard` | no | `egress`: the egress guard, a forward proxy confining a browser to the policy |
+//! | `web` | no | `web`: the approval pages, an axum Router where a person approves or denies what a model proposed |
 //!
 //! # Crates
 //!
@@ -64,8 +65,9 @@
 //! (`countersign-store-memory`, `countersign-store-redis`,
 //! `countersign-store-postgres`), [`backend`]
 //! (`countersign-backend-fake`, `countersign-backend-chromium`), [`act`]
-//! (`countersign-act-tool`), `egress` (`countersign-egress-guard`) and
-//! `conformance` (`countersign-store-conformance`).
+//! (`countersign-act-tool`), `egress` (`countersign-egress-guard`), `web`
+//! (`countersign-approval-web`) and `conformance`
+//! (`countersign-store-conformance`).
 
 pub mod policy {
     //! URL and action canonicalisation, the destination policy and action
@@ -148,6 +150,14 @@ pub mod egress {
     //! traffic to the policy: the `countersign-egress-guard` crate (feature
     //! `egress-guard`).
     pub use countersign_egress_guard::*;
+}
+
+#[cfg(feature = "web")]
+pub mod web {
+    //! The approval pages: an axum Router where a person sees exactly what
+    //! a model proposed and approves or denies it once: the
+    //! `countersign-approval-web` crate (feature `web`).
+    pub use countersign_approval_web::*;
 }
 
 #[cfg(feature = "conformance")]

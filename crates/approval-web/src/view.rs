@@ -1,0 +1,283 @@
+//! What the templates show, already turned into text. Every value reaches
+//! the page through askama's HTML escaper; no template marks anything safe.
+
+use std::time::Duration;
+
+use askama::Template;
+use countersign_approval_core::Timestamp;
+
+/// A short message at the top of a page after a decision or a stop.
+pub(crate) struct Notice {
+    /// `ok`, `info` or `warn`: a CSS class suffix, never user text.
+    pub(crate) kind: &'static str,
+    pub(crate) text: String,
+}
+
+/// A text the model (or a page) supplied, as it is, plus an escaped copy
+/// when it holds characters that do not show or that reorder the text
+/// around them (controls, bidirectional overrides, zero-width characters).
+pub(crate) struct Shown {
+    pub(crate) text: String,
+    pub(crate) escaped: Option<String>,
+}
+
+impl Shown {
+    pub(crate) fn new(text: &str) -> Self {
+        let hidden = text.chars().any(is_hidden);
+        let escaped = hidden.then(|| {
+            text.chars()
+                .map(|c| {
+                    if is_hidden(c) {
+                        format!("\\u{{{:04x}}}", u32::from(c))
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        });
+        Shown {
+            text: text.to_owned(),
+            escaped,
+        }
+    }
+}
+
+/// Characters an approver cannot see, or that change how the text around
+/// them reads.
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00ad}'
+                | '\u{034f}'
+                | '\u{061c}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{17b4}'
+                | '\u{17b5}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'
+        )
+}
+
+/// An instant, shown in UTC with its distance from now.
+pub(crate) struct When {
+    /// `2026-05-01 12:00:00 UTC`.
+    pub(crate) text: String,
+    /// `2026-05-01T12:00:00.000Z`, for `<time datetime>`.
+    pub(crate) iso: String,
+    /// `in 5 min`, `2 s ago`, `now`.
+    pub(crate) relative: String,
+}
+
+impl When {
+    pub(crate) fn new(at: Timestamp, now: Timestamp) -> Self {
+        let (date, time, millis) = civil(at);
+        let relative = if at == now {
+            "now".to_owned()
+        } else if at > now {
+            format!("in {}", duration_text(millis_between(now, at)))
+        } else {
+            format!("{} ago", duration_text(millis_between(at, now)))
+        };
+        When {
+            text: format!("{date} {time} UTC"),
+            iso: format!("{date}T{time}.{millis:03}Z"),
+            relative,
+        }
+    }
+}
+
+fn millis_between(earlier: Timestamp, later: Timestamp) -> Duration {
+    Duration::from_millis(later.as_millis().saturating_sub(earlier.as_millis()))
+}
+
+/// `5 min`, `1 h 30 min`, `45 s`, `250 ms`: the largest two units.
+pub(crate) fn duration_text(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis < 1000 {
+        return format!("{millis} ms");
+    }
+    let seconds = duration.as_secs();
+    let (h, m, s) = (seconds / 3600, (seconds / 60) % 60, seconds % 60);
+    match (h, m, s) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, 0) => format!("{m} min"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, 0, _) => format!("{h} h"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
+/// `(YYYY-MM-DD, HH:MM:SS, milliseconds)` of a Unix-millisecond instant,
+/// by Howard Hinnant's `civil_from_days`.
+fn civil(at: Timestamp) -> (String, String, u64) {
+    let millis = at.as_millis();
+    let days = millis / 86_400_000;
+    let in_day = millis % 86_400_000;
+    let (h, m, s, ms) = (
+        in_day / 3_600_000,
+        (in_day / 60_000) % 60,
+        (in_day / 1000) % 60,
+        in_day % 1000,
+    );
+    // Shift the epoch to 0000-03-01 so leap days fall at the end of a year.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (
+        format!("{year:04}-{month:02}-{day:02}"),
+        format!("{h:02}:{m:02}:{s:02}"),
+        ms,
+    )
+}
+
+/// One row of a run's list.
+pub(crate) struct ProposalRow {
+    pub(crate) id: String,
+    pub(crate) href: String,
+    pub(crate) method: String,
+    pub(crate) selector: String,
+    pub(crate) description: String,
+    pub(crate) url: String,
+    pub(crate) expires: When,
+}
+
+/// The pending proposals of one run, and its stop control.
+#[derive(Template)]
+#[template(path = "run.html")]
+pub(crate) struct RunPage {
+    pub(crate) base: String,
+    pub(crate) approver: Option<String>,
+    pub(crate) actor: String,
+    pub(crate) run: String,
+    pub(crate) notice: Option<Notice>,
+    pub(crate) proposals: Vec<ProposalRow>,
+    pub(crate) stop_action: String,
+    pub(crate) stop_token: String,
+}
+
+/// The page a grant is bound to, for a live backend.
+pub(crate) struct PageView {
+    pub(crate) session: String,
+    pub(crate) target: String,
+    pub(crate) revision: String,
+}
+
+/// The decision a proposal carries.
+pub(crate) struct DecisionView {
+    /// `approved` or `denied`.
+    pub(crate) what: &'static str,
+    pub(crate) by: Option<String>,
+    pub(crate) at: When,
+    pub(crate) approval_id: Option<String>,
+    /// What became of the grant since: unused, used, stopped…
+    pub(crate) grant_state: Option<String>,
+}
+
+/// The forms of a pending proposal.
+pub(crate) struct DecisionForms {
+    pub(crate) approve_action: String,
+    pub(crate) approve_token: String,
+    pub(crate) deny_action: String,
+    pub(crate) deny_token: String,
+}
+
+/// One proposal: exactly what a grant approved from it binds.
+#[derive(Template)]
+#[template(path = "proposal.html")]
+pub(crate) struct ProposalPage {
+    pub(crate) base: String,
+    pub(crate) approver: Option<String>,
+    pub(crate) id: String,
+    pub(crate) actor: String,
+    pub(crate) run: String,
+    pub(crate) run_href: String,
+    pub(crate) url: Shown,
+    pub(crate) method: String,
+    pub(crate) selector: Shown,
+    pub(crate) description: Shown,
+    pub(crate) arguments: Vec<(String, Shown)>,
+    pub(crate) digest: String,
+    pub(crate) proposed_at: When,
+    pub(crate) expires_at: When,
+    pub(crate) grant_ttl: String,
+    pub(crate) grant_expires: When,
+    pub(crate) page: Option<PageView>,
+    pub(crate) screenshot_href: Option<String>,
+    pub(crate) target_found: Option<bool>,
+    /// `pending`, `stopped` (pending in a stopped run), `approved`,
+    /// `denied` or `expired`: a CSS class suffix.
+    pub(crate) status: &'static str,
+    pub(crate) decision: Option<DecisionView>,
+    pub(crate) notice: Option<Notice>,
+    pub(crate) forms: Option<DecisionForms>,
+}
+
+/// An error, with nothing of the store shown.
+#[derive(Template)]
+#[template(path = "error.html")]
+pub(crate) struct ErrorPage {
+    pub(crate) base: String,
+    pub(crate) approver: Option<String>,
+    pub(crate) code: u16,
+    pub(crate) title: &'static str,
+    pub(crate) message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_show_in_utc() {
+        let at = |ms| When::new(Timestamp::from_millis(ms), Timestamp::from_millis(ms));
+        assert_eq!(at(0).text, "1970-01-01 00:00:00 UTC");
+        assert_eq!(at(0).iso, "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400_000).text, "2000-02-29 00:00:00 UTC");
+        assert_eq!(at(1_767_225_599_999).iso, "2025-12-31T23:59:59.999Z");
+        assert_eq!(at(4_107_542_400_000).text, "2100-03-01 00:00:00 UTC");
+        assert_eq!(at(u64::MAX).text, "584556019-04-03 14:25:51 UTC");
+        assert_eq!(at(5).relative, "now");
+    }
+
+    #[test]
+    fn distances_read_as_words() {
+        let now = Timestamp::from_millis(1_000_000);
+        let later = |ms: u64| When::new(Timestamp::from_millis(1_000_000 + ms), now).relative;
+        assert_eq!(later(300_000), "in 5 min");
+        assert_eq!(later(90_000), "in 1 min 30 s");
+        assert_eq!(later(5_400_000), "in 1 h 30 min");
+        assert_eq!(later(86_400_000), "in 24 h");
+        assert_eq!(later(250), "in 250 ms");
+        assert_eq!(
+            When::new(Timestamp::from_millis(0), now).relative,
+            "16 min 40 s ago"
+        );
+    }
+
+    #[test]
+    fn hidden_characters_get_an_escaped_copy() {
+        assert!(Shown::new("a#docs <b>").escaped.is_none());
+        let shown = Shown::new("pay\u{202e}evil\nx\u{200b}");
+        assert_eq!(shown.text, "pay\u{202e}evil\nx\u{200b}");
+        assert_eq!(
+            shown.escaped.as_deref(),
+            Some("pay\\u{202e}evil\\u{000a}x\\u{200b}")
+        );
+    }
+}

@@ -1,0 +1,589 @@
+//! The pages in real headless Chromium: clicks and key presses through the
+//! DevTools protocol, a hostile site on another origin, script payloads,
+//! and a screenshot of the proposal page.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Router;
+use axum::response::Html;
+use axum::routing::get;
+use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
+use chromiumoxide::page::ScreenshotParams;
+use countersign_approval_core::{
+    ApprovalStore, ApproverId, PageBinding, PageSnapshot, Proposal, ProposalState, ProposalStore,
+};
+use countersign_approval_web::ApprovalPages;
+use serde_json::{Value, json};
+use support::browser::{
+    Chromium, OTHER_IP, PAGES_IP, click_and_wait, eval, press_enter_and_wait, serve, text, wait_for,
+};
+use support::{Host, PROPOSAL_TTL};
+
+fn pay() -> Value {
+    json!({"method": "click", "selector": "button#pay", "description": "pay invoice 2026-118", "arguments": {"amount": "120.00", "currency": "EUR"}})
+}
+
+async fn state(host: &Host, proposal: &Proposal) -> ProposalState {
+    host.store
+        .get_proposal(&proposal.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+}
+
+/// The notice a decision or a stop left at the top of the page.
+async fn notice(page: &chromiumoxide::Page) -> String {
+    text(page, ".notice").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_approved_with_a_click_is_performed_once_and_a_second_click_changes_nothing() {
+    let host = Host::new();
+    let (site, log) = serve(host.router(), PAGES_IP).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+    let proposal = host.propose(&pay()).await;
+
+    // The run's list shows it; the approver follows its link.
+    let run_url = format!(
+        "http://{site}{}",
+        ApprovalPages::run_path(&host.actor, &host.run)
+    );
+    let tab = chromium.open(&run_url).await;
+    assert_eq!(
+        text(&tab, "table.proposals tbody th[scope=row] a").await,
+        proposal.id.as_str()
+    );
+    click_and_wait(&tab, "table.proposals tbody a").await;
+    let proposal_url = format!(
+        "http://{site}{}",
+        ApprovalPages::proposal_path(&proposal.id)
+    );
+    assert_eq!(eval::<String>(&tab, "location.href").await, proposal_url);
+    assert_eq!(text(&tab, "#selector").await, "button#pay");
+    assert_eq!(text(&tab, "#digest").await, proposal.action_digest.to_hex());
+
+    // A second tab on the same page, left open: a stale form.
+    let stale = chromium.open(&proposal_url).await;
+
+    click_and_wait(&tab, "#approve").await;
+    assert!(
+        eval::<String>(&tab, "location.search")
+            .await
+            .starts_with("?outcome=approved&tag=")
+    );
+    assert_eq!(
+        notice(&tab).await,
+        "Approved: one grant was issued for exactly this action."
+    );
+    let ProposalState::Approved {
+        approval_id, by, ..
+    } = state(&host, &proposal).await
+    else {
+        panic!("the click did not approve");
+    };
+    assert_eq!(by, Some(ApproverId::new("alice").unwrap()));
+    assert_eq!(host.store.len().unwrap(), 1, "exactly one grant");
+    let grant = host
+        .store
+        .get(&approval_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .approval;
+    assert_eq!(grant.approver.unwrap().id.as_str(), "alice");
+    assert_eq!(text(&tab, "code.grant-id").await, approval_id.as_str());
+
+    // The model acts with it: once.
+    let act = host.act();
+    let call = Host::act_call(&pay(), approval_id.as_str());
+    let first = act.execute_json(&call).await;
+    assert_eq!(first["status"], "ok", "{first}");
+    assert_eq!(host.backend.len(), 1);
+
+    // Clicking Approve again, in the stale tab: nothing is issued, and the page says so.
+    click_and_wait(&stale, "#approve").await;
+    assert_eq!(
+        notice(&stale).await,
+        "Already approved, nothing changed: no second grant was issued."
+    );
+    assert_eq!(host.store.len().unwrap(), 1, "still exactly one grant");
+
+    // History back in the first tab, then Approve again: Chromium may
+    // show the page as it was (back/forward cache, buttons and all) or load
+    // it afresh (decided, no buttons); either way nothing more is issued.
+    tab.evaluate("history.back()").await.unwrap();
+    wait_for(
+        &tab,
+        "location.search === '' && document.readyState === 'complete'",
+    )
+    .await;
+    let buttons: u32 = eval(&tab, "document.querySelectorAll('#approve').length").await;
+    if buttons == 1 {
+        click_and_wait(&tab, "#approve").await;
+        assert_eq!(
+            notice(&tab).await,
+            "Already approved, nothing changed: no second grant was issued."
+        );
+        assert_eq!(log.statuses("POST", "/approve"), [303, 303, 303]);
+    } else {
+        assert!(text(&tab, ".status").await.contains("Approved by alice"));
+        assert_eq!(log.statuses("POST", "/approve"), [303, 303]);
+    }
+    assert_eq!(host.store.len().unwrap(), 1, "still exactly one grant");
+    assert!(matches!(
+        state(&host, &proposal).await,
+        ProposalState::Approved { .. }
+    ));
+
+    let again = act.execute_json(&call).await;
+    assert_eq!(again["error"]["code"], "APPROVAL_STALE");
+    assert_eq!(host.backend.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_proposes_with_the_tool_a_person_approves_on_the_page_and_the_model_acts_once() {
+    let host = Host::new();
+    let (site, _) = serve(host.router(), PAGES_IP).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+    let tools = host.toolset();
+
+    // The scripted model proposes, then asks for the decision.
+    let mut call = pay();
+    call["url"] = json!(support::URL);
+    let proposed = tools.call("browser_propose", &call).await.unwrap();
+    assert_eq!(proposed["status"], "pending", "{proposed}");
+    let proposal_id = proposed["proposal_id"].as_str().unwrap().to_owned();
+    let status_call = json!({"proposal_id": proposal_id});
+    let waiting = tools
+        .call("browser_proposal_status", &status_call)
+        .await
+        .unwrap();
+    assert_eq!(waiting["status"], "pending");
+    let early = tools
+        .call("browser_act", &Host::act_call(&pay(), &proposal_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        early["error"]["code"], "APPROVAL_REQUIRED",
+        "no grant before the decision"
+    );
+
+    // The person finds it in the run's list and approves it.
+    let run_url = format!(
+        "http://{site}{}",
+        ApprovalPages::run_path(&host.actor, &host.run)
+    );
+    let tab = chromium.open(&run_url).await;
+    assert_eq!(text(&tab, "table.proposals tbody a").await, proposal_id);
+    click_and_wait(&tab, "table.proposals tbody a").await;
+    assert_eq!(text(&tab, "#description").await, "pay invoice 2026-118");
+    click_and_wait(&tab, "#approve").await;
+    assert_eq!(
+        notice(&tab).await,
+        "Approved: one grant was issued for exactly this action."
+    );
+
+    // The model learns the approval id and acts with it, once.
+    let decided = tools
+        .call("browser_proposal_status", &status_call)
+        .await
+        .unwrap();
+    assert_eq!(decided["status"], "approved", "{decided}");
+    let approval_id = decided["approval_id"].as_str().unwrap().to_owned();
+    assert_eq!(text(&tab, "code.grant-id").await, approval_id);
+    let act_call = Host::act_call(&pay(), &approval_id);
+    let first = tools.call("browser_act", &act_call).await.unwrap();
+    assert_eq!(first["status"], "ok", "{first}");
+    let second = tools.call("browser_act", &act_call).await.unwrap();
+    assert_eq!(second["error"]["code"], "APPROVAL_STALE");
+    assert_eq!(host.backend.len(), 1);
+    assert_eq!(host.store.len().unwrap(), 1);
+    let records = host.operations.records().unwrap();
+    let performed = records
+        .iter()
+        .find(|r| r.outcome == countersign_approval_core::OutcomeCode::Ok)
+        .unwrap();
+    assert_eq!(
+        performed.approver_id.as_ref().map(|a| a.as_str()),
+        Some("alice")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cross_site_form_post_is_refused_and_changes_nothing() {
+    let host = Host::new();
+    let (site, log) = serve(host.router(), PAGES_IP).await;
+    let proposal = host.propose(&pay()).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+
+    // The attacker even has a valid token for alice (as if it had leaked):
+    // the cross-site check alone must refuse the post.
+    let page = chromium
+        .open(&format!(
+            "http://{site}{}",
+            ApprovalPages::proposal_path(&proposal.id)
+        ))
+        .await;
+    let token: String = eval(
+        &page,
+        "document.querySelector('form.approve input[name=token]').value",
+    )
+    .await;
+    let action = format!(
+        "http://{site}{}/approve",
+        ApprovalPages::proposal_path(&proposal.id)
+    );
+    let hostile = format!(
+        "<!doctype html><title>win a prize</title>\
+         <form id=f method=post action=\"{action}\"><input name=token value=\"{token}\"></form>\
+         <script>document.getElementById('f').submit()</script>"
+    );
+    let (attacker, _) = serve(
+        Router::new().route("/", get(move || async move { Html(hostile) })),
+        OTHER_IP,
+    )
+    .await;
+
+    let victim = chromium.browser.new_page("about:blank").await.unwrap();
+    victim.goto(format!("http://{attacker}/")).await.unwrap();
+    wait_for(&victim, "location.href.endsWith('/approve')").await;
+    wait_for(&victim, "document.readyState === 'complete'").await;
+    assert_eq!(
+        eval::<String>(&victim, "document.body.innerText.trim()").await,
+        "refused: this form was posted from another site; nothing changed"
+    );
+    assert_eq!(log.statuses("POST", "/approve"), [403]);
+    assert_eq!(state(&host, &proposal).await, ProposalState::Pending);
+    assert_eq!(host.store.len().unwrap(), 0, "no grant");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_and_markup_in_a_proposal_render_as_inert_text() {
+    const SCRIPT: &str = "<script>window.__pwned=1</script>";
+    const IMG: &str = "\"><img src=x onerror=\"window.__pwned=1\">";
+    let host = Host::for_run("<b>actor</b>", "\"><script>window.__pwned=1</script>");
+    let arguments = json!({
+        "text": SCRIPT,
+        "link": "javascript:window.__pwned=1",
+        "svg": "<svg/onload=window.__pwned=1>",
+        "close": "</code></td></tr></table><iframe src=\"javascript:window.__pwned=1\"></iframe>",
+        "style": "<style>*{display:none}</style><link rel=stylesheet href=//evil.test/x.css>",
+        "attr": "' onmouseover='window.__pwned=1",
+    });
+    let action =
+        json!({"method": "click", "selector": SCRIPT, "description": IMG, "arguments": arguments});
+    let proposal = host.propose(&action).await;
+    let (site, _) = serve(host.router(), PAGES_IP).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+
+    let run_url = format!(
+        "http://{site}{}",
+        ApprovalPages::run_path(&host.actor, &host.run)
+    );
+    let proposal_url = format!(
+        "http://{site}{}",
+        ApprovalPages::proposal_path(&proposal.id)
+    );
+    for url in [&run_url, &proposal_url] {
+        let tab = chromium.open(url).await;
+        // Give an onerror or a timer every chance to run.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            eval::<String>(&tab, "typeof window.__pwned").await,
+            "undefined",
+            "{url}"
+        );
+        let created: u32 = eval(
+            &tab,
+            "document.querySelectorAll('script, img, svg, iframe, style, link:not([href$=\"/style.css\"]), [onerror], [onload], [onmouseover], a[href^=\"javascript\"]').length",
+        )
+        .await;
+        assert_eq!(created, 0, "{url}: the payload made elements");
+        assert_eq!(eval::<u32>(&tab, "document.scripts.length").await, 0);
+        let body: String = eval(&tab, "document.body.textContent").await;
+        for payload in [SCRIPT, IMG, "<b>actor</b>"] {
+            assert!(
+                body.contains(payload),
+                "{url}: `{payload}` not shown as text"
+            );
+        }
+    }
+
+    let tab = chromium.open(&proposal_url).await;
+    assert_eq!(text(&tab, "#selector").await, SCRIPT);
+    assert_eq!(text(&tab, "#description").await, IMG);
+    assert_eq!(text(&tab, "#actor").await, "<b>actor</b>");
+    assert_eq!(
+        text(&tab, "#run").await,
+        "\"><script>window.__pwned=1</script>"
+    );
+    let shown: Vec<String> = eval(
+        &tab,
+        "Array.from(document.querySelectorAll('code.argument')).map(e => e.textContent)",
+    )
+    .await;
+    // Arguments are listed in their canonical (sorted) order.
+    let expected: Vec<String> = proposal.action.arguments().values().cloned().collect();
+    assert_eq!(shown, expected);
+    assert_eq!(shown.len(), 6);
+
+    // Approving it still works, and binds exactly the payload.
+    click_and_wait(&tab, "#approve").await;
+    assert_eq!(
+        eval::<String>(&tab, "typeof window.__pwned").await,
+        "undefined"
+    );
+    let ProposalState::Approved { approval_id, .. } = state(&host, &proposal).await else {
+        panic!("not approved");
+    };
+    let result = host
+        .act()
+        .execute_json(&Host::act_call(&action, approval_id.as_str()))
+        .await;
+    assert_eq!(result["status"], "ok", "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_expiry_and_a_stopped_run_each_end_with_act_refusing() {
+    let host = Host::new();
+    let (site, log) = serve(host.router(), PAGES_IP).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+    let act = host.act();
+    let url = |proposal: &Proposal| {
+        format!(
+            "http://{site}{}",
+            ApprovalPages::proposal_path(&proposal.id)
+        )
+    };
+    let refused_with = |proposal: &Proposal| Host::act_call(&pay(), proposal.id.as_str());
+
+    // Deny, from the keyboard.
+    let denied = host.propose(&pay()).await;
+    let tab = chromium.open(&url(&denied)).await;
+    press_enter_and_wait(&tab, "#deny").await;
+    assert_eq!(notice(&tab).await, "Denied: no grant was issued.");
+    assert!(matches!(
+        state(&host, &denied).await,
+        ProposalState::Denied { by: Some(_), .. }
+    ));
+    assert_eq!(
+        act.execute_json(&refused_with(&denied)).await["error"]["code"],
+        "APPROVAL_REQUIRED"
+    );
+
+    // Expiry: the page was loaded in time, the click comes too late.
+    let expiring = host.propose(&pay()).await;
+    let tab = chromium.open(&url(&expiring)).await;
+    host.clock.advance(PROPOSAL_TTL);
+    click_and_wait(&tab, "#approve").await;
+    assert_eq!(
+        notice(&tab).await,
+        "Expired, nothing changed: the proposal can no longer be decided, and no grant was issued."
+    );
+    assert!(text(&tab, ".status").await.contains("without a decision"));
+    assert_eq!(state(&host, &expiring).await, ProposalState::Pending);
+    assert_eq!(host.store.len().unwrap(), 0);
+    assert_eq!(
+        act.execute_json(&refused_with(&expiring)).await["error"]["code"],
+        "APPROVAL_REQUIRED"
+    );
+
+    // A stopped run: a grant approved before the stop is stale, and
+    // approving after it is refused.
+    let first = host.propose(&pay()).await;
+    let second = host
+        .propose(&json!({"method": "click", "selector": "button#cancel"}))
+        .await;
+    let tab = chromium.open(&url(&first)).await;
+    click_and_wait(&tab, "#approve").await;
+    let ProposalState::Approved { approval_id, .. } = state(&host, &first).await else {
+        panic!("not approved");
+    };
+    let late = chromium.open(&url(&second)).await;
+    let run = chromium
+        .open(&format!(
+            "http://{site}{}",
+            ApprovalPages::run_path(&host.actor, &host.run)
+        ))
+        .await;
+    click_and_wait(&run, "button.stop-run").await;
+    assert_eq!(
+        notice(&run).await,
+        "Run stopped: 1 grant stopped. No grant of this run can be used, and none issued, until the host resumes it."
+    );
+    assert_eq!(
+        text(&run, "p.empty").await,
+        "No proposal of this run is waiting for a decision."
+    );
+    let picture = run
+        .screenshot(ScreenshotParams::builder().full_page(true).build())
+        .await
+        .unwrap();
+    std::fs::write(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("run-stopped.png"),
+        picture,
+    )
+    .unwrap();
+    click_and_wait(&late, "#approve").await;
+    assert!(
+        notice(&late)
+            .await
+            .starts_with("The run is stopped, nothing changed: no grant was issued.")
+    );
+    let picture = late
+        .screenshot(ScreenshotParams::builder().full_page(true).build())
+        .await
+        .unwrap();
+    std::fs::write(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("approve-stopped.png"),
+        picture,
+    )
+    .unwrap();
+    assert_eq!(state(&host, &second).await, ProposalState::Pending);
+    assert_eq!(host.store.len().unwrap(), 1);
+
+    let stale = act
+        .execute_json(&Host::act_call(&pay(), approval_id.as_str()))
+        .await;
+    assert_eq!(stale["error"]["code"], "APPROVAL_STALE", "{stale}");
+    let call = Host::act_call(
+        &json!({"method": "click", "selector": "button#cancel"}),
+        second.id.as_str(),
+    );
+    assert_eq!(
+        act.execute_json(&call).await["error"]["code"],
+        "APPROVAL_REQUIRED"
+    );
+    assert_eq!(host.backend.len(), 0);
+    assert_eq!(log.statuses("POST", "/stop"), [303]);
+}
+
+/// A page on the site the model acts on, with the target outlined, as a
+/// live backend's snapshot shows it.
+const SITE_PAGE: &str = r#"<!doctype html><html lang="en"><head><style>
+body { font: 15px/1.4 sans-serif; margin: 0; background: #f6f6f6; }
+main { width: 560px; padding: 20px 24px; background: #fff; }
+h1 { font-size: 19px; margin: 0 0 10px; }
+table { border-collapse: collapse; width: 100%; margin-bottom: 16px; }
+td { border-bottom: 1px solid #ddd; padding: 6px 4px; }
+button { font: inherit; padding: 8px 18px; margin-right: 8px; }
+#pay { outline: 3px solid #e01b24; outline-offset: 3px; background: #1c71d8; color: #fff; border: 0; }
+</style></head><body><main>
+<h1>Invoice 2026-118</h1>
+<table><tr><td>Hosting, May 2026</td><td>100.00 EUR</td></tr><tr><td>VAT</td><td>20.00 EUR</td></tr><tr><td><b>Total</b></td><td><b>120.00 EUR</b></td></tr></table>
+<button id="pay">Pay 120.00 EUR</button><button id="cancel">Cancel</button>
+</main></body></html>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proposal_page_with_a_live_snapshot_is_keyboard_operable_and_photographed() {
+    let host = Host::new();
+    let (site, _) = serve(host.router(), PAGES_IP).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+
+    // What a live backend would attach: a screenshot of the page.
+    let shop = chromium.browser.new_page("about:blank").await.unwrap();
+    shop.set_content(SITE_PAGE).await.unwrap();
+    let screenshot = shop
+        .find_element("main")
+        .await
+        .unwrap()
+        .screenshot(CaptureScreenshotFormat::Png)
+        .await
+        .unwrap();
+    let snapshot = PageSnapshot {
+        page: PageBinding {
+            session_id: "C0FFEE42".into(),
+            target_id: "5A1E7AB0".into(),
+            page_revision: "4D2B9E1F".into(),
+        },
+        screenshot_png: Some(screenshot),
+        target_found: true,
+    };
+    let proposal = host.propose_observed(&pay(), snapshot).await;
+
+    let tab = chromium
+        .open(&format!(
+            "http://{site}{}",
+            ApprovalPages::proposal_path(&proposal.id)
+        ))
+        .await;
+    wait_for(
+        &tab,
+        "document.querySelector('img.screenshot').complete && document.querySelector('img.screenshot').naturalWidth > 100",
+    )
+    .await;
+    assert_eq!(
+        text(&tab, "figcaption").await,
+        "The outlined element is the one the selector matched."
+    );
+    let stylesheet_applied: String = eval(
+        &tab,
+        "getComputedStyle(document.querySelector('button.approve')).backgroundColor",
+    )
+    .await;
+    assert_eq!(
+        stylesheet_applied, "rgb(29, 107, 53)",
+        "the stylesheet route is allowed by the CSP"
+    );
+
+    // Tab moves the focus through real controls to Approve, with a
+    // visible ring.
+    let body = tab.find_element("body").await.unwrap();
+    let mut reached = false;
+    for _ in 0..20 {
+        body.press_key("Tab").await.unwrap();
+        let id: String = eval(&tab, "document.activeElement.id").await;
+        if id == "approve" {
+            reached = true;
+            break;
+        }
+    }
+    assert!(reached, "Approve cannot be reached with Tab");
+    let ring: String = eval(
+        &tab,
+        "(s => s.outlineStyle + ' ' + s.outlineWidth)(getComputedStyle(document.activeElement))",
+    )
+    .await;
+    assert_eq!(ring, "solid 3px");
+    let labelled: bool = eval(&tab, "document.getElementById('note').labels.length === 1").await;
+    assert!(labelled);
+    body.press_key("Tab").await.unwrap(); // Move the ring off Approve for the picture.
+    tab.evaluate("document.activeElement.blur()").await.unwrap();
+
+    let png = tab
+        .screenshot(ScreenshotParams::builder().full_page(true).build())
+        .await
+        .unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(
+        png.len() > 20_000,
+        "a screenshot of {} bytes is too small",
+        png.len()
+    );
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("approval-page.png");
+    std::fs::write(&out, &png).unwrap();
+    if std::env::var("COUNTERSIGN_UPDATE_DOCS").as_deref() == Ok("1") {
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::write(docs.join("approval-page.png"), &png).unwrap();
+    }
+
+    // The screenshot route serves the snapshot's bytes as they were stored.
+    let served: u32 = eval(
+        &tab,
+        "document.querySelector('img.screenshot').naturalWidth",
+    )
+    .await;
+    assert!(served > 100);
+}
