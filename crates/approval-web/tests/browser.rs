@@ -571,13 +571,10 @@ async fn the_proposal_page_with_a_live_snapshot_is_keyboard_operable_and_photogr
         "a screenshot of {} bytes is too small",
         png.len()
     );
+    // The picture in docs/ comes from tests/live_backend.rs (a real page
+    // and outline); this one, of a synthetic snapshot, stays in target/.
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("approval-page.png");
     std::fs::write(&out, &png).unwrap();
-    if std::env::var("COUNTERSIGN_UPDATE_DOCS").as_deref() == Ok("1") {
-        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images");
-        std::fs::create_dir_all(&docs).unwrap();
-        std::fs::write(docs.join("approval-page.png"), &png).unwrap();
-    }
 
     // The screenshot route serves the snapshot's bytes as they were stored.
     let served: u32 = eval(

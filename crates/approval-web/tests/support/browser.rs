@@ -133,6 +133,13 @@ impl Chromium {
         }
     }
 
+    /// Asks the browser to exit and waits until it has, so its profile
+    /// directory is removed whole (dropping kills it without waiting).
+    pub async fn close(mut self) {
+        self.browser.close().await.unwrap();
+        self.browser.wait().await.unwrap();
+    }
+
     /// A new tab showing `url`.
     pub async fn open(&self, url: &str) -> Page {
         eprintln!("open {url}");
