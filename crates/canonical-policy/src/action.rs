@@ -1,5 +1,6 @@
 //! Canonical browser actions and their digests.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
@@ -36,7 +37,8 @@ pub const MAX_ARGUMENT_VALUE_BYTES: usize = 8192;
 pub struct Action {
     arguments: BTreeMap<String, String>,
     description: String,
-    method: String,
+    /// Borrowed when it is one of [`DEFAULT_METHODS`] (see `lower_case_method`).
+    method: Cow<'static, str>,
     selector: String,
     /// Computed once when the action is built: every grant, binding and
     /// consume needs it, and the fields never change afterwards.
@@ -101,19 +103,115 @@ impl fmt::Display for Action {
     }
 }
 
-/// Serialises the four fields in canonical form.
+/// Writes the four fields in canonical form.
+///
+/// Hand-written rather than serde_json because the digest is computed for
+/// every authorised action: text without escapes is copied whole instead
+/// of going through serde_json's writer fragment by fragment. The output
+/// is byte for byte what serde_json's compact serialiser writes for the
+/// derived `Serialize` (unit tests below and the published digest vectors
+/// pin that).
+fn write_canonical(out: &mut String, action: &Action) {
+    out.push_str("{\"arguments\":{");
+    for (i, (key, value)) in action.arguments.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(out, key);
+        out.push(':');
+        push_json_string(out, value);
+    }
+    out.push_str("},\"description\":");
+    push_json_string(out, &action.description);
+    out.push_str(",\"method\":");
+    push_json_string(out, &action.method);
+    out.push_str(",\"selector\":");
+    push_json_string(out, &action.selector);
+    out.push('}');
+}
+
+/// The canonical JSON text.
 fn canonical_json_of(action: &Action) -> String {
-    // Serialising strings and a `BTreeMap<String, String>` cannot fail; the
-    // empty fallback would never match a stored digest, so it fails closed.
-    // (Pre-sizing the buffer was measured slower than serde_json's own growth.)
-    serde_json::to_string(action).unwrap_or_default()
+    let mut out = String::with_capacity(canonical_len_hint(action));
+    write_canonical(&mut out, action);
+    out
 }
 
 /// SHA-256 of the canonical JSON.
 fn digest_of(action: &Action) -> ActionDigest {
-    // Streaming the serialiser straight into the hasher through a stack
-    // buffer was measured slower than hashing the finished string.
+    // Tried and measured no faster: writing straight into the hasher
+    // through a stack buffer (sha2 takes one large update far faster than
+    // many small copies), and a per-thread buffer reused between actions.
     ActionDigest(Sha256::digest(canonical_json_of(action).as_bytes()).into())
+}
+
+/// The canonical JSON's length when no string needs an escape (escapes only
+/// make it longer, and the buffer then grows as usual).
+fn canonical_len_hint(action: &Action) -> usize {
+    // `{"arguments":{`, `},"description":`, `,"method":`, `,"selector":`, `}`
+    // and the quotes of the three top-level string values.
+    const FIXED: usize = 14 + 16 + 10 + 12 + 1 + 6;
+    let arguments: usize = action
+        .arguments
+        .iter()
+        .map(|(key, value)| key.len() + value.len() + 6)
+        .sum();
+    FIXED + arguments + action.description.len() + action.method.len() + action.selector.len()
+}
+
+/// serde_json's `\u00XX` escapes of the C0 controls (lower-case hex).
+const CONTROL_ESCAPES: [&str; 32] = [
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+    "\\u0008", "\\u0009", "\\u000a", "\\u000b", "\\u000c", "\\u000d", "\\u000e", "\\u000f",
+    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+];
+
+/// The escape serde_json writes for `byte`, or `None` when it is written
+/// as it is (everything but `"`, `\\` and U+0000–U+001F; U+007F, U+2028 and
+/// U+2029 included).
+fn escape_of(byte: u8) -> Option<&'static str> {
+    match byte {
+        b'"' => Some("\\\""),
+        b'\\' => Some("\\\\"),
+        0x08 => Some("\\b"),
+        0x09 => Some("\\t"),
+        0x0a => Some("\\n"),
+        0x0c => Some("\\f"),
+        0x0d => Some("\\r"),
+        _ => CONTROL_ESCAPES.get(usize::from(byte)).copied(),
+    }
+}
+
+/// Whether no byte of `bytes` needs an escape.
+fn escape_free(bytes: &[u8]) -> bool {
+    // `|` rather than `||`: no branch per byte.
+    !any_byte(bytes, |b| (b < 0x20) | (b == b'"') | (b == b'\\'))
+}
+
+/// Appends `text` as a JSON string literal.
+fn push_json_string(out: &mut String, text: &str) {
+    out.push('"');
+    if escape_free(text.as_bytes()) {
+        out.push_str(text);
+    } else {
+        push_escaped(out, text);
+    }
+    out.push('"');
+}
+
+/// The slow path of [`push_json_string`]: copies the runs between escapes.
+fn push_escaped(out: &mut String, text: &str) {
+    let mut run_start = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        if let Some(escape) = escape_of(byte) {
+            // Every escaped byte is ASCII, so `i` is a character boundary.
+            out.push_str(text.get(run_start..i).unwrap_or_default());
+            out.push_str(escape);
+            run_start = i + 1;
+        }
+    }
+    out.push_str(text.get(run_start..).unwrap_or_default());
 }
 
 /// The SHA-256 digest of an action's canonical JSON; shown as 64 lower-case hex characters.
@@ -179,7 +277,28 @@ impl FromStr for ActionDigest {
 fn has_control(s: &str) -> bool {
     // U+0000–U+001F and U+007F are single bytes in UTF-8 and never occur
     // inside a multi-byte sequence, so a byte scan is exact.
-    s.bytes().any(|b| b < 0x20 || b == 0x7f)
+    any_byte(s.as_bytes(), |b| (b < 0x20) | (b == 0x7f))
+}
+
+/// Whether `test` holds for any byte. Tested sixteen bytes at a time
+/// without an early exit inside a block, so the compiler can vectorise it
+/// (a plain `any` stops at every byte and stays scalar); the last block
+/// overlaps the one before rather than leaving a scalar tail. Every
+/// action scans its selector and description this way, and every string
+/// of its canonical JSON.
+#[inline]
+fn any_byte(bytes: &[u8], test: impl Fn(u8) -> bool) -> bool {
+    let block = |chunk: &[u8]| chunk.iter().fold(false, |any, b| any | test(*b));
+    if bytes.len() < 16 {
+        // Shorter than one block (a method, a key, a short value): a
+        // scalar scan is as fast.
+        return bytes.iter().any(|b| test(*b));
+    }
+    let mut chunks = bytes.chunks_exact(16);
+    if chunks.any(&block) {
+        return true;
+    }
+    !chunks.remainder().is_empty() && bytes.get(bytes.len() - 16..).is_some_and(&block)
 }
 
 /// The most characters of untrusted text a message or record quotes
@@ -250,12 +369,13 @@ pub(crate) fn canonicalise(
         *slot = Some(value);
     }
 
-    let method = optional_string(method, "method")?
-        .ok_or_else(|| Denial::invalid_action("`method` is required"))?
-        .trim()
-        .to_ascii_lowercase();
+    let method = lower_case_method(
+        optional_string(method, "method")?
+            .ok_or_else(|| Denial::invalid_action("`method` is required"))?
+            .trim(),
+    );
     match methods {
-        Some(allowed) if !allowed.contains(&method) => {
+        Some(allowed) if !allowed.contains(method.as_ref()) => {
             return Err(Denial::MethodNotAllowed {
                 method: quote_untrusted(&method),
             });
@@ -323,6 +443,21 @@ pub(crate) fn canonicalise(
     Ok(action)
 }
 
+/// `method` ASCII-lower-cased. One of [`DEFAULT_METHODS`] is borrowed from
+/// that list rather than copied: nearly every action names one, and the
+/// copy was one of the few allocations building an action needs.
+fn lower_case_method(method: &str) -> Cow<'static, str> {
+    // Every default method is lower-case ASCII, so an ASCII-case-insensitive
+    // match is exactly "lower-cases to it".
+    match DEFAULT_METHODS
+        .iter()
+        .find(|known| known.eq_ignore_ascii_case(method))
+    {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(method.to_ascii_lowercase()),
+    }
+}
+
 /// Whether `text` is `"{method} {selector}"`, compared without building it.
 fn is_default_description(text: &str, method: &str, selector: &str) -> bool {
     text.strip_prefix(method)
@@ -345,6 +480,14 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// the kept text is parsed with `str::parse`), so neither that feature nor
 /// serde_json's own float formatting can change the text.
 fn number_text(n: &serde_json::Number) -> Option<String> {
+    // An integer in range is its decimal digits in ECMAScript too (every
+    // integer up to 2^53 − 1 is an exact double, written without exponent
+    // below 10^21), and integer formatting is several times cheaper than
+    // the shortest-double search. `-0` reads as the integer 0 here and
+    // `ryu-js` writes -0.0 as `0` as well.
+    if let Some(int) = n.as_i64().filter(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER) {
+        return Some(int.to_string());
+    }
     // Every integer up to 2^53 − 1 is exact in a double.
     #[allow(clippy::cast_precision_loss)]
     let limit = MAX_SAFE_INTEGER as f64;
@@ -368,7 +511,7 @@ fn canonical_arguments(
             "`arguments` has more than {MAX_ARGUMENTS} entries"
         )));
     }
-    let mut out = Vec::with_capacity(map.len());
+    let mut out = BTreeMap::new();
     for (key, value) in map {
         if !valid_argument_key(key) {
             return Err(Denial::invalid_action(format!(
@@ -383,7 +526,8 @@ fn canonical_arguments(
                     "argument `{key}` is a number outside ±{MAX_SAFE_INTEGER}"
                 ))
             })?,
-            Value::Bool(b) => b.to_string(),
+            // Not `b.to_string()`: that goes through the formatter.
+            Value::Bool(b) => String::from(if *b { "true" } else { "false" }),
             Value::Null | Value::Array(_) | Value::Object(_) => {
                 return Err(Denial::invalid_action(format!(
                     "argument `{key}` must be a string, number or boolean"
@@ -395,9 +539,192 @@ fn canonical_arguments(
                 "argument `{key}` is longer than {MAX_ARGUMENT_VALUE_BYTES} bytes"
             )));
         }
-        out.push((key.clone(), text));
+        // Inserted one by one: the tree sorts whatever order the input map
+        // iterates in, and a few entries fit one node, so this saves the
+        // intermediate vector a bulk build would sort.
+        out.insert(key.clone(), text);
     }
-    // Collecting sorts once and builds the tree in bulk, whatever order the
-    // input map iterates in.
-    Ok(out.into_iter().collect())
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    //! The hand-written canonical JSON writer and the integer path of
+    //! number text against what they replace: serde_json's compact
+    //! serialiser of the derived `Serialize`, and `ryu-js`.
+
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn action_with(arguments: serde_json::Map<String, Value>, selector: &str) -> Action {
+        canonicalise(
+            &json!({"method": "fill", "selector": selector, "arguments": arguments}),
+            None,
+        )
+        .expect("a valid action")
+    }
+
+    fn assert_writer_matches_serde(action: &Action) {
+        assert_eq!(
+            canonical_json_of(action),
+            serde_json::to_string(action).unwrap(),
+            "{action:?}"
+        );
+    }
+
+    #[test]
+    fn every_byte_value_is_written_as_serde_json_writes_it() {
+        // Every ASCII character, alone, inside text, at either end and at
+        // each offset around the sixteen-byte blocks of the escape scan.
+        for first in (0u8..=0x7f).step_by(16) {
+            // Sixteen bytes, two arguments each: within MAX_ARGUMENTS.
+            let mut arguments = serde_json::Map::new();
+            for byte in first..first + 16 {
+                let c = char::from(byte);
+                arguments.insert(format!("k{byte}"), Value::String(c.to_string()));
+                arguments.insert(
+                    format!("m{byte}"),
+                    Value::String(format!("ab{c}cd{}", "x".repeat(usize::from(byte % 40)))),
+                );
+            }
+            assert_writer_matches_serde(&action_with(arguments, "a#docs"));
+        }
+        for len in 0..48 {
+            for at in 0..len {
+                for bad in ['"', '\\', '\n', '\u{1}', '\u{1f}'] {
+                    let mut text: Vec<char> = std::iter::repeat_n('y', len).collect();
+                    text[at] = bad;
+                    let text: String = text.into_iter().collect();
+                    let mut arguments = serde_json::Map::new();
+                    arguments.insert("v".into(), Value::String(text));
+                    assert_writer_matches_serde(&action_with(arguments, "a"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn non_ascii_text_is_written_raw_as_serde_json_writes_it() {
+        let mut arguments = serde_json::Map::new();
+        for (i, text) in [
+            "é",
+            "\u{2028}",
+            "\u{2029}",
+            "\u{7f}",
+            "\u{80}",
+            "\u{ffff}",
+            "😀",
+            "a\u{0}é\u{1b}😀\"",
+        ]
+        .iter()
+        .enumerate()
+        {
+            arguments.insert(format!("k{i}"), Value::String((*text).to_owned()));
+        }
+        let action = action_with(
+            arguments,
+            "ünïcode ☃ selector that is longer than sixteen bytes",
+        );
+        assert_writer_matches_serde(&action);
+    }
+
+    #[test]
+    fn escape_scan_finds_a_byte_at_every_offset() {
+        for len in 0..70 {
+            let clean = "z".repeat(len);
+            assert!(escape_free(clean.as_bytes()));
+            assert!(!has_control(&clean));
+            for at in 0..len {
+                for (bad, escapes, control) in [
+                    (b'"', true, false),
+                    (b'\\', true, false),
+                    (0x1f, true, true),
+                    (0x7f, false, true),
+                ] {
+                    let mut bytes = clean.clone().into_bytes();
+                    bytes[at] = bad;
+                    let text = String::from_utf8(bytes).unwrap();
+                    assert_eq!(!escape_free(text.as_bytes()), escapes, "{len} {at} {bad}");
+                    assert_eq!(has_control(&text), control, "{len} {at} {bad}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_text_is_what_ryu_js_writes() {
+        let limit = MAX_SAFE_INTEGER as i64;
+        let mut values: Vec<i64> = vec![0, 1, -1, 9, 10, 20, 99, 100, 12_345, -987_654_321];
+        values.extend([limit, -limit, limit - 1, 1 << 52, 1_000_000_000_000_000]);
+        for v in values {
+            #[allow(clippy::cast_precision_loss)]
+            let expected = ryu_js::Buffer::new().format_finite(v as f64).to_owned();
+            let n = serde_json::Number::from(v);
+            assert_eq!(number_text(&n).as_deref(), Some(expected.as_str()), "{v}");
+            let parsed: Value = serde_json::from_str(&v.to_string()).unwrap();
+            let Value::Number(parsed) = parsed else {
+                panic!("{v} did not parse as a number");
+            };
+            assert_eq!(
+                number_text(&parsed).as_deref(),
+                Some(expected.as_str()),
+                "{v}"
+            );
+        }
+        for text in ["-0", "-0.0", "0.0", "20.0", "2e1", "1.5", "-2.5e-7"] {
+            let Value::Number(n) = serde_json::from_str(text).unwrap() else {
+                panic!("{text} did not parse as a number");
+            };
+            let expected = ryu_js::Buffer::new()
+                .format_finite(n.as_f64().unwrap())
+                .to_owned();
+            assert_eq!(
+                number_text(&n).as_deref(),
+                Some(expected.as_str()),
+                "{text}"
+            );
+        }
+        for text in ["9007199254740992", "-9007199254740992", "1e300"] {
+            let Value::Number(n) = serde_json::from_str(text).unwrap() else {
+                panic!("{text} did not parse as a number");
+            };
+            assert_eq!(number_text(&n), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_default_method_is_borrowed_and_any_other_is_lower_cased() {
+        assert!(matches!(lower_case_method("CLICK"), Cow::Borrowed("click")));
+        assert!(matches!(lower_case_method("fIlL"), Cow::Borrowed("fill")));
+        assert_eq!(lower_case_method("Scroll-Into"), "scroll-into");
+        assert!(matches!(lower_case_method("Scroll"), Cow::Owned(_)));
+        // Not ASCII case-folding beyond ASCII: `K` (Kelvin sign) stays.
+        assert_eq!(lower_case_method("\u{212a}lick"), "\u{212a}lick");
+    }
+
+    proptest! {
+        #[test]
+        fn writer_matches_serde_json_for_any_text(
+            values in proptest::collection::vec(any::<String>(), 0..6),
+            selector in "[^\\x00-\\x1f\\x7f]{1,40}",
+            description in proptest::option::of("[^\\x00-\\x1f\\x7f]{1,40}"),
+        ) {
+            let arguments: serde_json::Map<String, Value> = values
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (format!("k{i}"), Value::String(v)))
+                .collect();
+            let proposed = json!({
+                "method": "click",
+                "selector": selector,
+                "description": description,
+                "arguments": arguments,
+            });
+            if let Ok(action) = canonicalise(&proposed, None) {
+                prop_assert_eq!(canonical_json_of(&action), serde_json::to_string(&action).unwrap());
+            }
+        }
+    }
 }

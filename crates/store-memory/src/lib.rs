@@ -121,11 +121,14 @@ impl Grants {
         run_generation: u64,
         actor_generation: u64,
     ) -> bool {
-        if self.runs.is_empty() && self.actors.is_empty() {
-            return false;
-        }
-        self.run_fence(actor, run).generation != run_generation
-            || self.actor_fence(actor).generation != actor_generation
+        fence_moved(
+            &self.runs,
+            &self.actors,
+            actor,
+            run,
+            run_generation,
+            actor_generation,
+        )
     }
 
     fn run_fence(&self, actor: &ActorId, run: &RunId) -> Fence {
@@ -326,10 +329,26 @@ impl ApprovalStore for InMemoryApprovalStore {
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        let Some(entry) = grants.entries.get(id) else {
+        // One lookup, held mutably beside the fences: consumes serialise on
+        // this lock, so hashing the id twice would be paid by every one.
+        let Grants {
+            entries,
+            runs,
+            actors,
+            ..
+        } = &mut *grants;
+        let Some(entry) = entries.get_mut(id) else {
             return Ok(ConsumeOutcome::Unknown);
         };
-        let stopped = grants.is_stopped(entry);
+        let approval = &entry.grant.approval;
+        let stopped = fence_moved(
+            runs,
+            actors,
+            &approval.actor_id,
+            &approval.run_id,
+            entry.run_generation,
+            entry.actor_generation,
+        );
         let decision = decide_consume(
             &entry.grant,
             &entry.abandoned,
@@ -338,13 +357,11 @@ impl ApprovalStore for InMemoryApprovalStore {
             now,
             attempt,
         );
-        if let Some(entry) = grants.entries.get_mut(id) {
-            if let Some(next) = decision.state {
-                entry.grant.state = next;
-            }
-            if let Some(failed) = decision.failed_attempts {
-                entry.grant.failed_attempts = failed;
-            }
+        if let Some(next) = decision.state {
+            entry.grant.state = next;
+        }
+        if let Some(failed) = decision.failed_attempts {
+            entry.grant.failed_attempts = failed;
         }
         Ok(decision.outcome)
     }
@@ -592,6 +609,28 @@ impl ProposalStore for InMemoryApprovalStore {
         }
         Ok(decision.outcome)
     }
+}
+
+/// Whether a run or actor stop came since these generations were taken,
+/// read from the fence maps alone (so a caller may hold a grant mutably).
+fn fence_moved(
+    runs: &HashMap<ActorId, HashMap<RunId, Fence>>,
+    actors: &HashMap<ActorId, Fence>,
+    actor: &ActorId,
+    run: &RunId,
+    run_generation: u64,
+    actor_generation: u64,
+) -> bool {
+    // No stop ever: nothing to look up on the hot path.
+    if runs.is_empty() && actors.is_empty() {
+        return false;
+    }
+    let run_now = runs
+        .get(actor)
+        .and_then(|runs| runs.get(run))
+        .map_or(0, |fence| fence.generation);
+    let actor_now = actors.get(actor).map_or(0, |fence| fence.generation);
+    run_now != run_generation || actor_now != actor_generation
 }
 
 /// Stops a fence: moves its generation on (every grant issued before is
