@@ -8,7 +8,7 @@
 //!     ActorId, Approval, ApprovalStore, AttemptId, Clock, ConsumeOutcome, RunId, SystemClock,
 //! };
 //! use countersign_approval_core::policy::{Policy, StaticResolver};
-//! use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
+//! use countersign_store_postgres::{DEFAULT_RETENTION, PostgresApprovalStore, PostgresStoreOptions};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let options = PostgresStoreOptions::new("host=127.0.0.1 port=5433 user=app dbname=app")
@@ -39,8 +39,8 @@
 //!
 //! // The operation log lives in the same schema and shares the pool.
 //! let _log = store.operation_log();
-//! // A scheduled job drops what stopped mattering a day ago.
-//! let purged = store.purge(SystemClock.now(), Duration::from_secs(24 * 60 * 60)).await?;
+//! // A scheduled job drops what stopped mattering 15 minutes ago.
+//! let purged = store.purge(SystemClock.now(), DEFAULT_RETENTION).await?;
 //! # let _ = purged;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
@@ -132,8 +132,8 @@ mod store;
 pub use operations::PostgresOperationLog;
 pub use options::{
     ConnectError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_TIMEOUT,
-    DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT, InvalidOptions, MAX_IDENTIFIER_BYTES,
-    MAX_TABLE_PREFIX_BYTES, PostgresStoreOptions, SchemaSetup,
+    DEFAULT_RETENTION, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT, InvalidOptions,
+    MAX_IDENTIFIER_BYTES, MAX_TABLE_PREFIX_BYTES, PostgresStoreOptions, SchemaSetup,
 };
 pub use schema::{SCHEMA_VERSION, schema_sql, schema_upgrade_sql};
 pub use store::PostgresApprovalStore;

@@ -16,6 +16,19 @@ pub const DEFAULT_POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long opening one connection may take, when not set.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The retention to give [`purge`](crate::PostgresApprovalStore::purge)
+/// unless there is a reason for another: a grant is kept 15 minutes past
+/// the moment it can no longer be consumed (`max(expires_at, consumed
+/// at)`).
+///
+/// What the kept row is for: a consume retried after a lost reply answers
+/// a replay, and an abandon still finds what to give back (Act's retries
+/// and abandon timeout are seconds); a model that comes back within minutes
+/// with a used or expired grant hears `Stale` (`APPROVAL_STALE`) rather
+/// than `Unknown` (`APPROVAL_REQUIRED`). It is not an audit trail: the
+/// operation log keeps that, purged on its own retention. The table holds
+/// about grants per second × (grant lifetime + retention) rows.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(15 * 60);
 /// The longest schema name or table prefix plus table name, in bytes
 /// (PostgreSQL's identifier limit).
 pub const MAX_IDENTIFIER_BYTES: usize = 63;
