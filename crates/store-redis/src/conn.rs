@@ -500,12 +500,12 @@ impl Connection {
     /// The current client, and a watch on the call about to use it (on
     /// `key`, or on several nodes when `None`). While a replacement is under
     /// way the call waits for it (at most the connect timeout) rather than
-    /// use a client that just failed.
-    async fn checkout(&self, key: Option<&str>) -> (Client, Watch) {
+    /// use a client that just failed, unless it must go `at_once`.
+    async fn checkout(&self, key: Option<&str>, at_once: bool) -> (Client, Watch) {
         // Created before the check, so that the end of the replacement
         // cannot slip between the check and the wait.
         let replaced = self.shared.replaced.notified();
-        if self.shared.lock().replacing {
+        if !at_once && self.shared.lock().replacing {
             let _ = tokio::time::timeout(self.shared.options.connect_timeout, replaced).await;
         }
         let state = self.shared.lock();
@@ -532,13 +532,13 @@ impl Connection {
     /// lane's connection is alive, so that calls queued behind it are not
     /// mistaken for a dead connection. Such a task ends when the reply
     /// arrives or when its client is replaced, whichever comes first.
-    async fn call<T, F, Fut>(&self, key: Option<&str>, run: F) -> RedisResult<T>
+    async fn call<T, F, Fut>(&self, key: Option<&str>, at_once: bool, run: F) -> RedisResult<T>
     where
         T: Send + 'static,
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = RedisResult<T>> + Send + 'static,
     {
-        let (client, watch) = self.checkout(key).await;
+        let (client, watch) = self.checkout(key, at_once).await;
         let (generation, lane) = (watch.generation, watch.lane);
         let shared = Arc::clone(&self.shared);
         let (answer, answered) = tokio::sync::oneshot::channel();
@@ -576,23 +576,30 @@ impl Connection {
     }
 
     /// Runs `cmd`, which touches only `key`, on the primary that holds `key`.
-    pub(crate) async fn on_key(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
+    /// With `at_once` it goes out on the current client even while a
+    /// replacement is under way: an abandon must reach the server within
+    /// its caller's short timeout, behind the consume it gives back on the
+    /// client that may still deliver both (a replacement waits for a server
+    /// that may be paused for longer than that).
+    pub(crate) async fn on_key(&self, key: &str, cmd: Cmd, at_once: bool) -> RedisResult<Value> {
         let owned = key.to_owned();
-        self.call(Some(key), |client| async move {
+        self.call(Some(key), at_once, |client| async move {
             client.on_key(&owned, cmd).await
         })
         .await
     }
 
     /// Sends `cmds` in one pipeline to the primary that holds `key`; see
-    /// [`Client::pipeline_on_key`].
+    /// [`Client::pipeline_on_key`] (and [`on_key`](Self::on_key) for
+    /// `at_once`).
     pub(crate) async fn pipeline_on_key(
         &self,
         key: &str,
         cmds: Vec<Cmd>,
+        at_once: bool,
     ) -> RedisResult<Vec<Value>> {
         let owned = key.to_owned();
-        self.call(Some(key), |client| async move {
+        self.call(Some(key), at_once, |client| async move {
             client.pipeline_on_key(&owned, cmds).await
         })
         .await
@@ -600,22 +607,25 @@ impl Connection {
 
     /// Runs `cmd` on every primary; see [`Client::on_each_primary`].
     pub(crate) async fn on_each_primary(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        self.call(
-            None,
-            |client| async move { client.on_each_primary(cmd).await },
-        )
+        self.call(None, false, |client| async move {
+            client.on_each_primary(cmd).await
+        })
         .await
     }
 
     /// Runs `cmd` on every node; see [`Client::on_each_node`].
     pub(crate) async fn on_each_node(&self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        self.call(None, |client| async move { client.on_each_node(cmd).await })
-            .await
+        self.call(None, false, |client| async move {
+            client.on_each_node(cmd).await
+        })
+        .await
     }
 
     /// Runs `cmd` on every node; see [`Client::on_all_nodes`].
     pub(crate) async fn on_all_nodes(&self, cmd: Cmd) -> RedisResult<Value> {
-        self.call(None, |client| async move { client.on_all_nodes(cmd).await })
-            .await
+        self.call(None, false, |client| async move {
+            client.on_all_nodes(cmd).await
+        })
+        .await
     }
 }

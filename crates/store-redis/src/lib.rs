@@ -49,12 +49,12 @@
 //! SHA-256 of the actor id (which may itself hold braces). In that slot:
 //!
 //! ```text
-//! {prefix}:{a<tag>}:grant:<id>      hash: the grant (format v=2)
+//! {prefix}:{a<tag>}:grant:<id>      string: the grant, one record (format v=3)
 //! {prefix}:{a<tag>}:actor           hash: the actor's stop fence (gen, stopped)
 //! {prefix}:{a<tag>}:run:<run id>    hash: the run's stop fence (gen, stopped)
 //! {prefix}:{a<tag>}:live:<run id>   zset: the run's grants a stop may find usable
 //! {prefix}:{a<tag>}:runs            set:  the actor's runs with a live set
-//! {prefix}:id:{<id>}                string: the actor tag of grant <id> (its own slot)
+//! {prefix}:id:{<id>}                string: the actor tag of grant <id>, 16 raw bytes (its own slot)
 //! ```
 //!
 //! A grant records its run's and its actor's fence generations at issue; a
@@ -65,19 +65,25 @@
 //! revoke, consume, abandon, stop and resume are each one Lua script in that
 //! one slot, sent with `EVALSHA` and resent with `EVAL` when the server
 //! answers `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The
-//! grant hash holds every field of the
+//! grant record is one string — a format byte `3`, then length-prefixed
+//! fields ([`RECORD_FIELDS`]) — holding every field of the
 //! [`Approval`](countersign_approval_core::Approval) (approver and attempt
-//! limit included), its state, its count of failed attempts, the recorded
-//! generations and a format version `v=2`; a record that is not exactly
-//! such a record is [`StoreError::Corrupt`](countersign_approval_core::StoreError),
-//! never an outcome. Consume and revoke first read and validate the whole
-//! record, and their script writes only if its fixed fields are still those
-//! of that record (and checks the fields writes change as strictly as the
-//! library reads them), so a record the store cannot read back is refused
-//! and never written. The pointer `{prefix}:id:{<id>}`, written first (and
-//! never overwritten) by `issue`, keeps ids unique over all actors and lets
-//! `get`, `revoke` and `abandon`, which know only the id, find the slot.
-//! Records expire at `max(expires_at, now) + retention` (default 24 h),
+//! limit included), its state, its count of failed attempts and the
+//! recorded generations, so that a typical grant takes under 400 bytes
+//! whatever the server's hash encoding limits; a record that is not
+//! exactly such a record (an earlier version's v=2 hash included) is
+//! [`StoreError::Corrupt`](countersign_approval_core::StoreError), never an
+//! outcome. The consume and revoke scripts write only if the record's fixed
+//! fields still have the fingerprint of fields the library validated (and
+//! check the fields writes change as strictly as the library reads them),
+//! so a record the store cannot read back is refused and never written: a
+//! store that issued or read the grant knows that fingerprint and consumes
+//! in one round trip, any other reads and validates the record first. The
+//! pointer `{prefix}:id:{<id>}`, written first (and never overwritten) by
+//! `issue`, keeps ids unique over all actors and lets `get`, `revoke` and
+//! `abandon`, which know only the id, find the slot. Records expire at
+//! `max(expires_at, now) + retention` (default [`DEFAULT_RETENTION`], 15
+//! minutes),
 //! never earlier than `retention` after the server's own clock, and a later
 //! write only ever moves the expiry forward; fences live at least as long
 //! as their grants, and a stopped fence never expires.
@@ -136,6 +142,8 @@
 mod conn;
 mod oplog;
 mod options;
+mod proposal_record;
+mod proposals;
 mod record;
 mod scripts;
 mod store;
@@ -149,6 +157,7 @@ pub use options::{
     DEFAULT_RETENTION, Durability, InvalidOptions, MAX_KEY_PREFIX_BYTES, MAX_RETENTION,
     RedisStoreOptions,
 };
+pub use record::{RECORD_FIELDS, RecordField, record_fields, record_from_fields};
 pub use scripts::GrantScript;
 pub use store::RedisApprovalStore;
 

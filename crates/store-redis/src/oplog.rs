@@ -276,7 +276,7 @@ impl RedisOperationLog {
             match timed(
                 &what,
                 self.command_timeout,
-                self.conn.on_key(&self.stream_key, cmd),
+                self.conn.on_key(&self.stream_key, cmd, false),
             )
             .await?
             {

@@ -5,8 +5,18 @@ use std::time::Duration;
 
 use countersign_approval_core::StoreError;
 
-/// Records are kept this long past the moment they stop mattering.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a record is kept past the moment it can no longer be consumed
+/// (`max(expires_at, now)`): 15 minutes.
+///
+/// What the kept record is for: a consume retried after a lost reply
+/// answers a replay, and an abandon still finds what to give back (Act's
+/// retries and abandon timeout are seconds); a model that comes back within
+/// minutes with a used or expired grant hears `Stale` (`APPROVAL_STALE`)
+/// rather than `Unknown` (`APPROVAL_REQUIRED`). It is not an audit trail:
+/// the operation log keeps that, under its own retention. Every second of
+/// retention costs the bytes of a second's worth of grants (see
+/// `docs/redis.md`, section 4).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(15 * 60);
 /// The key prefix used when none is set.
 pub const DEFAULT_KEY_PREFIX: &str = "countersign";
 /// How long one Redis round trip may take before it fails as a timeout.
@@ -112,8 +122,9 @@ impl RedisStoreOptions {
         self
     }
 
-    /// How long a record is kept after `max(expires_at, now)` (default 24 h;
-    /// at least 1 ms, at most 366 days, counted in whole milliseconds).
+    /// How long a record is kept after `max(expires_at, now)` (default
+    /// [`DEFAULT_RETENTION`], 15 minutes; at least 1 ms, at most 366 days,
+    /// counted in whole milliseconds).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self

@@ -1,7 +1,13 @@
-//! How a grant is laid out in its hash (format `v=2`), and the strict reader
-//! of that layout.
+//! How a grant is laid out in its record (format `v=3`: one string value per
+//! grant), and the strict reader of that layout.
+//!
+//! A record is a format byte followed by fields in a fixed order, each a
+//! length and that many bytes (see [`put`]). The first part, up to the
+//! actor's generation, never changes after issue and is what the record's
+//! fingerprint covers; the last five fields are the ones writes change. The
+//! Lua scripts (`lua/prelude.lua`) read and rewrite the same layout.
 
-use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
@@ -11,113 +17,154 @@ use countersign_approval_core::{
 };
 use redis::Value;
 
-/// The record format written by this version of the store.
-pub(crate) const FORMAT_VERSION: &str = "2";
+/// The record format written by this version of the store: the first byte
+/// of every record.
+pub(crate) const FORMAT_VERSION: u8 = 3;
 
-/// Field names, as stored.
-pub(crate) mod field {
-    pub(crate) const VERSION: &str = "v";
-    pub(crate) const ID: &str = "id";
-    pub(crate) const ACTOR: &str = "actor";
-    pub(crate) const RUN: &str = "run";
-    pub(crate) const URL: &str = "url";
-    pub(crate) const ACTION: &str = "action";
-    pub(crate) const DIGEST: &str = "digest";
-    pub(crate) const ISSUED_AT: &str = "issued_at";
-    pub(crate) const EXPIRES_AT: &str = "expires_at";
-    pub(crate) const NOTE: &str = "note";
-    pub(crate) const PAGE_REVISION: &str = "page_revision";
-    pub(crate) const OPERATION_ID: &str = "operation_id";
-    pub(crate) const SESSION_ID: &str = "session_id";
-    pub(crate) const STATE: &str = "state";
-    pub(crate) const CONSUMED_AT: &str = "consumed_at";
-    pub(crate) const CONSUMED_BY: &str = "consumed_by";
-    pub(crate) const ISSUE_TOKEN: &str = "issue_token";
-    pub(crate) const ABANDONED: &str = "abandoned";
-    pub(crate) const APPROVER: &str = "approver";
-    pub(crate) const APPROVED_AT: &str = "approved_at";
-    pub(crate) const ATTEMPT_LIMIT: &str = "attempt_limit";
-    pub(crate) const FAILED: &str = "failed";
-    pub(crate) const RUN_GENERATION: &str = "rgen";
-    pub(crate) const ACTOR_GENERATION: &str = "agen";
+/// Fields of at most this many bytes carry their length in one byte.
+pub(crate) const SHORT_MAX: usize = 0xFC;
+/// The length byte of an optional field that is not set.
+pub(crate) const ABSENT: u8 = 0xFD;
+/// The length byte announcing a 4-byte big-endian length (of more than
+/// [`SHORT_MAX`] bytes) after it.
+pub(crate) const LONG: u8 = 0xFE;
 
-    /// Every field a v=2 record may hold.
-    pub(crate) const ALL: [&str; 24] = [
-        VERSION,
-        ID,
-        ACTOR,
-        RUN,
-        URL,
-        ACTION,
-        DIGEST,
-        ISSUED_AT,
-        EXPIRES_AT,
-        NOTE,
-        PAGE_REVISION,
-        OPERATION_ID,
-        SESSION_ID,
-        STATE,
-        CONSUMED_AT,
-        CONSUMED_BY,
-        ISSUE_TOKEN,
-        ABANDONED,
-        APPROVER,
-        APPROVED_AT,
-        ATTEMPT_LIMIT,
-        FAILED,
-        RUN_GENERATION,
-        ACTOR_GENERATION,
-    ];
-}
+/// How long an issue token is, in bytes (128 random bits).
+pub(crate) const ISSUE_TOKEN_BYTES: usize = 16;
 
-/// State names, as stored.
+/// State codes, as stored: one byte each.
 pub(crate) mod state {
-    pub(crate) const ACTIVE: &str = "active";
-    pub(crate) const REVOKED: &str = "revoked";
-    pub(crate) const CONSUMED: &str = "consumed";
-    pub(crate) const LOCKED: &str = "locked";
+    pub(crate) const ACTIVE: &[u8] = b"a";
+    pub(crate) const REVOKED: &[u8] = b"r";
+    pub(crate) const CONSUMED: &[u8] = b"c";
+    pub(crate) const LOCKED: &[u8] = b"l";
 }
 
-/// The field/value pairs of a new, active grant, without the generations
-/// (the issue script records the fences' generations it reads).
-pub(crate) fn encode_new(approval: &Approval, issue_token: &str) -> Vec<(&'static str, String)> {
-    let mut fields = vec![
-        (field::VERSION, FORMAT_VERSION.to_owned()),
-        (field::ID, approval.id.as_str().to_owned()),
-        (field::ACTOR, approval.actor_id.as_str().to_owned()),
-        (field::RUN, approval.run_id.as_str().to_owned()),
-        (field::URL, approval.url.clone()),
-        (field::ACTION, approval.action.canonical_json()),
-        (field::DIGEST, approval.action_digest.to_hex()),
-        (field::ISSUED_AT, approval.issued_at.as_millis().to_string()),
-        (
-            field::EXPIRES_AT,
-            approval.expires_at.as_millis().to_string(),
-        ),
-        (field::STATE, state::ACTIVE.to_owned()),
-        (field::ISSUE_TOKEN, issue_token.to_owned()),
-        (field::ATTEMPT_LIMIT, approval.attempt_limit.to_string()),
-        (field::FAILED, "0".to_owned()),
-    ];
-    if let Some(approver) = &approval.approver {
-        fields.push((field::APPROVER, approver.id.as_str().to_owned()));
-        fields.push((
-            field::APPROVED_AT,
-            approver.approved_at.as_millis().to_string(),
-        ));
-    }
-    let optional = [
-        (field::NOTE, &approval.approver_note),
-        (field::PAGE_REVISION, &approval.page_revision),
-        (field::OPERATION_ID, &approval.operation_id),
-        (field::SESSION_ID, &approval.session_id),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            fields.push((name, value.clone()));
+/// Appends one field: its length, then its bytes. A length of at most
+/// [`SHORT_MAX`] is one byte; a longer one is [`LONG`] and four bytes, big
+/// endian.
+pub(crate) fn put(out: &mut Vec<u8>, value: &[u8]) {
+    match u8::try_from(value.len()) {
+        Ok(len) if usize::from(len) <= SHORT_MAX => out.push(len),
+        _ => {
+            out.push(LONG);
+            // Redis values are at most 512 MiB, far below 4 GiB.
+            let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+            out.extend_from_slice(&len.to_be_bytes());
         }
     }
-    fields
+    out.extend_from_slice(value);
+}
+
+/// Appends an optional field.
+fn put_opt(out: &mut Vec<u8>, value: Option<&[u8]>) {
+    match value {
+        Some(value) => put(out, value),
+        None => out.push(ABSENT),
+    }
+}
+
+/// The action in the record: method, selector, the description only when it
+/// is not the default `"{method} {selector}"` (absent otherwise, which
+/// halves a typical action), then each argument's key and value. The
+/// reader rebuilds the canonical JSON from them and accepts it only through
+/// [`Action::from_canonical_json`].
+fn encode_action(action: &Action) -> Vec<u8> {
+    let mut out = Vec::new();
+    put(&mut out, action.method().as_bytes());
+    put(&mut out, action.selector().as_bytes());
+    let default = format!("{} {}", action.method(), action.selector());
+    let description = action.description();
+    put_opt(
+        &mut out,
+        (description != default).then_some(description.as_bytes()),
+    );
+    for (key, value) in action.arguments() {
+        put(&mut out, key.as_bytes());
+        put(&mut out, value.as_bytes());
+    }
+    out
+}
+
+/// The fields `issue` writes, in record order, up to the generations (the
+/// issue script appends the fences' generations it reads and the changing
+/// fields of a new, active grant). `issue_token` is raw bytes.
+pub(crate) fn encode_new(approval: &Approval, issue_token: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.push(FORMAT_VERSION);
+    put(&mut out, approval.id.as_str().as_bytes());
+    put(&mut out, approval.actor_id.as_str().as_bytes());
+    put(&mut out, approval.run_id.as_str().as_bytes());
+    put(&mut out, approval.url.as_bytes());
+    put(&mut out, &encode_action(&approval.action));
+    put(&mut out, approval.action_digest.as_bytes());
+    put(
+        &mut out,
+        approval.issued_at.as_millis().to_string().as_bytes(),
+    );
+    put(
+        &mut out,
+        approval.expires_at.as_millis().to_string().as_bytes(),
+    );
+    put(&mut out, approval.attempt_limit.to_string().as_bytes());
+    put(&mut out, issue_token);
+    let approver = approval.approver.as_ref();
+    put_opt(&mut out, approver.map(|a| a.id.as_str().as_bytes()));
+    let approved_at = approver.map(|a| a.approved_at.as_millis().to_string());
+    put_opt(&mut out, approved_at.as_deref().map(str::as_bytes));
+    for value in [
+        &approval.approver_note,
+        &approval.page_revision,
+        &approval.operation_id,
+        &approval.session_id,
+    ] {
+        put_opt(&mut out, value.as_deref().map(str::as_bytes));
+    }
+    out
+}
+
+/// Reads fields one after the other, refusing anything but the exact
+/// encoding [`put`] writes.
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes, at: 0 }
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let out = self.bytes.get(self.at..end)?;
+        self.at = end;
+        Some(out)
+    }
+
+    /// The next field: `Some(None)` when it is absent, `None` when the bytes
+    /// are not a field.
+    pub(crate) fn field(&mut self) -> Option<Option<&'a [u8]>> {
+        let len = *self.take(1)?.first()?;
+        match len {
+            ABSENT => Some(None),
+            LONG => {
+                let raw: [u8; 4] = self.take(4)?.try_into().ok()?;
+                let len = usize::try_from(u32::from_be_bytes(raw)).ok()?;
+                // The long form only for lengths the short one cannot hold.
+                if len <= SHORT_MAX {
+                    return None;
+                }
+                self.take(len).map(Some)
+            }
+            len if usize::from(len) <= SHORT_MAX => self.take(usize::from(len)).map(Some),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.at == self.bytes.len()
+    }
 }
 
 /// Parses a decimal timestamp exactly as the store writes it: digits only,
@@ -127,7 +174,7 @@ fn parse_millis(text: &str) -> Option<Timestamp> {
 }
 
 /// Parses a decimal integer exactly as the store writes it.
-fn parse_u64(text: &str) -> Option<u64> {
+pub(crate) fn parse_u64(text: &str) -> Option<u64> {
     let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     let canonical = text == "0" || !text.starts_with('0');
     if !(digits_only && canonical) {
@@ -145,91 +192,233 @@ pub(crate) fn text(value: &Value) -> Option<&str> {
     }
 }
 
-/// Reads an HGETALL reply (a flat array of names and values) as a grant of
-/// id `id`, accepting only a complete, well-formed v=2 record. The state is
-/// the stored one (`Active`, `Revoked`, `Locked` or `Consumed`); whether the
-/// grant is stopped depends on its fences, which the caller knows.
-pub(crate) fn decode(
-    id: &ApprovalId,
-    key: &str,
-    flat: &[Value],
-) -> Result<StoredGrant, StoreError> {
-    let corrupt = |message: &str| StoreError::corrupt(key, message);
-    if !flat.len().is_multiple_of(2) {
-        return Err(corrupt("hash reply has an odd number of items"));
+/// A field as UTF-8 text (`Some(None)` when absent; `None` when the bytes
+/// are not a field or not UTF-8).
+fn utf8_field<'a>(r: &mut Reader<'a>) -> Option<Option<&'a str>> {
+    match r.field()? {
+        Some(bytes) => std::str::from_utf8(bytes).ok().map(Some),
+        None => Some(None),
     }
-    let mut fields: HashMap<&str, &str> = HashMap::with_capacity(flat.len() / 2);
-    for pair in flat.chunks_exact(2) {
-        let (Some(name), Some(value)) = (text(&pair[0]), text(&pair[1])) else {
-            return Err(corrupt("field is not utf-8 text"));
-        };
-        if !field::ALL.contains(&name) {
-            return Err(corrupt("record has an unknown field"));
-        }
-        if fields.insert(name, value).is_some() {
-            return Err(corrupt("record repeats a field"));
-        }
-    }
-    let required = |name: &'static str| {
-        fields
-            .get(name)
-            .copied()
-            .ok_or_else(|| corrupt(&format!("missing field {name}")))
-    };
-    let optional = |name: &'static str| fields.get(name).map(|v| (*v).to_owned());
+}
 
-    if required(field::VERSION)? != FORMAT_VERSION {
-        return Err(corrupt("unsupported format version"));
+/// The canonical JSON text of an action stored as [`encode_action`] writes
+/// it; `None` when the bytes are not such an action (an explicit
+/// description equal to the default is not how the encoder writes it).
+fn action_json(bytes: &[u8]) -> Option<String> {
+    let mut r = Reader::new(bytes);
+    let method = utf8_field(&mut r)??;
+    let selector = utf8_field(&mut r)??;
+    let default = format!("{method} {selector}");
+    let description = match utf8_field(&mut r)? {
+        Some(description) if description == default => return None,
+        Some(description) => description.to_owned(),
+        None => default,
+    };
+    let mut arguments = Vec::new();
+    while !r.done() {
+        let key = utf8_field(&mut r)??;
+        let value = utf8_field(&mut r)??;
+        arguments.push((key, value));
     }
-    if required(field::ID)? != id.as_str() {
+    // Built the way the canonical form is written: keys sorted at every
+    // level (the arguments in stored order, which the strict reader then
+    // requires to be sorted), strings escaped by serde_json, no whitespace.
+    let quote = |s: &str| serde_json::to_string(s).ok();
+    let mut json = String::from("{\"arguments\":{");
+    for (n, (key, value)) in arguments.iter().enumerate() {
+        if n > 0 {
+            json.push(',');
+        }
+        let _ = write!(json, "{}:{}", quote(key)?, quote(value)?);
+    }
+    let _ = write!(
+        json,
+        "}},\"description\":{},\"method\":{},\"selector\":{}}}",
+        quote(&description)?,
+        quote(method)?,
+        quote(selector)?
+    );
+    Some(json)
+}
+
+/// The changing fields of a record, as stored.
+struct Changing<'a> {
+    state: &'a [u8],
+    failed: &'a str,
+    consumed_at: Option<&'a str>,
+    consumed_by: Option<&'a str>,
+    abandoned: Option<&'a str>,
+}
+
+/// A record read strictly: the grant in its stored state and the attempts
+/// abandoned on it.
+pub(crate) struct Decoded {
+    /// The grant, in its stored state (`Active`, `Revoked`, `Locked` or
+    /// `Consumed`); whether it is stopped depends on its fences, which the
+    /// caller knows.
+    pub(crate) grant: StoredGrant,
+    /// The attempts given back with `abandon`.
+    pub(crate) abandoned: Vec<AttemptId>,
+}
+
+/// Reads a record (the key's string value) as a grant of id `id`, accepting
+/// only a complete, well-formed v=3 record.
+pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decoded, StoreError> {
+    let corrupt = |message: &str| StoreError::corrupt(key, message);
+    let Some((&version, rest)) = record.split_first() else {
+        return Err(corrupt("record is empty"));
+    };
+    if version != FORMAT_VERSION {
+        return Err(corrupt(&format!(
+            "unsupported record format version {version}"
+        )));
+    }
+    let mut r = Reader::new(rest);
+    let mut next = |name: &str| -> Result<Option<&[u8]>, StoreError> {
+        r.field()
+            .ok_or_else(|| corrupt(&format!("record is cut short at {name}")))
+    };
+    // Every field in record order (RECORD_FIELDS), then nothing.
+    let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(RECORD_FIELDS.len());
+    for name in RECORD_FIELDS {
+        values.push(next(name)?);
+    }
+    if !r.done() {
+        return Err(corrupt("record has bytes after its last field"));
+    }
+    let raw = |index: usize| -> Result<&[u8], StoreError> {
+        values.get(index).copied().flatten().ok_or_else(|| {
+            corrupt(&format!(
+                "missing field {}",
+                RECORD_FIELDS.get(index).copied().unwrap_or("?")
+            ))
+        })
+    };
+    let utf8 = |index: usize, value: &[u8]| -> Result<String, StoreError> {
+        std::str::from_utf8(value).map(str::to_owned).map_err(|_| {
+            corrupt(&format!(
+                "{} is not utf-8 text",
+                RECORD_FIELDS.get(index).copied().unwrap_or("?")
+            ))
+        })
+    };
+    let required = |index: usize| -> Result<String, StoreError> { utf8(index, raw(index)?) };
+    let optional = |index: usize| -> Result<Option<String>, StoreError> {
+        match values.get(index).copied().flatten() {
+            Some(value) => utf8(index, value).map(Some),
+            None => Ok(None),
+        }
+    };
+    let stored_id = required(0)?;
+    let actor = required(1)?;
+    let run = required(2)?;
+    let url = required(3)?;
+    let action = raw(4)?;
+    let digest = raw(5)?;
+    let issued_at = required(6)?;
+    let expires_at = required(7)?;
+    let attempt_limit = required(8)?;
+    let issue_token = raw(9)?;
+    let approver_id = optional(10)?;
+    let approved_at = optional(11)?;
+    let approver_note = optional(12)?;
+    let page_revision = optional(13)?;
+    let operation_id = optional(14)?;
+    let session_id = optional(15)?;
+    let rgen = required(16)?;
+    let agen = required(17)?;
+    let state = raw(18)?;
+    let failed = required(19)?;
+    let consumed_at = optional(20)?;
+    let consumed_by = optional(21)?;
+    let abandoned = optional(22)?;
+
+    if stored_id != id.as_str() {
         return Err(corrupt("id field does not match the key"));
     }
-    if required(field::ISSUE_TOKEN)?.is_empty() {
-        return Err(corrupt("empty issue token"));
+    if issue_token.len() != ISSUE_TOKEN_BYTES {
+        return Err(corrupt("issue token is not 16 bytes"));
     }
-    let actor_id = ActorId::new(required(field::ACTOR)?)
-        .map_err(|_| corrupt("actor is not a valid actor id"))?;
-    let run_id =
-        RunId::new(required(field::RUN)?).map_err(|_| corrupt("run is not a valid run id"))?;
-    let url = required(field::URL)?.to_owned();
-    let action = Action::from_canonical_json(required(field::ACTION)?)
-        .map_err(|_| corrupt("action is not canonical action json"))?;
-    let action_digest = ActionDigest::from_str(required(field::DIGEST)?)
-        .map_err(|_| corrupt("digest is not 64 lower-case hex characters"))?;
+    let actor_id = ActorId::new(actor).map_err(|_| corrupt("actor is not a valid actor id"))?;
+    let run_id = RunId::new(run).map_err(|_| corrupt("run is not a valid run id"))?;
+    let action = action_json(action)
+        .and_then(|json| Action::from_canonical_json(&json).ok())
+        .ok_or_else(|| corrupt("action is not a canonical action"))?;
+    let digest: [u8; 32] = digest
+        .try_into()
+        .map_err(|_| corrupt("digest is not 32 bytes"))?;
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let action_digest =
+        ActionDigest::from_str(&hex).map_err(|_| corrupt("digest is not 32 bytes"))?;
     if action_digest != action.digest() {
         return Err(corrupt("digest does not match the action"));
     }
-    let issued_at = parse_millis(required(field::ISSUED_AT)?)
-        .ok_or_else(|| corrupt("issued_at is not a timestamp"))?;
-    let expires_at = parse_millis(required(field::EXPIRES_AT)?)
-        .ok_or_else(|| corrupt("expires_at is not a timestamp"))?;
-
-    let approver = match (
-        fields.get(field::APPROVER).copied(),
-        fields.get(field::APPROVED_AT).copied(),
-    ) {
+    let issued_at =
+        parse_millis(&issued_at).ok_or_else(|| corrupt("issued_at is not a timestamp"))?;
+    let expires_at =
+        parse_millis(&expires_at).ok_or_else(|| corrupt("expires_at is not a timestamp"))?;
+    let approver = match (approver_id, approved_at) {
         (None, None) => None,
         (Some(id), Some(at)) => Some(Approver {
             id: ApproverId::new(id).map_err(|_| corrupt("approver is not a valid approver id"))?,
-            approved_at: parse_millis(at)
+            approved_at: parse_millis(&at)
                 .ok_or_else(|| corrupt("approved_at is not a timestamp"))?,
         }),
         _ => return Err(corrupt("approver and approved_at must be set together")),
     };
-    let attempt_limit = parse_u64(required(field::ATTEMPT_LIMIT)?)
+    let attempt_limit = parse_u64(&attempt_limit)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| (1..=MAX_ATTEMPT_LIMIT).contains(n))
         .ok_or_else(|| corrupt("attempt_limit is not 1 to 100"))?;
-    let failed_attempts = parse_u64(required(field::FAILED)?)
+    for generation in [&rgen, &agen] {
+        parse_u64(generation).ok_or_else(|| corrupt("generation is not a decimal integer"))?;
+    }
+    let changing = Changing {
+        state,
+        failed: &failed,
+        consumed_at: consumed_at.as_deref(),
+        consumed_by: consumed_by.as_deref(),
+        abandoned: abandoned.as_deref(),
+    };
+    let (state, failed_attempts) = decode_changing(key, &changing, attempt_limit)?;
+    let abandoned = decode_abandoned(key, changing.abandoned)?;
+    Ok(Decoded {
+        grant: StoredGrant {
+            approval: Approval {
+                id: id.clone(),
+                actor_id,
+                run_id,
+                url,
+                action,
+                action_digest,
+                issued_at,
+                expires_at,
+                approver_note,
+                approver,
+                attempt_limit,
+                page_revision,
+                operation_id,
+                session_id,
+            },
+            state,
+            failed_attempts,
+        },
+        abandoned,
+    })
+}
+
+/// The state and the count of failed attempts, checked against each other
+/// and the attempt limit.
+fn decode_changing(
+    key: &str,
+    changing: &Changing<'_>,
+    attempt_limit: u32,
+) -> Result<(GrantState, u32), StoreError> {
+    let corrupt = |message: &str| StoreError::corrupt(key, message);
+    let failed_attempts = parse_u64(changing.failed)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| corrupt("failed is not a count"))?;
-    for name in [field::RUN_GENERATION, field::ACTOR_GENERATION] {
-        parse_u64(required(name)?).ok_or_else(|| corrupt("generation is not a decimal integer"))?;
-    }
-
-    let consumed_at = fields.get(field::CONSUMED_AT).copied();
-    let consumed_by = fields.get(field::CONSUMED_BY).copied();
-    let state = match (required(field::STATE)?, consumed_at, consumed_by) {
+    let state = match (changing.state, changing.consumed_at, changing.consumed_by) {
         (state::ACTIVE, None, None) => GrantState::Active,
         (state::REVOKED, None, None) => GrantState::Revoked,
         (state::LOCKED, None, None) => GrantState::Locked,
@@ -256,40 +445,15 @@ pub(crate) fn decode(
             "failed attempts reach the limit of a record that is not locked",
         ));
     }
-
-    Ok(StoredGrant {
-        approval: Approval {
-            id: id.clone(),
-            actor_id,
-            run_id,
-            url,
-            action,
-            action_digest,
-            issued_at,
-            expires_at,
-            approver_note: optional(field::NOTE),
-            approver,
-            attempt_limit,
-            page_revision: optional(field::PAGE_REVISION),
-            operation_id: optional(field::OPERATION_ID),
-            session_id: optional(field::SESSION_ID),
-        },
-        state,
-        failed_attempts,
-    })
+    Ok((state, failed_attempts))
 }
 
-/// Reads the attempts abandoned on a grant from the same HGETALL reply
-/// [`decode`] reads: the space-separated `abandoned` field, or none. Accepts
-/// only distinct attempt ids, at most [`MAX_ABANDONED_ATTEMPTS`].
-pub(crate) fn decode_abandoned(key: &str, flat: &[Value]) -> Result<Vec<AttemptId>, StoreError> {
+/// Reads the attempts abandoned on a grant: the space-separated `abandoned`
+/// field, or none. Accepts only distinct attempt ids, at most
+/// [`MAX_ABANDONED_ATTEMPTS`].
+fn decode_abandoned(key: &str, list: Option<&str>) -> Result<Vec<AttemptId>, StoreError> {
     let corrupt = |message: &str| StoreError::corrupt(key, message);
-    let Some(list) = flat
-        .chunks_exact(2)
-        .find(|pair| text(&pair[0]) == Some(field::ABANDONED))
-        .map(|pair| text(&pair[1]).ok_or_else(|| corrupt("field is not utf-8 text")))
-        .transpose()?
-    else {
+    let Some(list) = list else {
         return Ok(Vec::new());
     };
     let mut attempts: Vec<AttemptId> = Vec::new();
@@ -306,6 +470,66 @@ pub(crate) fn decode_abandoned(key: &str, flat: &[Value]) -> Result<Vec<AttemptI
     }
     Ok(attempts)
 }
+
+/// One field of a record: its name (one of [`RECORD_FIELDS`]) and its
+/// stored bytes, `None` when it is absent.
+pub type RecordField = (&'static str, Option<Vec<u8>>);
+
+/// A record's fields by name, for tests and tools that look at or damage
+/// records: every field in record order with its stored bytes (`None` when
+/// absent), or `None` when the bytes are not a v=3 record's layout. It
+/// checks the layout only, not the values (the store's reader does).
+pub fn record_fields(record: &[u8]) -> Option<Vec<RecordField>> {
+    let (&version, rest) = record.split_first()?;
+    if version != FORMAT_VERSION {
+        return None;
+    }
+    let mut r = Reader::new(rest);
+    let mut out = Vec::with_capacity(RECORD_FIELDS.len());
+    for name in RECORD_FIELDS {
+        out.push((name, r.field()?.map(<[u8]>::to_vec)));
+    }
+    r.done().then_some(out)
+}
+
+/// Builds a record from fields in [`RECORD_FIELDS`] order (the names are
+/// not looked at: the values are written in the order given, after the
+/// format byte): the inverse of [`record_fields`], for tests and tools that
+/// write records on purpose.
+pub fn record_from_fields(fields: &[(&str, Option<Vec<u8>>)]) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION];
+    for (_, value) in fields {
+        put_opt(&mut out, value.as_deref());
+    }
+    out
+}
+
+/// The fields of a v=3 record, in order, after its format byte.
+pub const RECORD_FIELDS: [&str; 23] = [
+    "id",
+    "actor",
+    "run",
+    "url",
+    "action",
+    "digest",
+    "issued_at",
+    "expires_at",
+    "attempt_limit",
+    "issue_token",
+    "approver",
+    "approved_at",
+    "note",
+    "page_revision",
+    "operation_id",
+    "session_id",
+    "rgen",
+    "agen",
+    "state",
+    "failed",
+    "consumed_at",
+    "consumed_by",
+    "abandoned",
+];
 
 #[cfg(test)]
 mod tests {
@@ -340,53 +564,182 @@ mod tests {
     }
 
     #[test]
-    fn the_lua_field_list_matches_the_rust_one() {
+    fn fields_use_the_short_form_up_to_its_limit_and_only_then_the_long_one() {
+        for len in [0usize, 1, 0xFC, 0xFD, 0xFE, 0xFF, 300, 70_000] {
+            let value = vec![b'x'; len];
+            let mut out = Vec::new();
+            put(&mut out, &value);
+            let header = if len <= SHORT_MAX { 1 } else { 5 };
+            assert_eq!(out.len(), header + len, "{len}");
+            let mut r = Reader::new(&out);
+            assert_eq!(r.field(), Some(Some(&value[..])), "{len}");
+            assert!(r.done());
+        }
+        // A long form for a short length, a reserved length byte, a field
+        // longer than what follows: not fields.
+        for bad in [
+            &[LONG, 0, 0, 0, 3, b'a', b'b', b'c'][..],
+            &[0xFF],
+            &[3, b'a'],
+            &[LONG, 0, 0],
+        ] {
+            assert_eq!(Reader::new(bad).field(), None, "{bad:?}");
+        }
+        assert_eq!(Reader::new(&[ABSENT]).field(), Some(None));
+    }
+
+    /// A grant with every optional field set, an action with arguments and
+    /// an explicit description, and fields past the one-byte length.
+    fn full_grant() -> Approval {
+        use countersign_approval_core::policy::{Policy, StaticResolver};
+        let policy = Policy::builder()
+            .allow_host("docs.example.com")
+            .resolver(StaticResolver::answering_all(["93.184.216.34"
+                .parse()
+                .unwrap()]))
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let long_path = "p".repeat(400);
+        let url = rt
+            .block_on(
+                policy.authorize_destination(&format!("https://docs.example.com/{long_path}?q=ü")),
+            )
+            .unwrap();
+        let action = policy
+            .authorize_action(&serde_json::json!({
+                "method": "fill",
+                "selector": "input[name=\"q\"] «ü»",
+                "description": "type the \"query\"\n",
+                "arguments": {"value": "x".repeat(300), "a": "1"},
+            }))
+            .unwrap();
+        let now = Timestamp::from_millis(1_700_000_000_000);
+        let mut approval = Approval::for_action(
+            ActorId::new("actor {x}").unwrap(),
+            RunId::new("run-1").unwrap(),
+            &url,
+            &action,
+            std::time::Duration::from_secs(60),
+            now,
+        )
+        .unwrap()
+        .with_note("approved by ops")
+        .unwrap()
+        .approved_by(ApproverId::new("ops «lead»").unwrap(), now)
+        .unwrap()
+        .with_attempt_limit(7)
+        .unwrap();
+        approval.page_revision = Some("rev-9".to_owned());
+        approval.operation_id = Some("op_1".to_owned());
+        approval.session_id = Some("sess".to_owned());
+        approval
+    }
+
+    /// The record the issue script makes of `encode_new`'s bytes, then
+    /// changed as a consume and two abandons would.
+    fn stored(approval: &Approval) -> Vec<u8> {
+        let mut raw = encode_new(approval, &[7u8; ISSUE_TOKEN_BYTES]);
+        for value in ["0", "3", "c", "2", "17", "att_x"] {
+            put(&mut raw, value.as_bytes());
+        }
+        put(&mut raw, b"att_a att_b");
+        raw
+    }
+
+    #[test]
+    fn a_record_reads_back_as_the_grant_it_was_written_from() {
+        let approval = full_grant();
+        let raw = stored(&approval);
+        let decoded = decode(&approval.id, "k", &raw).unwrap();
+        assert_eq!(decoded.grant.approval, approval);
+        assert_eq!(
+            decoded.grant.state,
+            GrantState::Consumed {
+                at: Timestamp::from_millis(17),
+                by: AttemptId::parse("att_x").unwrap()
+            }
+        );
+        assert_eq!(decoded.grant.failed_attempts, 2);
+        assert_eq!(decoded.abandoned.len(), 2);
+        // The inspection helpers see the same fields and rebuild the bytes.
+        let fields = record_fields(&raw).unwrap();
+        assert_eq!(fields.len(), RECORD_FIELDS.len());
+        assert_eq!(record_from_fields(&fields), raw);
+        // Another id's key: refused.
+        let other = ApprovalId::parse("apr_other").unwrap();
+        assert!(matches!(
+            decode(&other, "k", &raw),
+            Err(StoreError::Corrupt { .. })
+        ));
+        // Every byte cut off the end is a record cut short.
+        for len in 0..raw.len() {
+            assert!(decode(&approval.id, "k", &raw[..len]).is_err(), "{len}");
+        }
+    }
+
+    #[test]
+    fn a_default_description_is_left_out_and_rebuilt() {
+        let mut approval = full_grant();
+        let policy = countersign_approval_core::policy::Policy::builder()
+            .allow_host("docs.example.com")
+            .resolver(
+                countersign_approval_core::policy::StaticResolver::answering_all(["93.184.216.34"
+                    .parse()
+                    .unwrap()]),
+            )
+            .build()
+            .unwrap();
+        approval.action = policy
+            .authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))
+            .unwrap();
+        approval.action_digest = approval.action.digest();
+        let blob = encode_action(&approval.action);
+        assert_eq!(blob, b"\x05click\x06a#docs\xfd");
+        let raw = stored(&approval);
+        assert_eq!(
+            decode(&approval.id, "k", &raw).unwrap().grant.approval,
+            approval
+        );
+    }
+
+    #[test]
+    fn the_lua_layout_matches_the_rust_one() {
         let prelude = include_str!("lua/prelude.lua");
-        let known = prelude
-            .split_once("local KNOWN = {")
+        assert!(prelude.contains(&format!("local FORMAT = {FORMAT_VERSION}\n")));
+        assert!(prelude.contains(&format!("local SHORT_MAX = {SHORT_MAX}\n")));
+        assert!(prelude.contains(&format!("local ABSENT = {ABSENT}\n")));
+        assert!(prelude.contains(&format!("local LONG = {LONG}\n")));
+        assert!(prelude.contains(&format!("local TOKEN_BYTES = {ISSUE_TOKEN_BYTES}\n")));
+        assert!(prelude.contains(&format!("local MAX_ABANDONED = {MAX_ABANDONED_ATTEMPTS}\n")));
+        assert!(prelude.contains(&format!("local MAX_ATTEMPT_LIMIT = {MAX_ATTEMPT_LIMIT}\n")));
+        let layout = prelude
+            .split_once("local FIELDS = {")
             .and_then(|(_, rest)| rest.split_once('}'))
             .unwrap()
             .0;
-        for name in field::ALL {
-            assert!(
-                known.contains(&format!(" {name} = true")),
-                "{name} missing from KNOWN"
-            );
-        }
-        assert_eq!(known.matches(" = true").count(), field::ALL.len());
-        assert!(prelude.contains(&format!("local MAX_ABANDONED = {MAX_ABANDONED_ATTEMPTS}\n")));
-        assert!(prelude.contains(&format!("local MAX_ATTEMPT_LIMIT = {MAX_ATTEMPT_LIMIT}\n")));
-        assert!(prelude.contains(&format!("if f.v ~= '{FORMAT_VERSION}' then")));
-    }
-}
-
-#[cfg(test)]
-mod abandoned_tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-    use super::*;
-
-    fn flat(value: &str) -> Vec<Value> {
-        vec![
-            Value::BulkString(b"state".to_vec()),
-            Value::BulkString(b"active".to_vec()),
-            Value::BulkString(field::ABANDONED.as_bytes().to_vec()),
-            Value::BulkString(value.as_bytes().to_vec()),
-        ]
+        let names: Vec<&str> = layout
+            .split(',')
+            .map(|n| n.trim().trim_matches('\''))
+            .filter(|n| !n.is_empty())
+            .collect();
+        assert_eq!(names, RECORD_FIELDS);
     }
 
     #[test]
     fn abandoned_lists_are_read_strictly() {
+        assert_eq!(decode_abandoned("k", Some("att_1 att_2")).unwrap().len(), 2);
         assert_eq!(
-            decode_abandoned("k", &flat("att_1 att_2")).unwrap().len(),
-            2
+            decode_abandoned("k", None).unwrap(),
+            Vec::<AttemptId>::new()
         );
-        assert_eq!(decode_abandoned("k", &[]).unwrap(), Vec::<AttemptId>::new());
         let full: Vec<String> = (0..MAX_ABANDONED_ATTEMPTS)
             .map(|n| format!("att_{n}"))
             .collect();
         assert_eq!(
-            decode_abandoned("k", &flat(&full.join(" "))).unwrap().len(),
+            decode_abandoned("k", Some(&full.join(" "))).unwrap().len(),
             MAX_ABANDONED_ATTEMPTS
         );
         let too_many = format!("{} att_x", full.join(" "));
@@ -400,7 +753,7 @@ mod abandoned_tests {
         ] {
             assert!(
                 matches!(
-                    decode_abandoned("k", &flat(bad)),
+                    decode_abandoned("k", Some(bad)),
                     Err(StoreError::Corrupt { .. })
                 ),
                 "{bad:?}"

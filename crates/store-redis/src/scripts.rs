@@ -5,6 +5,18 @@ use redis::{Cmd, Script};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
+/// A proposal script's body: the proposal prelude, then the script (the
+/// grant prelude goes before both, as before every script).
+macro_rules! proposal_script {
+    ($path:literal) => {
+        concat!(
+            include_str!("lua/proposal_prelude.lua"),
+            "\n",
+            include_str!($path)
+        )
+    };
+}
+
 /// One of the store's Lua scripts, each one atomic operation on keys of one
 /// cluster slot. Their SHA-1s are what `EVALSHA` names (see
 /// [`RedisApprovalStore::script_sha`](crate::RedisApprovalStore::script_sha)).
@@ -28,11 +40,22 @@ pub enum GrantScript {
     /// Claims, reads, keeps or releases the pointer from a grant id to its
     /// actor's slot.
     Pointer,
+    /// Stores a new proposal unless its key exists (`propose`).
+    Propose,
+    /// Reads a proposal (`get_proposal`, and the read before a decision).
+    GetProposal,
+    /// Lists a run's pending proposals (`pending_proposals`).
+    ListProposals,
+    /// Approves a proposal and issues its grant in one step
+    /// (`approve_proposal`): the issue script's body runs inside it.
+    Approve,
+    /// Denies a proposal (`deny_proposal`).
+    Deny,
 }
 
 impl GrantScript {
     /// Every script.
-    pub const ALL: [GrantScript; 8] = [
+    pub const ALL: [GrantScript; 13] = [
         GrantScript::Issue,
         GrantScript::Get,
         GrantScript::Revoke,
@@ -41,10 +64,16 @@ impl GrantScript {
         GrantScript::Stop,
         GrantScript::Resume,
         GrantScript::Pointer,
+        GrantScript::Propose,
+        GrantScript::GetProposal,
+        GrantScript::ListProposals,
+        GrantScript::Approve,
+        GrantScript::Deny,
     ];
 
     /// The script's name: `issue`, `get`, `revoke`, `consume`, `abandon`,
-    /// `stop`, `resume` or `pointer`.
+    /// `stop`, `resume`, `pointer`, `propose`, `get_proposal`,
+    /// `list_proposals`, `approve` or `deny`.
     pub fn name(self) -> &'static str {
         match self {
             GrantScript::Issue => "issue",
@@ -55,6 +84,11 @@ impl GrantScript {
             GrantScript::Stop => "stop",
             GrantScript::Resume => "resume",
             GrantScript::Pointer => "pointer",
+            GrantScript::Propose => "propose",
+            GrantScript::GetProposal => "get_proposal",
+            GrantScript::ListProposals => "list_proposals",
+            GrantScript::Approve => "approve",
+            GrantScript::Deny => "deny",
         }
     }
 
@@ -68,6 +102,20 @@ impl GrantScript {
             GrantScript::Stop => include_str!("lua/stop.lua"),
             GrantScript::Resume => include_str!("lua/resume.lua"),
             GrantScript::Pointer => include_str!("lua/pointer.lua"),
+            GrantScript::Propose => proposal_script!("lua/propose.lua"),
+            GrantScript::GetProposal => proposal_script!("lua/get_proposal.lua"),
+            GrantScript::ListProposals => proposal_script!("lua/list_proposals.lua"),
+            // issue.lua's body, as it is, becomes a function of the approve
+            // script: a grant approved from a proposal is issued by the very
+            // code that issues every other one.
+            GrantScript::Approve => concat!(
+                include_str!("lua/proposal_prelude.lua"),
+                "\nlocal function issue_grant(KEYS, ARGV)\n",
+                include_str!("lua/issue.lua"),
+                "\nend\n",
+                include_str!("lua/approve.lua"),
+            ),
+            GrantScript::Deny => proposal_script!("lua/deny.lua"),
         }
     }
 }
@@ -101,7 +149,7 @@ impl LoadedScript {
     /// `EVALSHA <sha> <n> <keys…> <args…>`, or with `reload`, `EVAL <source>
     /// <n> <keys…> <args…>` (which also puts the script back into the
     /// server's cache). Every key is in one slot; the first routes the call.
-    pub(crate) fn invocation(&self, reload: bool, keys: &[&str], args: &[&str]) -> Cmd {
+    pub(crate) fn invocation(&self, reload: bool, keys: &[&str], args: &[&[u8]]) -> Cmd {
         let mut cmd = if reload {
             let mut cmd = redis::cmd("EVAL");
             cmd.arg(self.source.as_str());
@@ -148,6 +196,11 @@ impl Scripts {
             GrantScript::Stop => 5,
             GrantScript::Resume => 6,
             GrantScript::Pointer => 7,
+            GrantScript::Propose => 8,
+            GrantScript::GetProposal => 9,
+            GrantScript::ListProposals => 10,
+            GrantScript::Approve => 11,
+            GrantScript::Deny => 12,
         };
         &self.loaded[index]
     }

@@ -20,31 +20,33 @@ use crate::conn::Connection;
 use crate::options::{
     ConnectError, Durability, InvalidOptions, RedisStoreOptions, Topology, redact,
 };
-use crate::record::{self, text};
+use crate::record::{self, ISSUE_TOKEN_BYTES, text};
 use crate::scripts::{GrantScript, Scripts};
 
 /// The oldest server major version whose scripts replicate by effect, which
 /// the scripts need (they read `TIME` before writing).
 const MIN_SERVER_MAJOR: u32 = 5;
 
-/// Grants in Redis: one hash per grant in its actor's cluster slot, beside
-/// the actor's and its runs' stop fences; every operation one Lua script in
-/// that one slot. See the [crate docs](crate) for the layout and guarantees.
+/// Grants in Redis: one record (a string) per grant in its actor's cluster
+/// slot, beside the actor's and its runs' stop fences; every operation one
+/// Lua script in that one slot. See the [crate docs](crate) for the layout
+/// and guarantees.
 ///
 /// Cheap to share behind an `Arc`; all clones of the inner connection
 /// multiplex over the same sockets.
 pub struct RedisApprovalStore {
     conn: Connection,
     prefix: String,
-    retention_ms: String,
+    pub(crate) retention_ms: String,
     command_timeout: Duration,
     durability: Option<Durability>,
     scripts: Scripts,
     startup_warnings: Vec<String>,
     allow_non_durable: bool,
     allow_unverified: bool,
-    /// The tags of the slots of grants this store met lately, by id.
-    slots: Mutex<HashMap<ApprovalId, String>>,
+    /// What this store learnt lately of grants, by id: their slots, and
+    /// the fingerprints of fixed fields it validated.
+    slots: Mutex<HashMap<ApprovalId, Known>>,
 }
 
 impl fmt::Debug for RedisApprovalStore {
@@ -103,19 +105,19 @@ pub(crate) async fn timed<T>(
         })
 }
 
-/// 128 bits from the OS random source, as hex.
-fn issue_token() -> Result<String, StoreError> {
-    let mut bytes = [0u8; 16];
+/// 128 bits from the OS random source.
+pub(crate) fn issue_token() -> Result<[u8; ISSUE_TOKEN_BYTES], StoreError> {
+    let mut bytes = [0u8; ISSUE_TOKEN_BYTES];
     getrandom::fill(&mut bytes)
         .map_err(|e| StoreError::unavailable(format!("os random source failed: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(bytes)
 }
 
 /// A script's reply: a status word, then up to three items (a record, a
 /// fingerprint, what the script saw), read strictly by the caller.
-struct Reply {
-    status: String,
-    items: Vec<Value>,
+pub(crate) struct Reply {
+    pub(crate) status: String,
+    pub(crate) items: Vec<Value>,
 }
 
 fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, StoreError> {
@@ -203,11 +205,14 @@ fn reply_record(
     reply: &Reply,
 ) -> Result<(StoredGrant, Vec<AttemptId>, Seen), StoreError> {
     match reply.items.as_slice() {
-        [Value::Array(flat), seen] => Ok((
-            record::decode(id, key, flat)?,
-            record::decode_abandoned(key, flat)?,
-            parse_seen(script, key, Some(seen))?,
-        )),
+        [Value::BulkString(raw), seen] => {
+            let decoded = record::decode(id, key, raw)?;
+            Ok((
+                decoded.grant,
+                decoded.abandoned,
+                parse_seen(script, key, Some(seen))?,
+            ))
+        }
         _ => Err(StoreError::corrupt(
             key,
             format!("the {} script replied without the record", script.name()),
@@ -283,10 +288,21 @@ impl Slot {
     }
 }
 
-/// How many grant ids a store remembers the slot of (an abandon after a
-/// consume goes straight to the grant's slot). Past it the memory starts
-/// afresh.
+/// How many grant ids a store remembers the slot (and fingerprint) of: an
+/// abandon after a consume goes straight to the grant's slot, and a
+/// consume or revoke of a grant this store issued or read goes out in one
+/// round trip. Past it the memory starts afresh.
 const SLOT_CACHE_ENTRIES: usize = 16_384;
+
+/// What a store remembers of one grant.
+#[derive(Debug, Clone)]
+struct Known {
+    /// The tag of its actor's slot.
+    tag: String,
+    /// The fingerprint of its fixed fields as this store validated them
+    /// (it wrote them at issue, or read them with the strict reader).
+    fingerprint: Option<String>,
+}
 
 /// A grant as the get script read it and the library validated it.
 struct Read {
@@ -407,7 +423,7 @@ impl RedisApprovalStore {
             slots: Mutex::new(HashMap::new()),
         };
         let probe_limit = options.connect_timeout;
-        tokio::time::timeout(probe_limit, store.probe())
+        tokio::time::timeout(probe_limit, store.probe(probe_limit))
             .await
             .map_err(|_| StoreError::Timeout {
                 message: format!(
@@ -478,18 +494,53 @@ impl RedisApprovalStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(id)
-            .cloned()
+            .map(|known| known.tag.clone())
     }
 
-    fn remember(&self, id: &ApprovalId, tag: &str) {
+    /// The slot and validated fingerprint of grant `id`, when this store
+    /// has both.
+    fn cached_fingerprint(&self, id: &ApprovalId) -> Option<(Slot, String)> {
+        let known = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()?;
+        let fingerprint = known.fingerprint?;
+        Some((self.slot_of_tag(known.tag), fingerprint))
+    }
+
+    /// Remembers grant `id`'s slot, and the fingerprint of fixed fields
+    /// this store validated (`None` keeps one it knew for the same slot).
+    fn remember(&self, id: &ApprovalId, tag: &str, fingerprint: Option<&str>) {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        if slots.get(id).is_some_and(|known| known == tag) {
+        if let Some(known) = slots.get_mut(id)
+            && known.tag == tag
+        {
+            if let Some(fingerprint) = fingerprint {
+                known.fingerprint = Some(fingerprint.to_owned());
+            }
             return;
         }
         if slots.len() >= SLOT_CACHE_ENTRIES {
             slots.clear();
         }
-        slots.insert(id.clone(), tag.to_owned());
+        slots.insert(
+            id.clone(),
+            Known {
+                tag: tag.to_owned(),
+                fingerprint: fingerprint.map(str::to_owned),
+            },
+        );
+    }
+
+    /// Forgets what this store knew of grant `id` (its record changed, or
+    /// is gone from where it was).
+    fn forget(&self, id: &ApprovalId) {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
     }
 
     /// The key prefix.
@@ -544,8 +595,11 @@ impl RedisApprovalStore {
         })
     }
 
-    async fn probe(&mut self) -> Result<(), ConnectError> {
-        let limit = self.command_timeout;
+    async fn probe(&mut self, limit: Duration) -> Result<(), ConnectError> {
+        // Each step may take up to the whole probe's limit (the connect
+        // timeout, which also bounds them all together): loading the
+        // scripts compiles them on the server, which on a loaded machine
+        // can outlast a command timeout chosen for single calls.
         // 1. A single server must be a primary: grants are never read from replicas.
         if !self.conn.is_cluster() {
             let replies = timed("role", limit, self.conn.on_each_primary(redis::cmd("ROLE")))
@@ -637,8 +691,8 @@ impl RedisApprovalStore {
         let get = self.scripts.get(GrantScript::Get);
         for (reload, what) in [(false, "evalsha"), (true, "eval")] {
             let what = format!("running the get script with {what}");
-            let cmd = get.invocation(reload, &[&probe_key], &["probe", &probe_slot]);
-            let reply = match timed(&what, limit, self.conn.on_key(&probe_key, cmd)).await? {
+            let cmd = get.invocation(reload, &[&probe_key], &[b"probe", probe_slot.as_bytes()]);
+            let reply = match timed(&what, limit, self.conn.on_key(&probe_key, cmd, false)).await? {
                 Ok(reply) => reply,
                 // The server knows EVALSHA; its cache was flushed since the load
                 // (calls recover from that with EVAL, checked next).
@@ -754,12 +808,26 @@ impl RedisApprovalStore {
     /// (after a restart, failover or SCRIPT FLUSH). With `durable` and a
     /// durability option, `WAIT` follows in the same pipeline on the same
     /// connection; its reply is returned too.
-    async fn run(
+    pub(crate) async fn run(
         &self,
         script: GrantScript,
         keys: &[&str],
-        args: &[&str],
+        args: &[&[u8]],
         durable: bool,
+    ) -> Result<(Reply, Option<Value>), StoreError> {
+        self.run_with(script, keys, args, durable, false).await
+    }
+
+    /// [`run`](Self::run), going out on the current client even while a
+    /// replacement is under way when `at_once` (see
+    /// [`Connection::on_key`]).
+    async fn run_with(
+        &self,
+        script: GrantScript,
+        keys: &[&str],
+        args: &[&[u8]],
+        durable: bool,
+        at_once: bool,
     ) -> Result<(Reply, Option<Value>), StoreError> {
         let loaded = self.scripts.get(script);
         let what = format!("{} script", script.name());
@@ -768,9 +836,13 @@ impl RedisApprovalStore {
         for reload in [false, true] {
             let cmd = loaded.invocation(reload, keys, args);
             let result = match wait {
-                None => timed(&what, self.command_timeout, self.conn.on_key(key, cmd))
-                    .await?
-                    .map(|v| (v, None)),
+                None => timed(
+                    &what,
+                    self.command_timeout,
+                    self.conn.on_key(key, cmd, at_once),
+                )
+                .await?
+                .map(|v| (v, None)),
                 Some(durability) => {
                     let mut wait_cmd = redis::cmd("WAIT");
                     wait_cmd
@@ -780,7 +852,7 @@ impl RedisApprovalStore {
                     timed(
                         &what,
                         limit,
-                        self.conn.pipeline_on_key(key, vec![cmd, wait_cmd]),
+                        self.conn.pipeline_on_key(key, vec![cmd, wait_cmd], at_once),
                     )
                     .await?
                     .and_then(|mut replies| {
@@ -824,14 +896,14 @@ impl RedisApprovalStore {
             .run(
                 GrantScript::Get,
                 &[&key],
-                &[id.as_str(), &slot.prefix],
+                &[id.as_str().as_bytes(), slot.prefix.as_bytes()],
                 false,
             )
             .await?;
         match (reply.status.as_str(), reply.items.as_slice()) {
             ("missing", []) => Ok(None),
             ("corrupt", [_] | [_, _]) => Err(corrupt_reply(&key, &reply)),
-            ("found", [Value::Array(flat), fingerprint, seen]) => {
+            ("found", [Value::BulkString(raw), fingerprint, seen]) => {
                 let fingerprint = text(fingerprint)
                     .ok_or_else(|| unexpected_reply(GrantScript::Get, &key))?
                     .to_owned();
@@ -839,8 +911,7 @@ impl RedisApprovalStore {
                 if seen.moved.is_some() {
                     return Err(unexpected_reply(GrantScript::Get, &key));
                 }
-                let grant = record::decode(id, &key, flat)?;
-                record::decode_abandoned(&key, flat)?;
+                let grant = record::decode(id, &key, raw)?.grant;
                 Ok(Some(Read {
                     grant,
                     fingerprint,
@@ -855,7 +926,7 @@ impl RedisApprovalStore {
     async fn pointer_tag(&self, id: &ApprovalId) -> Result<Option<String>, StoreError> {
         let key = self.pointer_key(id);
         let (reply, _) = self
-            .run(GrantScript::Pointer, &[&key], &["read"], false)
+            .run(GrantScript::Pointer, &[&key], &[b"read"], false)
             .await?;
         match (reply.status.as_str(), reply.items.as_slice()) {
             ("missing", []) => Ok(None),
@@ -889,7 +960,7 @@ impl RedisApprovalStore {
         let mut tried = None;
         if let Some(slot) = self.first_slot(id, first) {
             if let Some(read) = self.read_in(&slot, id).await? {
-                self.remember(id, &slot.tag);
+                self.remember(id, &slot.tag, Some(&read.fingerprint));
                 return Ok(Some((slot, read)));
             }
             tried = Some(slot.tag);
@@ -902,8 +973,8 @@ impl RedisApprovalStore {
         }
         let slot = self.slot_of_tag(tag);
         let read = self.read_in(&slot, id).await?;
-        if read.is_some() {
-            self.remember(id, &slot.tag);
+        if let Some(read) = &read {
+            self.remember(id, &slot.tag, Some(&read.fingerprint));
         }
         Ok(read.map(|read| (slot, read)))
     }
@@ -917,7 +988,7 @@ impl RedisApprovalStore {
             .run(
                 GrantScript::Pointer,
                 &[&key],
-                &["keep", &slot.tag, &at],
+                &[b"keep", slot.tag.as_bytes(), at.as_bytes()],
                 false,
             )
             .await
@@ -933,7 +1004,7 @@ impl RedisApprovalStore {
 
     /// After a write that must be replicated: enough replicas confirmed, or
     /// [`StoreError::DurabilityUnconfirmed`].
-    fn confirm(&self, wait: Option<Value>) -> Result<(), StoreError> {
+    pub(crate) fn confirm(&self, wait: Option<Value>) -> Result<(), StoreError> {
         let Some(durability) = self.durability else {
             return Ok(());
         };
@@ -1101,7 +1172,7 @@ impl RedisApprovalStore {
             args.push(run.as_str().to_owned());
         }
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
         let (reply, wait) = self.run(GrantScript::Stop, &keys, &args, true).await?;
         let fence = keys.get(2).copied().unwrap_or(&actor_fence);
         let outcome = match (reply.status.as_str(), reply.items.as_slice()) {
@@ -1135,7 +1206,12 @@ impl RedisApprovalStore {
     /// Resumes the fence at `key`.
     async fn resume(&self, key: &str, what: &str) -> Result<ResumeOutcome, StoreError> {
         let (reply, wait) = self
-            .run(GrantScript::Resume, &[key], &[&self.retention_ms], true)
+            .run(
+                GrantScript::Resume,
+                &[key],
+                &[self.retention_ms.as_bytes()],
+                true,
+            )
             .await?;
         let outcome = match (reply.status.as_str(), reply.items.as_slice()) {
             ("resumed", []) => ResumeOutcome::Resumed,
@@ -1146,6 +1222,115 @@ impl RedisApprovalStore {
         tracing::info!(target: "countersign_store_redis", fence = key, "resumed {what}");
         self.confirm(wait)?;
         Ok(outcome)
+    }
+}
+
+/// What one run of the consume or revoke script came to.
+enum Attempt<T> {
+    /// The script answered, and the answer checked out.
+    Done(T),
+    /// The record's fixed fields are not those of the fingerprint given:
+    /// nothing was written; read the record again.
+    Changed,
+    /// No record under the key: nothing was written.
+    Unknown,
+}
+
+impl RedisApprovalStore {
+    /// Runs the consume script on grant `id` in `slot`, writing only if its
+    /// fixed fields still have `fingerprint`, and checks its answer against
+    /// the rules.
+    async fn consume_in(
+        &self,
+        slot: &Slot,
+        fingerprint: &str,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<Attempt<ConsumeOutcome>, StoreError> {
+        let key = slot.grant_key(id);
+        let now_text = now.as_millis().to_string();
+        let args: [&[u8]; 10] = [
+            id.as_str().as_bytes(),
+            now_text.as_bytes(),
+            attempt.as_str().as_bytes(),
+            binding.actor_id.as_str().as_bytes(),
+            binding.run_id.as_str().as_bytes(),
+            binding.url.as_bytes(),
+            binding.action_digest.as_bytes(),
+            self.retention_ms.as_bytes(),
+            fingerprint.as_bytes(),
+            slot.prefix.as_bytes(),
+        ];
+        let (reply, wait) = self.run(GrantScript::Consume, &[&key], &args, true).await?;
+        let status = reply.status.as_str();
+        let outcome = match status {
+            "changed" if reply.bare() => return Ok(Attempt::Changed),
+            "unknown" if reply.bare() => return Ok(Attempt::Unknown),
+            "corrupt" => return Err(corrupt_reply(&key, &reply)),
+            _ => consume_status(status)
+                .ok_or_else(|| unexpected_reply(GrantScript::Consume, &key))?,
+        };
+        // The script saw a record with the very fixed fields validated
+        // before; the library's own rules, applied to the record as the
+        // script saw it, must reach its outcome.
+        let (before, abandoned, seen) = reply_record(GrantScript::Consume, id, &key, &reply)?;
+        let decision = decide_consume(&before, &abandoned, seen.stopped, binding, now, attempt);
+        if !consume_agrees(status, outcome, &decision) {
+            return Err(disagreement(&key, GrantScript::Consume));
+        }
+        if let Some(at) = seen.moved {
+            self.keep_pointer(id, slot, at).await;
+        }
+        if let ConsumeOutcome::Consumed { .. } = outcome {
+            self.confirm(wait)?;
+        }
+        Ok(Attempt::Done(outcome))
+    }
+
+    /// Runs the revoke script on grant `id` in `slot`, writing only if its
+    /// fixed fields still have `fingerprint`, and checks its answer against
+    /// the rules.
+    async fn revoke_in(
+        &self,
+        slot: &Slot,
+        fingerprint: &str,
+        id: &ApprovalId,
+    ) -> Result<Attempt<RevokeOutcome>, StoreError> {
+        let key = slot.grant_key(id);
+        let args: [&[u8]; 4] = [
+            id.as_str().as_bytes(),
+            self.retention_ms.as_bytes(),
+            fingerprint.as_bytes(),
+            slot.prefix.as_bytes(),
+        ];
+        let (reply, wait) = self.run(GrantScript::Revoke, &[&key], &args, true).await?;
+        let outcome = match reply.status.as_str() {
+            "changed" if reply.bare() => return Ok(Attempt::Changed),
+            "unknown" if reply.bare() => return Ok(Attempt::Unknown),
+            "corrupt" => return Err(corrupt_reply(&key, &reply)),
+            "revoked" => RevokeOutcome::Revoked,
+            "already_revoked" => RevokeOutcome::AlreadyRevoked,
+            "already_consumed" => RevokeOutcome::AlreadyConsumed,
+            _ => return Err(unexpected_reply(GrantScript::Revoke, &key)),
+        };
+        let (before, _, seen) = reply_record(GrantScript::Revoke, id, &key, &reply)?;
+        let state = match before.state {
+            GrantState::Active if seen.stopped => GrantState::Stopped,
+            state => state,
+        };
+        if decide_revoke(&state).0 != outcome {
+            return Err(disagreement(&key, GrantScript::Revoke));
+        }
+        if let Some(at) = seen.moved {
+            self.keep_pointer(id, slot, at).await;
+        }
+        // Every answer but a consumed or stopped grant wrote.
+        if outcome != RevokeOutcome::AlreadyConsumed && !seen.stopped {
+            self.confirm(wait)?;
+        }
+        Ok(Attempt::Done(outcome))
     }
 }
 
@@ -1183,7 +1368,12 @@ impl ApprovalStore for RedisApprovalStore {
             .run(
                 GrantScript::Pointer,
                 &[&pointer],
-                &["claim", &slot.tag, &keep_from, &self.retention_ms],
+                &[
+                    b"claim",
+                    slot.tag.as_bytes(),
+                    keep_from.as_bytes(),
+                    self.retention_ms.as_bytes(),
+                ],
                 true,
             )
             .await?;
@@ -1193,28 +1383,25 @@ impl ApprovalStore for RedisApprovalStore {
             ("taken", true) => return Err(IssueError::AlreadyExists(approval.id)),
             _ => return Err(unexpected_reply(GrantScript::Pointer, &pointer).into()),
         };
-        self.remember(&approval.id, &slot.tag);
+        self.remember(&approval.id, &slot.tag, None);
 
         // 2. The grant, in one step with the check of its fences.
         let key = slot.grant_key(&approval.id);
         let (actor_fence, run_fence) =
             (slot.actor_fence_key(), slot.run_fence_key(&approval.run_id));
         let (live, runs) = (slot.live_key(&approval.run_id), slot.runs_key());
-        let fields = record::encode_new(&approval, &token);
+        let record = record::encode_new(&approval, &token);
         let expires_at = approval.expires_at.as_millis().to_string();
-        let mut args: Vec<&str> = vec![
+        let args: [&[u8]; 8] = [
             &token,
-            &self.retention_ms,
-            &keep_from,
-            approval.id.as_str(),
-            approval.run_id.as_str(),
-            &expires_at,
-            &slot.prefix,
+            self.retention_ms.as_bytes(),
+            keep_from.as_bytes(),
+            approval.id.as_str().as_bytes(),
+            approval.run_id.as_str().as_bytes(),
+            expires_at.as_bytes(),
+            slot.prefix.as_bytes(),
+            &record,
         ];
-        for (name, value) in &fields {
-            args.push(name);
-            args.push(value);
-        }
         let keys = [
             key.as_str(),
             actor_fence.as_str(),
@@ -1223,13 +1410,23 @@ impl ApprovalStore for RedisApprovalStore {
             runs.as_str(),
         ];
         let (reply, wait) = self.run(GrantScript::Issue, &keys, &args, true).await?;
-        match (reply.status.as_str(), reply.bare()) {
-            ("issued", true) => {
+        match (reply.status.as_str(), reply.items.as_slice()) {
+            ("issued", items @ ([] | [_])) => {
+                // A new record: its fixed fields are the ones just encoded
+                // from a checked `Approval` (and the generations the script
+                // read), so their fingerprint is a validated one. A resent
+                // call's reply names none.
+                if let [fingerprint] = items {
+                    let fingerprint = text(fingerprint)
+                        .filter(|f| f.len() == 40)
+                        .ok_or_else(|| unexpected_reply(GrantScript::Issue, &key))?;
+                    self.remember(&approval.id, &slot.tag, Some(fingerprint));
+                }
                 self.confirm(pointer_wait)?;
                 Ok(self.confirm(wait)?)
             }
-            ("exists", true) => Err(IssueError::AlreadyExists(approval.id)),
-            ("stopped", true) => {
+            ("exists", []) => Err(IssueError::AlreadyExists(approval.id)),
+            ("stopped", []) => {
                 if claimed {
                     // Nothing is stored: the claim goes too (best effort; a
                     // pointer left behind names a slot without the grant).
@@ -1237,7 +1434,7 @@ impl ApprovalStore for RedisApprovalStore {
                         .run(
                             GrantScript::Pointer,
                             &[&pointer],
-                            &["release", &slot.tag],
+                            &[b"release", slot.tag.as_bytes()],
                             false,
                         )
                         .await
@@ -1257,6 +1454,14 @@ impl ApprovalStore for RedisApprovalStore {
     }
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
+        // One round trip when this store validated the grant's fixed
+        // fields before (it issued or read it).
+        if let Some((slot, fingerprint)) = self.cached_fingerprint(id) {
+            match self.revoke_in(&slot, &fingerprint, id).await? {
+                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::Changed | Attempt::Unknown => self.forget(id),
+            }
+        }
         let mut last_key = self.pointer_key(id);
         for _ in 0..MAX_READS {
             // Every check that can refuse the record runs here, before the
@@ -1265,42 +1470,14 @@ impl ApprovalStore for RedisApprovalStore {
             let Some((slot, read)) = self.locate(id, None).await? else {
                 return Ok(RevokeOutcome::Unknown);
             };
-            let key = slot.grant_key(id);
-            let args = [
-                id.as_str(),
-                self.retention_ms.as_str(),
-                read.fingerprint.as_str(),
-                slot.prefix.as_str(),
-            ];
-            let (reply, wait) = self.run(GrantScript::Revoke, &[&key], &args, true).await?;
-            let outcome = match reply.status.as_str() {
-                "changed" if reply.bare() => {
-                    last_key = key;
-                    continue;
+            match self.revoke_in(&slot, &read.fingerprint, id).await? {
+                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::Changed => {
+                    self.forget(id);
+                    last_key = slot.grant_key(id);
                 }
-                "unknown" if reply.bare() => return Ok(RevokeOutcome::Unknown),
-                "corrupt" => return Err(corrupt_reply(&key, &reply)),
-                "revoked" => RevokeOutcome::Revoked,
-                "already_revoked" => RevokeOutcome::AlreadyRevoked,
-                "already_consumed" => RevokeOutcome::AlreadyConsumed,
-                _ => return Err(unexpected_reply(GrantScript::Revoke, &key)),
-            };
-            let (before, _, seen) = reply_record(GrantScript::Revoke, id, &key, &reply)?;
-            let state = match before.state {
-                GrantState::Active if seen.stopped => GrantState::Stopped,
-                state => state,
-            };
-            if decide_revoke(&state).0 != outcome {
-                return Err(disagreement(&key, GrantScript::Revoke));
+                Attempt::Unknown => return Ok(RevokeOutcome::Unknown),
             }
-            if let Some(at) = seen.moved {
-                self.keep_pointer(id, &slot, at).await;
-            }
-            // Every answer but a consumed or stopped grant wrote.
-            if outcome != RevokeOutcome::AlreadyConsumed && !seen.stopped {
-                self.confirm(wait)?;
-            }
-            return Ok(outcome);
         }
         Err(kept_changing(&last_key))
     }
@@ -1322,8 +1499,19 @@ impl ApprovalStore for RedisApprovalStore {
         now: Timestamp,
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
-        let now_text = now.as_millis().to_string();
-        let digest = binding.action_digest.to_hex();
+        // One round trip when this store validated the grant's fixed
+        // fields before (it issued or read it): the script writes only if
+        // they are still exactly those. The slot is the grant's own, so a
+        // binding naming another actor is counted there.
+        if let Some((slot, fingerprint)) = self.cached_fingerprint(id) {
+            match self
+                .consume_in(&slot, &fingerprint, id, binding, now, attempt)
+                .await?
+            {
+                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::Changed | Attempt::Unknown => self.forget(id),
+            }
+        }
         // The binding names the actor, so the grant is in its slot, unless
         // the binding's actor is not the grant's (then the pointer tells).
         let hint = self.slot(&binding.actor_id);
@@ -1335,46 +1523,17 @@ impl ApprovalStore for RedisApprovalStore {
             let Some((slot, read)) = self.locate(id, Some(hint.clone())).await? else {
                 return Ok(ConsumeOutcome::Unknown);
             };
-            let key = slot.grant_key(id);
-            let args = [
-                id.as_str(),
-                now_text.as_str(),
-                attempt.as_str(),
-                binding.actor_id.as_str(),
-                binding.run_id.as_str(),
-                binding.url.as_str(),
-                digest.as_str(),
-                self.retention_ms.as_str(),
-                read.fingerprint.as_str(),
-                slot.prefix.as_str(),
-            ];
-            let (reply, wait) = self.run(GrantScript::Consume, &[&key], &args, true).await?;
-            let status = reply.status.as_str();
-            let outcome = match status {
-                "changed" if reply.bare() => {
-                    last_key = key;
-                    continue;
+            match self
+                .consume_in(&slot, &read.fingerprint, id, binding, now, attempt)
+                .await?
+            {
+                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::Changed => {
+                    self.forget(id);
+                    last_key = slot.grant_key(id);
                 }
-                "unknown" if reply.bare() => return Ok(ConsumeOutcome::Unknown),
-                "corrupt" => return Err(corrupt_reply(&key, &reply)),
-                _ => consume_status(status)
-                    .ok_or_else(|| unexpected_reply(GrantScript::Consume, &key))?,
-            };
-            // The script saw a record with the very fixed fields validated
-            // above; the library's own rules, applied to the record as the
-            // script saw it, must reach its outcome.
-            let (before, abandoned, seen) = reply_record(GrantScript::Consume, id, &key, &reply)?;
-            let decision = decide_consume(&before, &abandoned, seen.stopped, binding, now, attempt);
-            if !consume_agrees(status, outcome, &decision) {
-                return Err(disagreement(&key, GrantScript::Consume));
+                Attempt::Unknown => return Ok(ConsumeOutcome::Unknown),
             }
-            if let Some(at) = seen.moved {
-                self.keep_pointer(id, &slot, at).await;
-            }
-            if let ConsumeOutcome::Consumed { .. } = outcome {
-                self.confirm(wait)?;
-            }
-            return Ok(outcome);
         }
         Err(kept_changing(&last_key))
     }
@@ -1403,14 +1562,18 @@ impl ApprovalStore for RedisApprovalStore {
                 },
             };
             let key = current.grant_key(id);
-            let args = [
-                id.as_str(),
-                now_text.as_str(),
-                attempt.as_str(),
-                self.retention_ms.as_str(),
-                current.prefix.as_str(),
+            let args: [&[u8]; 5] = [
+                id.as_str().as_bytes(),
+                now_text.as_bytes(),
+                attempt.as_str().as_bytes(),
+                self.retention_ms.as_bytes(),
+                current.prefix.as_bytes(),
             ];
-            let (reply, wait) = self.run(GrantScript::Abandon, &[&key], &args, true).await?;
+            // At once: behind the consume it gives back, on the client that
+            // carried it, even while that client is being replaced.
+            let (reply, wait) = self
+                .run_with(GrantScript::Abandon, &[&key], &args, true, true)
+                .await?;
             if reply.status == "unknown" && reply.bare() {
                 if from_pointer {
                     return Ok(AbandonOutcome::Unknown);
@@ -1438,7 +1601,7 @@ impl ApprovalStore for RedisApprovalStore {
             "stopped" => AbandonOutcome::Stopped,
             _ => return Err(unexpected_reply(GrantScript::Abandon, &key)),
         };
-        self.remember(id, &slot.tag);
+        self.remember(id, &slot.tag, None);
         let (before, abandoned, seen) = reply_record(GrantScript::Abandon, id, &key, &reply)?;
         let decision = decide_abandon(&before, &abandoned, seen.stopped, now, attempt);
         // `retired` is the revoke that a full list causes: it must be exactly that.

@@ -326,11 +326,7 @@ async fn the_abandon_script_is_reloaded_after_a_script_flush_and_parsed_strictly
         .unwrap();
     assert_eq!(cached, [true]);
     // The record holds the attempt in `abandoned`; its late consume is refused.
-    let abandoned: String = redis::cmd("HGET")
-        .arg(support::grant_key(&store, &id))
-        .arg("abandoned")
-        .query(&mut conn)
-        .unwrap();
+    let abandoned = support::record_text(&mut conn, &support::grant_key(&store, &id), "abandoned");
     assert_eq!(abandoned, attempt.as_str());
     assert_eq!(
         store
@@ -340,12 +336,12 @@ async fn the_abandon_script_is_reloaded_after_a_script_flush_and_parsed_strictly
         ConsumeOutcome::Stale(StaleReason::Abandoned)
     );
     // A damaged list is an error, never an outcome.
-    let _: () = redis::cmd("HSET")
-        .arg(support::grant_key(&store, &id))
-        .arg("abandoned")
-        .arg("att_1  att_2")
-        .query(&mut conn)
-        .unwrap();
+    support::set_field(
+        &mut conn,
+        &support::grant_key(&store, &id),
+        "abandoned",
+        Some(b"att_1  att_2"),
+    );
     assert!(matches!(
         store.abandon(&id, &attempt, t).await,
         Err(StoreError::Corrupt { .. })

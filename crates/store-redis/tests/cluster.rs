@@ -19,6 +19,10 @@ async fn conformance_store() -> RedisApprovalStore {
 }
 
 countersign_store_conformance::store_conformance_tests!(cluster_conformance, conformance_store());
+countersign_store_conformance::proposal_store_conformance_tests!(
+    cluster_proposal_conformance,
+    conformance_store()
+);
 
 /// A grant of `actor` in `RUN`, as `support::grant` makes them for `ACTOR`.
 async fn grant_of(actor: &ActorId, selector: &str, t0: Timestamp) -> Approval {

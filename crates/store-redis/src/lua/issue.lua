@@ -1,20 +1,22 @@
 -- issue: KEYS[1] = grant key, KEYS[2] = the actor's fence, KEYS[3] = the
 -- run's fence, KEYS[4] = the run's live set, KEYS[5] = the actor's run set
--- (all in the actor's slot); ARGV[1] = issue token (fresh per issue call),
--- ARGV[2] = retention ms, ARGV[3] = max(expires_at, issued_at), ARGV[4] =
--- id, ARGV[5] = run id, ARGV[6] = expires_at, ARGV[7] = the slot prefix,
--- ARGV[8..] = field/value pairs.
+-- (all in the actor's slot); ARGV[1] = issue token (16 raw bytes, fresh per
+-- issue call), ARGV[2] = retention ms, ARGV[3] = max(expires_at,
+-- issued_at), ARGV[4] = id, ARGV[5] = run id, ARGV[6] = expires_at, ARGV[7]
+-- = the slot prefix, ARGV[8] = the record up to the generations, as the
+-- library encoded it.
 -- Never overwrites. A key holding this call's own token is a resent copy of
 -- this same call (the first reply was lost) and answers issued again. A
 -- stopped run or actor answers 'stopped' and nothing is written; the check
 -- and the write are one step, so an issue racing a stop is either before it
--- (and stopped by it) or refused.
+-- (and stopped by it) or refused. A new record's reply carries the
+-- fingerprint of its fixed fields.
 local key = KEYS[1]
 local err = check_key(key, ARGV[7], ARGV[4])
 if err then return err end
 if redis.call('EXISTS', key) == 1 then
-  if redis.call('TYPE', key)['ok'] == 'hash'
-    and redis.call('HGET', key, 'issue_token') == ARGV[1] then
+  if redis.call('TYPE', key)['ok'] == 'string'
+    and token_of(redis.call('GET', key)) == ARGV[1] then
     return {'issued'}
   end
   return {'exists'}
@@ -27,17 +29,13 @@ if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
 if not a_exists then redis.call('HSET', KEYS[2], 'gen', '0', 'stopped', '0') end
 if not r_exists then redis.call('HSET', KEYS[3], 'gen', '0', 'stopped', '0') end
 local id, run, slot = ARGV[4], ARGV[5], ARGV[7]
-local fields = {}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
-fields[#fields + 1] = 'rgen'
-fields[#fields + 1] = r.gen
-fields[#fields + 1] = 'agen'
-fields[#fields + 1] = a.gen
-redis.call('HSET', key, unpack(fields))
+local fixed = ARGV[8] .. field(r.gen) .. field(a.gen)
+-- A new grant: active, no failed attempt, nothing consumed or abandoned.
+redis.call('SET', key, fixed .. field(ACTIVE) .. field('0') .. field(nil) .. field(nil) .. field(nil))
 -- Prune what expired: the two earliest grants of the run's live set, and
 -- two runs of the actor whose live set is gone.
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, 1)) do
-  if redis.call('EXISTS', grant_key(slot, member)) == 0 then
+  if redis.call('EXISTS', grant_key(slot, id_of(member))) == 0 then
     redis.call('ZREM', KEYS[4], member)
   end
 end
@@ -46,7 +44,7 @@ for _, other in ipairs(redis.call('SRANDMEMBER', KEYS[5], 2)) do
     redis.call('SREM', KEYS[5], other)
   end
 end
-redis.call('ZADD', KEYS[4], ARGV[6], id)
+redis.call('ZADD', KEYS[4], ARGV[6], member_of(id))
 redis.call('SADD', KEYS[5], run)
 keep_grant(slot, key, {run = run}, ms(ARGV[3]), tonumber(ARGV[2]))
-return {'issued'}
+return {'issued', redis.sha1hex(fixed)}

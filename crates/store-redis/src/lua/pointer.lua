@@ -1,5 +1,7 @@
 -- pointer: KEYS[1] = {prefix}:id:{<id>}, which names the slot of grant
--- <id> by its actor's tag (32 lower-case hex characters). ARGV[1] = mode:
+-- <id> by its actor's tag. It holds the tag's 16 raw bytes (a pointer an
+-- earlier version wrote holds its 32 lower-case hex characters, and reads
+-- the same); tags in arguments and replies are hex. ARGV[1] = mode:
 -- - 'claim', ARGV[2] = tag, ARGV[3] = max(expires_at, issued_at), ARGV[4] =
 --   retention ms: written unless the key exists (ids are unique over all
 --   actors, and nothing is ever overwritten); replies 'claimed', 'same'
@@ -13,16 +15,23 @@ local key, mode = KEYS[1], ARGV[1]
 local kind = redis.call('TYPE', key)['ok']
 local value, bad = nil, nil
 if kind == 'string' then
-  value = redis.call('GET', key)
-  if #value ~= 32 or string.find(value, '^[0-9a-f]+$') == nil then
-    value, bad = nil, 'pointer is not an actor tag'
+  local stored = redis.call('GET', key)
+  if #stored == 16 then
+    value = to_hex(stored)
+  elseif #stored == 32 and string.find(stored, '^[0-9a-f]+$') ~= nil then
+    value = stored
+  else
+    bad = 'pointer is not an actor tag'
   end
 elseif kind ~= 'none' then
   bad = 'key holds a ' .. kind .. ', not a pointer'
 end
 if mode == 'claim' then
   if kind == 'none' then
-    redis.call('SET', key, ARGV[2])
+    if #ARGV[2] ~= 32 or string.find(ARGV[2], '^[0-9a-f]+$') == nil then
+      return redis.error_reply('ERR countersign: the tag is not 32 lower-case hex characters')
+    end
+    redis.call('SET', key, from_hex(ARGV[2]))
     keep_until(key, ms(ARGV[3]), tonumber(ARGV[4]))
     return {'claimed'}
   end

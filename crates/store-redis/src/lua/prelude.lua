@@ -1,35 +1,46 @@
--- countersign record helpers, shared by every script. Record format v=2.
+-- countersign record helpers, shared by every script. Record format v=3.
 -- A script touches only keys of one actor's slot: the keys start with the
 -- slot prefix `{prefix}:{a<tag>}`, whose hash tag names one cluster slot.
---   <slot>:grant:<id>   a grant (hash)
+--   <slot>:grant:<id>   a grant (string: one record, see below)
 --   <slot>:actor        the actor's fence (hash: gen, stopped, keep)
 --   <slot>:run:<run>    a run's fence (hash: gen, stopped, keep)
 --   <slot>:live:<run>   the run's grants that may still be usable (zset by expires_at)
 --   <slot>:runs         the runs that have a live set (set)
+--
+-- A record is one string, so that a grant costs one small allocation
+-- whatever the server's hash encoding limits: a format byte, then the
+-- FIELDS in order, each a length and that many bytes. A length up to
+-- SHORT_MAX is one byte; LONG is followed by a 4-byte big-endian length
+-- (only for longer fields); ABSENT is an optional field that is not set.
+-- The first FIXED fields never change after issue (the fingerprint covers
+-- them); writes rewrite only the fields after them.
 
 local MAX_MS = 9007199254740991 -- 2^53 - 1: largest integer a Lua number holds exactly
 local U64_MAX = '18446744073709551615'
 local U32_MAX = 4294967295
 local MAX_ABANDONED = 16
 local MAX_ATTEMPT_LIMIT = 100
-
-local KNOWN = {
-  v = true, id = true, actor = true, run = true, url = true, action = true,
-  digest = true, issued_at = true, expires_at = true, note = true,
-  page_revision = true, operation_id = true, session_id = true, state = true,
-  consumed_at = true, consumed_by = true, issue_token = true,
-  abandoned = true, approver = true, approved_at = true, attempt_limit = true,
-  failed = true, rgen = true, agen = true,
+local FORMAT = 3
+local SHORT_MAX = 252
+local ABSENT = 253
+local LONG = 254
+local TOKEN_BYTES = 16
+local DIGEST_BYTES = 32
+local FIELDS = {
+  'id', 'actor', 'run', 'url', 'action', 'digest', 'issued_at', 'expires_at',
+  'attempt_limit', 'issue_token', 'approver', 'approved_at', 'note',
+  'page_revision', 'operation_id', 'session_id', 'rgen', 'agen',
+  'state', 'failed', 'consumed_at', 'consumed_by', 'abandoned',
 }
--- The fields a grant's writes change; every other field is fixed at issue
--- and covered by the record's fingerprint.
-local MUTABLE_FIELDS = {'state', 'consumed_at', 'consumed_by', 'failed', 'abandoned'}
-local MUTABLE = {}
-for _, name in ipairs(MUTABLE_FIELDS) do MUTABLE[name] = 1 end
-local REQUIRED = {
-  'v', 'id', 'actor', 'run', 'url', 'action', 'digest', 'issued_at',
-  'expires_at', 'state', 'issue_token', 'attempt_limit', 'failed', 'rgen', 'agen',
+-- Fields 1..FIXED are written at issue and never change.
+local FIXED = 18
+-- Where each optional field sits: every other field must be present.
+local OPTIONAL = {
+  [11] = true, [12] = true, [13] = true, [14] = true, [15] = true, [16] = true,
+  [21] = true, [22] = true, [23] = true,
 }
+-- State codes, one byte each.
+local ACTIVE, REVOKED, LOCKED, CONSUMED = 'a', 'r', 'l', 'c'
 
 -- A decimal integer without sign or leading zeros, at most 20 digits.
 local function is_uint(s)
@@ -67,13 +78,44 @@ local function ms(s)
   return n
 end
 
+-- The server's time in ms, read once per script: every expiry a script
+-- computes counts from the same instant, and TIME is not called again for
+-- each key it keeps.
+local server_time = nil
 local function server_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if server_time == nil then
+    local t = redis.call('TIME')
+    server_time = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return server_time
 end
 
 local function fmt(n)
   return string.format('%d', n)
+end
+
+-- Lower-case hex of raw bytes, and back (for hex of even length).
+local function to_hex(raw)
+  return (string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+local function from_hex(hex)
+  return (string.gsub(hex, '..', function(h) return string.char(tonumber(h, 16)) end))
+end
+
+-- A generated approval id (`apr_` and 32 lower-case hex digits) goes into
+-- a run's live set as a zero byte and its 16 raw bytes, which no id text
+-- can be (ids are [A-Za-z0-9_-]); any other id as its text.
+local function member_of(id)
+  if #id == 36 and string.find(id, '^apr_[0-9a-f]+$') ~= nil then
+    return '\0' .. from_hex(string.sub(id, 5))
+  end
+  return id
+end
+local function id_of(member)
+  if #member == 17 and string.byte(member, 1) == 0 then
+    return 'apr_' .. to_hex(string.sub(member, 2))
+  end
+  return member
 end
 
 -- The expiry a write gives a record: max(base, server time) + retention.
@@ -106,6 +148,50 @@ local function keep_until(key, base, retention)
   extend(key, expiry(base, retention))
 end
 
+-- One field as a record stores it: its length, then its bytes; ABSENT for
+-- nil or false.
+local function field(value)
+  if value == nil or value == false then return string.char(ABSENT) end
+  local n = #value
+  if n <= SHORT_MAX then return string.char(n) .. value end
+  return string.char(LONG, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256) .. value
+end
+
+-- The field at byte `pos` of s: its value (false when absent) and the
+-- position after it; nil when the bytes there are not a field.
+local function read_field(s, pos)
+  local n = string.byte(s, pos)
+  if n == nil then return nil end
+  if n <= SHORT_MAX then
+    local stop = pos + n
+    if stop > #s then return nil end
+    return string.sub(s, pos + 1, stop), stop + 1
+  elseif n == ABSENT then
+    return false, pos + 1
+  elseif n == LONG then
+    local a, b, c, d = string.byte(s, pos + 1, pos + 4)
+    if d == nil then return nil end
+    local len = ((a * 256 + b) * 256 + c) * 256 + d
+    local stop = pos + 4 + len
+    if len <= SHORT_MAX or stop > #s then return nil end
+    return string.sub(s, pos + 5, stop), stop + 1
+  end
+  return nil
+end
+
+-- The issue token of record s, or nil when s is not laid out as a record
+-- up to it (the issue script's check for a resent call of its own).
+local function token_of(s)
+  if type(s) ~= 'string' or string.byte(s, 1) ~= FORMAT then return nil end
+  local pos, value = 2, nil
+  for _ = 1, 10 do
+    value, pos = read_field(s, pos)
+    if value == nil then return nil end
+  end
+  return value or nil
+end
+
 -- The attempt ids in a record's space-separated `abandoned` field.
 local function abandoned_list(f)
   local list = {}
@@ -134,18 +220,18 @@ local function check_mutable(f)
   if limit < 1 or limit > MAX_ATTEMPT_LIMIT then return 'attempt_limit is out of range' end
   if not is_u32(f.failed) then return 'failed is not a decimal integer' end
   local failed = tonumber(f.failed)
-  if f.state == 'consumed' then
+  if f.state == CONSUMED then
     if not is_u64(f.consumed_at) or not is_token(f.consumed_by) then
       return 'consumed record lacks consumed_at or consumed_by'
     end
-  elseif f.state == 'active' or f.state == 'revoked' or f.state == 'locked' then
+  elseif f.state == ACTIVE or f.state == REVOKED or f.state == LOCKED then
     if f.consumed_at ~= nil or f.consumed_by ~= nil then
       return 'unconsumed record has consumed fields'
     end
   else
     return 'unknown state'
   end
-  if f.state == 'locked' then
+  if f.state == LOCKED then
     if failed ~= limit then return 'locked record does not count its limit of failed attempts' end
   elseif failed >= limit then
     return 'failed attempts reach the limit of a record that is not locked'
@@ -168,30 +254,30 @@ local function check_mutable(f)
   return nil
 end
 
--- Reads the grant at key and checks that it is a v=2 record for id.
--- Returns 'missing'; or 'corrupt' and a reason; or 'ok', the fields by name
--- and the flat HGETALL reply.
-local function load(key, id)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then return 'missing' end
-  if kind ~= 'hash' then return 'corrupt', 'key holds a ' .. kind .. ', not a hash' end
-  local flat = redis.call('HGETALL', key)
-  local f = {}
-  for i = 1, #flat, 2 do
-    local name = flat[i]
-    if not KNOWN[name] then
-      return 'corrupt', 'unknown field ' .. string.sub(name, 1, 64)
+-- Reads record s as a v=3 record for id. Returns 'ok' and its fields by
+-- name (absent ones nil; `raw` the record, `fixed_end` where its fixed
+-- fields end); or 'corrupt' and a reason.
+local function parse(s, id)
+  if #s == 0 then return 'corrupt', 'record is empty' end
+  if string.byte(s, 1) ~= FORMAT then
+    return 'corrupt', 'unsupported record format version ' .. string.byte(s, 1)
+  end
+  local f, pos = {raw = s}, 2
+  for i, name in ipairs(FIELDS) do
+    local value, after = read_field(s, pos)
+    if value == nil then return 'corrupt', 'record is cut short at ' .. name end
+    if value == false then
+      if not OPTIONAL[i] then return 'corrupt', 'missing field ' .. name end
+    else
+      f[name] = value
     end
-    f[name] = flat[i + 1]
+    pos = after
+    if i == FIXED then f.fixed_end = pos - 1 end
   end
-  for _, name in ipairs(REQUIRED) do
-    if f[name] == nil then return 'corrupt', 'missing field ' .. name end
-  end
-  if f.v ~= '2' then return 'corrupt', 'unsupported format version' end
+  if pos ~= #s + 1 then return 'corrupt', 'record has bytes after its last field' end
   if f.id ~= id then return 'corrupt', 'id field does not match the key' end
-  if #f.digest ~= 64 or string.find(f.digest, '^[0-9a-f]+$') == nil then
-    return 'corrupt', 'digest is not 64 lower-case hex characters'
-  end
+  if #f.digest ~= DIGEST_BYTES then return 'corrupt', 'digest is not 32 bytes' end
+  if #f.issue_token ~= TOKEN_BYTES then return 'corrupt', 'issue token is not 16 bytes' end
   if not is_u64(f.issued_at) or not is_u64(f.expires_at) then
     return 'corrupt', 'timestamp is not a decimal integer'
   end
@@ -200,39 +286,45 @@ local function load(key, id)
   end
   local bad = check_mutable(f)
   if bad ~= nil then return 'corrupt', bad end
-  return 'ok', f, flat
+  return 'ok', f
+end
+
+-- Reads the grant at key and checks that it is a v=3 record for id.
+-- Returns 'missing'; or 'corrupt' and a reason; or 'ok' and the fields.
+-- (GET first, TYPE only when it fails: every command a script calls costs
+-- a few microseconds, and a sound record needs one.)
+local function load(key, id)
+  local s = redis.pcall('GET', key)
+  if s == false then return 'missing' end
+  if type(s) ~= 'string' then
+    local kind = redis.call('TYPE', key)['ok']
+    if kind == 'hash' then
+      -- The records of store versions before format 3 were hashes.
+      return 'corrupt', 'record is a hash (format v=2 or earlier, written by an earlier version '
+        .. 'of the store), not a format v=3 string: it cannot be read, issue the grant again'
+    end
+    return 'corrupt', 'key holds a ' .. kind .. ', not a record'
+  end
+  return parse(s, id)
 end
 
 -- A digest of the record's fixed fields (everything but the fields its
--- writes change): names sorted, each name and value prefixed by its length,
--- so two different records never hash the same text. The get script hands
--- it out with the record; consume and revoke write only when the record
--- still has the digest of the one the library read and validated.
-local function fingerprint(flat)
-  local names, values = {}, {}
-  for i = 1, #flat, 2 do
-    if not MUTABLE[flat[i]] then
-      names[#names + 1] = flat[i]
-      values[flat[i]] = flat[i + 1]
-    end
-  end
-  table.sort(names)
-  local parts = {}
-  for _, name in ipairs(names) do
-    local value = values[name]
-    parts[#parts + 1] = #name .. ':' .. name .. #value .. ':' .. value
-  end
-  return redis.sha1hex(table.concat(parts))
+-- writes change): the SHA-1 of the bytes they take. The get and issue
+-- scripts hand it out; consume and revoke write only when the record still
+-- has the digest of the one the library validated.
+local function fingerprint(f)
+  return redis.sha1hex(string.sub(f.raw, 1, f.fixed_end))
 end
+
 
 -- Reads a fence (an actor's or a run's). A missing fence is generation 0,
 -- not stopped. Returns 'ok', the fields and whether the key exists; or
 -- 'corrupt' and a reason.
 local function fence(key)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then return 'ok', {gen = '0', stopped = '0'}, false end
-  if kind ~= 'hash' then return 'corrupt', 'fence holds a ' .. kind end
-  local flat = redis.call('HGETALL', key)
+  -- HGETALL first, TYPE only when it fails (as load does).
+  local flat = redis.pcall('HGETALL', key)
+  if flat.err ~= nil then return 'corrupt', 'fence holds a ' .. redis.call('TYPE', key)['ok'] end
+  if #flat == 0 then return 'ok', {gen = '0', stopped = '0'}, false end
   local f = {}
   for i = 1, #flat, 2 do
     local name = flat[i]
@@ -285,17 +377,45 @@ local function keep_fence(key, at)
   extend(key, at)
 end
 
--- After a write to grant f (in slot, at key): keeps the grant until
--- max(base, server time) + retention (only forward), and its run's live
--- set, the actor's run set and both fences at least as long. Returns the
--- grant's new expiry when this moved it, else nil.
-local function keep_grant(slot, key, f, base, retention)
-  local at = expiry(base, retention)
-  local moved = extend(key, at)
+-- Keeps the keys beside grant f (in slot) at least until `at`: its run's
+-- live set, the actor's run set and both fences.
+local function keep_beside(slot, f, at)
   extend(live_key(slot, f.run), at)
   extend(runs_key(slot), at)
   keep_fence(actor_fence_key(slot), at)
   keep_fence(run_fence_key(slot, f.run), at)
+end
+
+-- After issue wrote grant f (in slot, at key): keeps the grant until
+-- max(base, server time) + retention (only forward), and the keys beside it
+-- at least as long. Returns the grant's new expiry when this moved it,
+-- else nil.
+local function keep_grant(slot, key, f, base, retention)
+  local at = expiry(base, retention)
+  local moved = extend(key, at)
+  keep_beside(slot, f, at)
+  if moved then return at end
+  return nil
+end
+
+-- Writes record f (in slot, at key) back with these changing fields (nil
+-- or false: absent), and keeps it until max(base, server time) +
+-- retention or its later expiry (expiry only moves forward; SET alone
+-- would drop it). The keys beside it are kept as long when its expiry
+-- moved, or `always` (a write that may have created them). Every write
+-- that gave the grant its expiry gave them at least as much, so when it
+-- does not move they need nothing. Returns the grant's new expiry when it
+-- moved, else nil.
+local function save(slot, key, f, base, retention, always, state, failed, consumed_at,
+    consumed_by, abandoned)
+  local value = string.sub(f.raw, 1, f.fixed_end) .. field(state) .. field(failed)
+    .. field(consumed_at) .. field(consumed_by) .. field(abandoned)
+  local kept = expiry_of(key)
+  local at = expiry(base, retention)
+  local moved = kept == nil or kept == 0 or kept < at
+  redis.call('SET', key, value)
+  redis.call('PEXPIREAT', key, fmt(moved and at or kept))
+  if moved or always then keep_beside(slot, f, at) end
   if moved then return at end
   return nil
 end

@@ -8,24 +8,25 @@
 local key, slot = KEYS[1], ARGV[4]
 local err = check_key(key, slot, ARGV[1])
 if err then return err end
-local status, f, flat = load(key, ARGV[1])
+local status, f = load(key, ARGV[1])
 if status == 'missing' then return {'unknown'} end
 if status == 'corrupt' then return {'corrupt', f} end
-if fingerprint(flat) ~= ARGV[3] then return {'changed'} end
+if fingerprint(f) ~= ARGV[3] then return {'changed'} end
 local retention = tonumber(ARGV[2])
 local fs, stopped, fkey = is_stopped(slot, f)
 if fs ~= 'ok' then return {'corrupt', stopped, fkey} end
-if f.state == 'consumed' then return {'already_consumed', flat, meta(stopped)} end
+local before = f.raw
+if f.state == CONSUMED then return {'already_consumed', before, meta(stopped)} end
 -- A stopped grant is never written again.
-if stopped then return {'already_revoked', flat, meta(stopped)} end
-if f.state == 'active' then
-  redis.call('HSET', key, 'state', 'revoked')
-  redis.call('ZREM', live_key(slot, f.run), ARGV[1])
-  local moved = keep_grant(slot, key, f, ms(f.expires_at), retention)
-  return {'revoked', flat, meta(stopped, moved)}
+if stopped then return {'already_revoked', before, meta(stopped)} end
+if f.state == ACTIVE then
+  local moved = save(slot, key, f, ms(f.expires_at), retention, false, REVOKED, f.failed, nil,
+    nil, f.abandoned)
+  redis.call('ZREM', live_key(slot, f.run), member_of(ARGV[1]))
+  return {'revoked', before, meta(stopped, moved)}
 end
--- Revoked or locked: the state is rewritten unchanged, so that a WAIT
+-- Revoked or locked: the record is rewritten unchanged, so that a WAIT
 -- after this call also covers the first revoke (or lock).
-redis.call('HSET', key, 'state', f.state)
-local moved = keep_grant(slot, key, f, ms(f.expires_at), retention)
-return {'already_revoked', flat, meta(stopped, moved)}
+local moved = save(slot, key, f, ms(f.expires_at), retention, false, f.state, f.failed, nil, nil,
+  f.abandoned)
+return {'already_revoked', before, meta(stopped, moved)}

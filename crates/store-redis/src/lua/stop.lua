@@ -13,14 +13,19 @@
 local mode, now, slot = ARGV[1], ARGV[2], ARGV[3]
 if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
 
--- The usable grants of one live set, at the fences' generations.
+-- The usable grants of one live set, at the fences' generations. A member
+-- whose key is not a record of its id counts as not usable.
 local function usable(live, rgen, agen)
   local n = 0
-  for _, id in ipairs(redis.call('ZRANGE', live, 0, -1)) do
-    local g = redis.pcall('HMGET', grant_key(slot, id), 'state', 'rgen', 'agen', 'expires_at')
-    if type(g) == 'table' and g.err == nil and g[1] == 'active' and g[2] == rgen
-        and g[3] == agen and is_u64(g[4]) and not uint_ge(now, g[4]) then
-      n = n + 1
+  for _, member in ipairs(redis.call('ZRANGE', live, 0, -1)) do
+    local id = id_of(member)
+    local s = redis.pcall('GET', grant_key(slot, id))
+    if type(s) == 'string' then
+      local status, g = parse(s, id)
+      if status == 'ok' and g.state == ACTIVE and g.rgen == rgen and g.agen == agen
+          and not uint_ge(now, g.expires_at) then
+        n = n + 1
+      end
     end
   end
   return n

@@ -722,3 +722,79 @@ pub fn wait_for_children(children: Vec<Child>, limit: Duration) {
         );
     }
 }
+
+/// The fields of the record at `key` by name, with their stored bytes
+/// (absent ones left out); panics when the key holds no v=3 record.
+pub fn record(
+    conn: &mut redis::Connection,
+    key: &str,
+) -> std::collections::HashMap<&'static str, Vec<u8>> {
+    let raw: Vec<u8> = redis::cmd("GET").arg(key).query(conn).unwrap();
+    countersign_store_redis::record_fields(&raw)
+        .unwrap_or_else(|| panic!("{key} holds no v=3 record"))
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+        .collect()
+}
+
+/// Field `name` of the record at `key` as text ("" when absent).
+pub fn record_text(conn: &mut redis::Connection, key: &str, name: &str) -> String {
+    record(conn, key)
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_default()
+}
+
+/// Rewrites field `name` of the record at `key` (`None`: absent), keeping
+/// every other field and the key's expiry.
+pub fn set_field(conn: &mut redis::Connection, key: &str, name: &str, value: Option<&[u8]>) {
+    let raw: Vec<u8> = redis::cmd("GET").arg(key).query(conn).unwrap();
+    let mut fields = countersign_store_redis::record_fields(&raw)
+        .unwrap_or_else(|| panic!("{key} holds no v=3 record"));
+    let field = fields
+        .iter_mut()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no field {name}"));
+    field.1 = value.map(<[u8]>::to_vec);
+    set_raw(
+        conn,
+        key,
+        &countersign_store_redis::record_from_fields(&fields),
+    );
+}
+
+/// Replaces the value at `key` with `raw`, keeping its expiry.
+pub fn set_raw(conn: &mut redis::Connection, key: &str, raw: &[u8]) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(raw)
+        .arg("KEEPTTL")
+        .query(conn)
+        .unwrap();
+}
+
+/// A stored action: each part a field (`None`: absent), as the record's
+/// action field holds them (method, selector, description, then keys and
+/// values of arguments). Short parts only.
+pub fn action_field(parts: &[Option<&str>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in parts {
+        match part {
+            Some(text) => {
+                out.push(u8::try_from(text.len()).unwrap());
+                out.extend_from_slice(text.as_bytes());
+            }
+            None => out.push(0xFD),
+        }
+    }
+    out
+}
+
+/// A generated approval id's member in a run's live set: a zero byte and
+/// the id's 16 raw bytes.
+pub fn live_member(id: &ApprovalId) -> Vec<u8> {
+    let hex = id.as_str().strip_prefix("apr_").unwrap();
+    let mut out = vec![0u8];
+    out.extend((0..16).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()));
+    out
+}

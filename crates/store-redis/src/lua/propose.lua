@@ -1,0 +1,56 @@
+-- propose: KEYS[1] = proposal key, KEYS[2] = the actor's fence, KEYS[3] =
+-- the run's fence, KEYS[4] = the run's pending index (all in the actor's
+-- slot); ARGV[1] = id, ARGV[2] = run id, ARGV[3] = the slot prefix, ARGV[4]
+-- = retention ms, ARGV[5] = max(expires_at, proposed_at), ARGV[6] =
+-- proposed_at, ARGV[7] = the head's fields up to the generations, as the
+-- library encoded them, ARGV[8] = the screenshot field.
+-- Never overwrites: an existing key answers 'exists'. A stopped run or
+-- actor answers 'stopped' and nothing is written; the check and the write
+-- are one step, so a propose racing a stop is either before it (and
+-- stopped by it) or refused. The record keeps the fences' generations, so
+-- a later stop ends it for good, as it ends a grant.
+local key, id, run, slot = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local err = check_proposal_key(key, slot, id)
+if err then return err end
+if KEYS[2] ~= actor_fence_key(slot) or KEYS[3] ~= run_fence_key(slot, run)
+    or KEYS[4] ~= pending_key(slot, run) then
+  return redis.error_reply('ERR countersign: the keys are not the proposal run keys of the slot')
+end
+if not is_u64(ARGV[6]) then
+  return redis.error_reply('ERR countersign: proposed_at is not a decimal integer')
+end
+if redis.call('EXISTS', key) == 1 then return {'exists'} end
+local sa, a = fence(KEYS[2])
+if sa ~= 'ok' then return {'corrupt', a, KEYS[2]} end
+local sr, r = fence(KEYS[3])
+if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
+if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
+-- A new proposal: pending, nothing decided.
+local head = ARGV[7] .. field(r.gen) .. field(a.gen) .. field(PENDING) .. field(nil)
+  .. field(nil) .. field(nil)
+local record = proposal_record(head, ARGV[8])
+-- Only what the library reads back is stored.
+local status, p = parse_proposal(record, id)
+if status ~= 'ok' then
+  return redis.error_reply('ERR countersign: the library encoded a bad proposal: ' .. p)
+end
+if p.run ~= run or p.proposed_at ~= ARGV[6] then
+  return redis.error_reply('ERR countersign: the record is not of the run and time given')
+end
+redis.call('SET', key, record)
+local at = expiry(ms(ARGV[5]), tonumber(ARGV[4]))
+redis.call('PEXPIREAT', key, fmt(at))
+-- Prune what expired: the two oldest entries of the run's index whose
+-- record is gone.
+for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, 1)) do
+  local other = member_id(member)
+  if other == nil or redis.call('EXISTS', proposal_key(slot, other)) == 0 then
+    redis.call('ZREM', KEYS[4], member)
+  end
+end
+redis.call('ZADD', KEYS[4], 0, pending_member(p))
+extend(KEYS[4], at)
+-- The fences must outlive every record that holds their generations.
+keep_fence(KEYS[2], at)
+keep_fence(KEYS[3], at)
+return {'proposed'}
