@@ -130,6 +130,51 @@ pub fn compare(
     )
 }
 
+/// Samples any number of sides in rotation (sample `i` starts with side
+/// `i mod k`), so none always runs first on a warmer or cooler machine;
+/// each closure runs `iters` operations and returns the elapsed time of
+/// the timed part. Returns one median per side, in the order given.
+pub fn compare_sides(budget: Budget, sides: &mut [&mut dyn FnMut(u64) -> Duration]) -> Vec<Side> {
+    // One untimed round each warms caches and allocators.
+    for side in sides.iter_mut() {
+        side(budget.iters.min(1000));
+    }
+    let k = sides.len();
+    let mut per_side: Vec<Vec<f64>> = vec![Vec::with_capacity(budget.samples); k];
+    for i in 0..budget.samples {
+        for step in 0..k {
+            let j = (i + step) % k;
+            let elapsed = sides[j](budget.iters);
+            per_side[j].push(elapsed.as_nanos() as f64 / budget.iters as f64);
+        }
+    }
+    per_side
+        .iter_mut()
+        .map(|samples| Side {
+            median_ns: median(samples),
+        })
+        .collect()
+}
+
+/// The limit for a subject against a baseline that does the same work the
+/// contract requires: the same 1.5 as the rows' own target.
+pub const SAME_WORK_TARGET: f64 = 1.5;
+
+/// The note text for a second, same-work baseline sampled beside a row's
+/// own: `"same-work baseline (what): 123 ns, ratio 1.10 (target ≤ 1.5: met)"`.
+pub fn same_work_note(what: &str, subject: Side, same_work: Side) -> String {
+    let ratio = subject.median_ns / same_work.median_ns;
+    format!(
+        "same-work baseline ({what}): {:.0} ns, ratio {ratio:.2} (target ≤ {SAME_WORK_TARGET}: {})",
+        same_work.median_ns,
+        if ratio <= SAME_WORK_TARGET {
+            "met"
+        } else {
+            "**missed**"
+        }
+    )
+}
+
 /// Times `f` once.
 pub fn time(f: impl FnOnce()) -> Duration {
     let start = Instant::now();

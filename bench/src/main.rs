@@ -75,8 +75,10 @@ fn run(quick: bool) -> Result<(), String> {
     }
     if wanted("scale") {
         extra.push(format!(
-            "## Cost per grant at scale\n\n{}",
-            scale_bench::memory(quick)?
+            "## Cost per grant at scale\n\n{}\n{}\n{}",
+            scale_bench::memory(quick)?,
+            scale_bench::redis(quick)?,
+            scale_bench::postgres(quick)?
         ));
     }
     if wanted("act") {
@@ -102,7 +104,13 @@ fn run(quick: bool) -> Result<(), String> {
         eprintln!("bench --quick: {} benchmarks ran", rows.len());
         return Ok(());
     }
-    let path = report::write(&rows, &extra)?;
+    // A partial run merges into the report instead of replacing it, so the
+    // other benchmarks' figures stay.
+    let path = if only.is_empty() {
+        report::write(&rows, &extra)?
+    } else {
+        report::merge(&only, &rows, &extra)?
+    };
     eprintln!("wrote {path}");
     Ok(())
 }

@@ -1,15 +1,14 @@
 //! Benchmark 5: `PostgresApprovalStore::consume_once` against `pgbench`
 //! running the store's own consume statement (`-f`) on the same server, in
-//! the same run; and the table's size and consume latency at 1 000 versus
-//! 1 000 000 live grants.
+//! the same run. (The table's size and consume latency by table size are
+//! in the scale section, `scale_bench.rs`.)
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use countersign_approval_core::{ApprovalId, ApprovalStore, ConsumeOutcome};
+use countersign_approval_core::{ApprovalId, ApprovalStore};
 use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
 
 use crate::harness::{Row, ServerToolComparison, compare_with_server_tool, median};
@@ -17,7 +16,7 @@ use crate::memory_bench::Fixture;
 use crate::redis_bench::{Run, consume_all, issue_all};
 
 /// The newest `/usr/lib/postgresql/<n>/bin/<name>`, else `<name>` on `PATH`.
-fn bin(name: &str) -> PathBuf {
+pub(crate) fn bin(name: &str) -> PathBuf {
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|entries| {
             entries
@@ -58,13 +57,13 @@ fn server_command(name: &str) -> Command {
 
 /// A throw-away PostgreSQL cluster on a free loopback port, `fsync` and
 /// `synchronous_commit` on.
-struct Server {
+pub(crate) struct Server {
     dir: PathBuf,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Server {
-    fn start(synchronous_commit: bool) -> Result<Server, String> {
+    pub(crate) fn start(synchronous_commit: bool) -> Result<Server, String> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
@@ -144,7 +143,7 @@ impl Drop for Server {
     }
 }
 
-async fn connect(
+pub(crate) async fn connect(
     server: &Server,
     extra: &str,
     prefix: &str,
@@ -238,28 +237,6 @@ fn pgbench(server: &Server, dir: &Path, clients: usize, count: u64) -> Result<(f
         return Err("pgbench wrote no latencies".into());
     }
     Ok((tps, median(&mut latencies)))
-}
-
-/// p50 (ms) of consuming `n` fresh grants one at a time from a table that
-/// already holds `live` other grants.
-async fn consume_p50(
-    store: Arc<PostgresApprovalStore>,
-    f: &Fixture,
-    ids: Vec<ApprovalId>,
-) -> Result<f64, String> {
-    let mut latencies = Vec::new();
-    for id in &ids {
-        let t = Instant::now();
-        let outcome = store
-            .consume_once(id, &f.binding, f.now, &f.attempt)
-            .await
-            .map_err(|e| e.to_string())?;
-        latencies.push(t.elapsed().as_secs_f64() * 1e3);
-        if outcome != (ConsumeOutcome::Consumed { replay: false }) {
-            return Err(format!("consume answered {outcome:?}"));
-        }
-    }
-    Ok(median(&mut latencies))
 }
 
 fn grants_with(
@@ -379,10 +356,6 @@ pub fn consume(quick: bool) -> Result<(Vec<Row>, String), String> {
                 note,
             });
         }
-
-        if !quick && !synchronous {
-            let _ = writeln!(section, "\n{}", rt.block_on(scale(&server, &f))?);
-        }
     }
     Ok((rows, section))
 }
@@ -400,66 +373,4 @@ fn server_version() -> String {
                 .to_owned()
         })
         .unwrap_or_default()
-}
-
-/// Bytes per stored grant and consume p50 with 1 000 versus 1 000 000 live
-/// grants in the table.
-async fn scale(server: &Server, f: &Fixture) -> Result<String, String> {
-    const PROBES: usize = 500;
-    let mut out = String::from(
-        "### Table size and consume latency by table size\n\n\
-         On the `synchronous_commit = off` cluster, so the disk's flush time does not hide the \
-         table's. Filled by the store (16 tasks), then `VACUUM ANALYZE`, then 500 fresh grants \
-         consumed one at a time.\n\n\
-         | live grants | bytes per grant (table + indexes) | consume p50, 1 task |\n| --- | --- | --- |\n",
-    );
-    for live in [1_000usize, 1_000_000] {
-        let prefix = format!("scale{live}_");
-        let fill =
-            Arc::new(connect(server, "options='-c synchronous_commit=off'", &prefix, 16).await?);
-        let started = Instant::now();
-        issue_all(fill.clone(), grants_with(f, "live", 0..live), 16).await?;
-        eprintln!(
-            "postgres bench: {live} grants issued in {:?}",
-            started.elapsed()
-        );
-        let admin = Command::new(bin("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &server.port.to_string(),
-                "-U",
-                "postgres",
-                "-At",
-            ])
-            // Two -c: VACUUM cannot run in the one transaction a
-            // multi-statement -c would be.
-            .arg("-c")
-            .arg(format!("VACUUM ANALYZE {}", fill.grants_table()))
-            .arg("-c")
-            .arg(format!(
-                "SELECT pg_total_relation_size('{t}') / count(*) FROM {t}",
-                t = fill.grants_table()
-            ))
-            .output()
-            .map_err(|e| format!("could not run psql: {e}"))?;
-        // psql prints the VACUUM tag first; the size is the last line.
-        let bytes = String::from_utf8_lossy(&admin.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_owned();
-        let store = Arc::new(connect(server, "", &prefix, 16).await?);
-        let probe_ids: Vec<ApprovalId> = grants_with(f, "probe", 0..PROBES)
-            .into_iter()
-            .map(|g| g.id)
-            .collect();
-        issue_all(store.clone(), grants_with(f, "probe", 0..PROBES), 4).await?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let p50 = consume_p50(store, f, probe_ids).await?;
-        let _ = writeln!(out, "| {live} | {bytes} | {p50:.3} ms |");
-    }
-    Ok(out)
 }

@@ -86,6 +86,102 @@ fn machine_summary() -> String {
     )
 }
 
+fn row_line(row: &Row) -> String {
+    let (ratio, met) = row.verdict();
+    format!(
+        "| {} | {} | {} | {} | {:.2} | {} | {} | {} |",
+        row.name,
+        row.baseline_name,
+        fmt_ns(row.subject.median_ns),
+        fmt_ns(row.baseline.median_ns),
+        ratio,
+        target_text(row.target),
+        match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        },
+        row.note
+    )
+}
+
+fn report_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("docs")
+        .join("benchmarks.md")
+}
+
+/// Merges the rows and sections of a partial run (`BENCH_ONLY=<only>`)
+/// into the existing report: each row replaces the table row of the same
+/// benchmark (or joins the table), each section (`## <heading>` to the next
+/// `## `) replaces the one with its heading (or goes before the notes), and
+/// a dated line in the header says what was merged. Everything else stays.
+pub fn merge(only: &str, rows: &[Row], sections: &[String]) -> Result<String, String> {
+    let path = report_path();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("could not read `{}`: {e}", path.display()))?;
+    let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+
+    for row in rows {
+        let start = format!("| {} |", row.name);
+        if let Some(line) = lines.iter_mut().find(|l| l.starts_with(&start)) {
+            *line = row_line(row);
+        } else if let Some(last) = lines.iter().rposition(|l| {
+            l.starts_with("| ")
+                && (l.contains(" | time ratio") || l.contains(" | throughput ratio"))
+        }) {
+            lines.insert(last + 1, row_line(row));
+        } else {
+            return Err("the report has no benchmark table to merge a row into".to_owned());
+        }
+    }
+
+    for section in sections.iter().filter(|s| !s.is_empty()) {
+        let heading = section.lines().next().unwrap_or_default().to_owned();
+        let new: Vec<String> = section.trim_end().lines().map(str::to_owned).collect();
+        let found = lines.iter().position(|l| *l == heading);
+        match found {
+            Some(from) => {
+                let to = lines[from + 1..]
+                    .iter()
+                    .position(|l| l.starts_with("## "))
+                    .map_or(lines.len(), |n| from + 1 + n);
+                let mut replacement = new;
+                replacement.push(String::new());
+                lines.splice(from..to, replacement);
+            }
+            None => {
+                let at = lines
+                    .iter()
+                    .position(|l| l == "## Reading the figures")
+                    .unwrap_or(lines.len());
+                let mut insertion = new;
+                insertion.push(String::new());
+                lines.splice(at..at, insertion);
+            }
+        }
+    }
+
+    let marker = format!("- merged: `BENCH_ONLY={only}`");
+    let note = format!(
+        "{marker} run of {date} (`{COMMAND}`): its rows and sections replace the earlier ones"
+    );
+    if let Some(line) = lines.iter_mut().find(|l| l.starts_with(&marker)) {
+        *line = note;
+    } else if let Some(at) = lines.iter().position(|l| l.starts_with("- command: ")) {
+        lines.insert(at, note);
+    } else {
+        return Err("the report has no header to note the merge in".to_owned());
+    }
+
+    let mut out = lines.join("\n");
+    out.push('\n');
+    std::fs::write(&path, out).map_err(|e| format!("could not write `{}`: {e}", path.display()))?;
+    Ok(path.display().to_string())
+}
+
 /// Writes the report; returns its path.
 pub fn write(rows: &[Row], sections: &[String]) -> Result<String, String> {
     let mut out = String::new();
@@ -109,23 +205,7 @@ pub fn write(rows: &[Row], sections: &[String]) -> Result<String, String> {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for row in rows {
-        let (ratio, met) = row.verdict();
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {:.2} | {} | {} | {} |",
-            row.name,
-            row.baseline_name,
-            fmt_ns(row.subject.median_ns),
-            fmt_ns(row.baseline.median_ns),
-            ratio,
-            target_text(row.target),
-            match met {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "–",
-            },
-            row.note
-        );
+        let _ = writeln!(out, "{}", row_line(row));
     }
     for section in sections.iter().filter(|s| !s.is_empty()) {
         let _ = writeln!(out, "\n{section}");
@@ -134,10 +214,7 @@ pub fn write(rows: &[Row], sections: &[String]) -> Result<String, String> {
     if let Ok(text) = std::fs::read_to_string(&notes) {
         let _ = writeln!(out, "\n{text}");
     }
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("docs")
-        .join("benchmarks.md");
+    let path = report_path();
     std::fs::write(&path, out).map_err(|e| format!("could not write `{}`: {e}", path.display()))?;
     Ok(path.display().to_string())
 }
