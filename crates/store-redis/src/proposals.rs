@@ -27,7 +27,7 @@ use redis::Value;
 use crate::proposal_record;
 use crate::record::{self, text};
 use crate::scripts::GrantScript;
-use crate::store::{RedisApprovalStore, Reply, issue_token};
+use crate::store::{RedisApprovalStore, Reply, corrupt_reply, issue_token, unexpected_reply};
 
 /// How many times a decision reads a proposal again when its fixed fields
 /// changed between the read and the write (only a record deleted and made
@@ -120,26 +120,6 @@ enum Answer {
     Outcome(DecisionOutcome),
     /// The rules would approve, but the grant id is taken.
     GrantExists,
-}
-
-fn unexpected_reply(script: GrantScript, key: &str) -> StoreError {
-    StoreError::corrupt(
-        key,
-        format!("unexpected reply from the {} script", script.name()),
-    )
-}
-
-/// The error a `corrupt` reply carries: its reason, about the key it names
-/// (a fence) or else `key`.
-fn corrupt_reply(key: &str, reply: &Reply) -> StoreError {
-    let reason = reply
-        .items
-        .first()
-        .and_then(text)
-        .unwrap_or("record is not one of this store's")
-        .to_owned();
-    let key = reply.items.get(1).and_then(text).unwrap_or(key);
-    StoreError::corrupt(key, reason)
 }
 
 fn disagreement(key: &str, script: GrantScript) -> StoreError {

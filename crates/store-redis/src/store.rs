@@ -139,7 +139,7 @@ fn parse_reply(script: GrantScript, key: &str, value: Value) -> Result<Reply, St
     Ok(Reply { status, items })
 }
 
-fn unexpected_reply(script: GrantScript, key: &str) -> StoreError {
+pub(crate) fn unexpected_reply(script: GrantScript, key: &str) -> StoreError {
     StoreError::corrupt(
         key,
         format!("unexpected reply from the {} script", script.name()),
@@ -222,7 +222,7 @@ fn reply_record(
 
 /// The error a `corrupt` reply carries: its reason, about the key it names
 /// (a fence) or else `key`.
-fn corrupt_reply(key: &str, reply: &Reply) -> StoreError {
+pub(crate) fn corrupt_reply(key: &str, reply: &Reply) -> StoreError {
     let reason = reply
         .items
         .first()
