@@ -318,7 +318,7 @@ impl Tab {
             .await
             .map_err(|e| ChromiumError::protocol("Runtime.callFunctionOn", e))?;
         if let Some(details) = &answer.result.exception_details {
-            return Err(ChromiumError::Script(crate::perform::exception_text(
+            return Err(ChromiumError::Script(crate::script::exception_text(
                 details,
             )));
         }

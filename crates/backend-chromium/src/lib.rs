@@ -97,7 +97,9 @@ mod observation;
 mod options;
 mod perform;
 mod screenshot;
+mod script;
 mod snapshot;
+mod target;
 
 pub use backend::ChromiumBackend;
 pub use browser::{Chromium, Session, Tab};
@@ -105,3 +107,4 @@ pub use error::ChromiumError;
 pub use observation::{PageObservation, PageRevision, SessionId, TargetId};
 pub use options::{ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT};
 pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};
+pub use target::MIN_OPACITY;

@@ -6,22 +6,21 @@ use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
     InsertTextParams, MouseButton,
 };
-use chromiumoxide::cdp::js_protocol::runtime::{
-    CallArgument, CallFunctionOnParams, ExceptionDetails, RemoteObjectId, RemoteObjectType,
-};
+use chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId;
 use chromiumoxide::keys::{KeyDefinition, get_key_definition};
 use countersign_approval_core::BackendError;
 use countersign_canonical_policy::Action;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::browser::{MainFrame, Tab};
+use crate::script::{Arg, CHECKED, OPTION, On};
+use crate::target::{NOTHING, OptionPlace, Scroll, Target};
 
 /// Why an action was not (fully) performed; becomes the backend's message.
 pub(crate) type Refused = String;
 
 /// Shortens user text quoted in a message.
-fn quoted(text: &str) -> String {
+pub(crate) fn quoted(text: &str) -> String {
     const LIMIT: usize = 64;
     let shown: String = text
         .chars()
@@ -101,193 +100,10 @@ impl Plan {
         })
     }
 
-    fn needs_pointer(&self) -> bool {
+    /// Whether the method is pointer input, which the target must receive.
+    pub(crate) fn needs_pointer(&self) -> bool {
         matches!(self, Plan::Click { .. } | Plan::Hover | Plan::Check(_))
     }
-}
-
-/// Finds the selector's elements; returns the element when there is
-/// exactly one, else the count, else `"invalid"`.
-const RESOLVE: &str = r#"function (selector) {
-  let found;
-  try { found = document.querySelectorAll(selector); } catch (e) { return "invalid"; }
-  return found.length === 1 ? found[0] : found.length;
-}"#;
-
-/// Reports what the strict checks need, after bringing the element into
-/// view when `scroll` is true (performing scrolls, as a user would before
-/// acting; a snapshot does not, since a scroll is something the page sees
-/// and may act on). The pointer point is the centre of the part of the box
-/// inside the viewport, as Playwright's clickable point is; for an element
-/// that fits the viewport once scrolled into view, its centre.
-const DESCRIBE: &str = r#"function (scroll) {
-  const el = this;
-  if (!el.isConnected) return { connected: false };
-  if (scroll) el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
-  const rect = el.getBoundingClientRect();
-  const style = getComputedStyle(el);
-  const visible = rect.width > 0 && rect.height > 0 && style.visibility === "visible"
-    && el.checkVisibility({ visibilityProperty: true, checkVisibilityCSS: true });
-  const tag = el.localName;
-  const type = tag === "input" ? (el.getAttribute("type") || "text").toLowerCase() : "";
-  const notText = ["checkbox", "radio", "button", "submit", "reset", "file", "image", "color", "range", "hidden"];
-  const textInput = tag === "textarea" || (tag === "input" && !notText.includes(type));
-  const disabled = el.matches(":disabled") || el.getAttribute("aria-disabled") === "true";
-  const vv = window.visualViewport;
-  const root = document.documentElement;
-  const view = vv
-    ? { left: vv.offsetLeft, top: vv.offsetTop, width: vv.width, height: vv.height, scale: vv.scale }
-    : { left: 0, top: 0, width: root.clientWidth, height: root.clientHeight, scale: 1 };
-  const left = Math.max(rect.left, view.left);
-  const top = Math.max(rect.top, view.top);
-  const right = Math.min(rect.right, view.left + view.width);
-  const bottom = Math.min(rect.bottom, view.top + view.height);
-  const inView = right > left && bottom > top;
-  const x = inView ? (left + right) / 2 : rect.left + rect.width / 2;
-  const y = inView ? (top + bottom) / 2 : rect.top + rect.height / 2;
-  const hit = document.elementFromPoint(x, y);
-  return {
-    connected: true, visible, enabled: !disabled,
-    editable: el.isContentEditable || (textInput && !el.readOnly),
-    tag, type, checked: el.checked === true, multiple: el.multiple === true,
-    x, y, receives: hit !== null && (hit === el || el.contains(hit)),
-    bounds: { left: rect.left, top: rect.top, width: rect.width, height: rect.height },
-    view, in_view: inView, pixel_ratio: window.devicePixelRatio,
-  };
-}"#;
-
-/// For a `<select>`: where the option with `value` is and whether it can be chosen.
-const OPTION: &str = r#"function (value) {
-  const options = Array.from(this.options);
-  const target = options.findIndex(o => o.value === value);
-  if (target < 0) return { found: false, current: this.selectedIndex, target: -1, disabled: false };
-  const option = options[target];
-  const group = option.parentElement && option.parentElement.localName === "optgroup" ? option.parentElement : null;
-  return { found: true, current: this.selectedIndex, target, disabled: option.disabled || (group !== null && group.disabled) };
-}"#;
-
-/// Reads `checked`.
-const CHECKED: &str = "function () { return this.checked === true; }";
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct Described {
-    connected: bool,
-    #[serde(default)]
-    visible: bool,
-    #[serde(default)]
-    enabled: bool,
-    #[serde(default)]
-    editable: bool,
-    #[serde(default)]
-    tag: String,
-    #[serde(default)]
-    r#type: String,
-    #[serde(default)]
-    checked: bool,
-    #[serde(default)]
-    multiple: bool,
-    #[serde(default)]
-    x: f64,
-    #[serde(default)]
-    y: f64,
-    #[serde(default)]
-    receives: bool,
-    /// The border box, in CSS pixels of the layout viewport.
-    #[serde(default)]
-    pub(crate) bounds: Rect,
-    /// The visual viewport: what a screenshot shows.
-    #[serde(default)]
-    pub(crate) view: View,
-    /// Whether some of the border box is inside the viewport.
-    #[serde(default)]
-    pub(crate) in_view: bool,
-    /// Device pixels per CSS pixel (`window.devicePixelRatio`).
-    #[serde(default = "one")]
-    pub(crate) pixel_ratio: f64,
-}
-
-fn one() -> f64 {
-    1.0
-}
-
-/// A box in CSS pixels, relative to the layout viewport.
-#[derive(Debug, Default, Clone, Copy, Deserialize)]
-pub(crate) struct Rect {
-    pub(crate) left: f64,
-    pub(crate) top: f64,
-    pub(crate) width: f64,
-    pub(crate) height: f64,
-}
-
-/// The visual viewport (`window.visualViewport`): its offset within the
-/// layout viewport in CSS pixels, and its pinch-zoom scale. (Its size is
-/// used by the page script alone, for `in_view`.)
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub(crate) struct View {
-    pub(crate) left: f64,
-    pub(crate) top: f64,
-    pub(crate) scale: f64,
-}
-
-impl Default for View {
-    fn default() -> Self {
-        View {
-            left: 0.0,
-            top: 0.0,
-            scale: 1.0,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct OptionPlace {
-    found: bool,
-    current: i64,
-    target: i64,
-    disabled: bool,
-}
-
-/// The text of a script exception, for messages.
-pub(crate) fn exception_text(details: &ExceptionDetails) -> String {
-    details
-        .exception
-        .as_ref()
-        .and_then(|e| e.description.clone())
-        .unwrap_or_else(|| details.text.clone())
-}
-
-fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
-    format!("chromium did not answer `{command}`: {error}")
-}
-
-/// The one element an action targets, after every strict check and the
-/// method's own checks, none of which dispatches anything.
-pub(crate) struct Target {
-    element: RemoteObjectId,
-    pub(crate) described: Described,
-    option: Option<OptionPlace>,
-}
-
-impl Target {
-    /// Whether the element is already in the state `plan` wants: a user
-    /// would not click a box already in that state, nor pick the option
-    /// already chosen.
-    fn already(&self, plan: &Plan) -> bool {
-        match (plan, &self.option) {
-            (Plan::Check(wanted), _) => self.described.checked == *wanted,
-            (_, Some(place)) => place.current == place.target,
-            _ => false,
-        }
-    }
-}
-
-/// Whether resolving the target may scroll it into view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scroll {
-    /// Scroll it to the viewport's centre first, as performing does.
-    IntoView,
-    /// Leave the page as it is, as a snapshot does.
-    No,
 }
 
 /// What a check of the landed URL is for: its refusal says so.
@@ -320,7 +136,15 @@ struct Ready<'a> {
     plan: Plan,
     selector: &'a str,
     target: Target,
+    /// The main frame as the checks saw it.
+    frame: MainFrame,
 }
+
+/// How a refusal after the pointer move, before the first press, ends.
+const POINTER_MOVED: &str = "the pointer was moved over it, nothing was pressed";
+
+/// How a refusal ends once input had begun.
+const NO_MORE: &str = "input had begun, nothing more was dispatched";
 
 impl Tab {
     /// Performs `action` if the page is at `approved_url` (and, when given,
@@ -330,7 +154,8 @@ impl Tab {
     ///
     /// Every refusal raised before the first input event (`Input.*` or
     /// `DOM.focus`) is [`BackendError::not_dispatched`]; a failure after it
-    /// may have acted.
+    /// may have acted, including a re-check that refuses after the pointer
+    /// move and before the press (see [`dispatch`](Self::dispatch)).
     pub(crate) async fn perform_action(
         &self,
         approved_url: &str,
@@ -378,105 +203,72 @@ impl Tab {
         }
 
         // The page must be the one checked above, right before input.
-        let last = self.main_frame().await.map_err(|e| e.to_string())?;
-        if last.revision != frame.revision || last.url != frame.url {
-            return Err(
-                "the page changed while the action was being prepared; nothing was dispatched"
-                    .to_owned(),
-            );
-        }
+        self.check_same_page(&frame, NOTHING).await?;
         Ok(Some(Ready {
             plan,
             selector,
             target,
+            frame,
         }))
     }
 
-    /// The strict target (exactly one element, visible, enabled, suited to
-    /// the method, receiving the pointer for the pointer methods) and the
-    /// method's own checks, in `frame`'s main world's DOM through a fresh
-    /// isolated world. Dispatches nothing; scrolls only with
-    /// [`Scroll::IntoView`]. Performing and snapshots share this one rule.
-    pub(crate) async fn strict_target(
-        &self,
-        frame: &MainFrame,
-        plan: &Plan,
-        selector: &str,
-        scroll: Scroll,
-    ) -> Result<Target, Refused> {
-        let world = self
-            .isolated_world(frame.id.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        let element = self.resolve(world, selector).await?;
-        let described: Described = self
-            .call_on(
-                &element,
-                DESCRIBE,
-                Some(Value::Bool(scroll == Scroll::IntoView)),
-            )
-            .await?;
-        check_target(plan, selector, &described)?;
+    /// The main frame must still show `frame`'s document at its URL.
+    async fn check_same_page(&self, frame: &MainFrame, outcome: &str) -> Result<(), Refused> {
+        let last = self.main_frame().await.map_err(|e| e.to_string())?;
+        if last.revision != frame.revision || last.url != frame.url {
+            return Err(format!(
+                "the page changed while the action was being performed; {outcome}"
+            ));
+        }
+        Ok(())
+    }
 
-        // Method-specific checks that dispatch nothing.
-        let option = match plan {
-            Plan::Select(value) => {
-                let place: OptionPlace = self
-                    .call_on(&element, OPTION, Some(Value::from(value.as_str())))
-                    .await?;
-                if !place.found {
-                    return Err(format!(
-                        "`{}` has no option with value `{}`; nothing was dispatched",
-                        quoted(selector),
-                        quoted(value)
-                    ));
-                }
-                if place.disabled {
-                    return Err(format!(
-                        "the option `{}` of `{}` is disabled; nothing was dispatched",
-                        quoted(value),
-                        quoted(selector)
-                    ));
-                }
-                Some(place)
-            }
-            _ => None,
-        };
-        Ok(Target {
-            element,
-            described,
-            option,
-        })
+    /// Right before an input event after the first: the page is the same
+    /// document, the target passes the strict rule again at the same
+    /// action point (the hit test answers it), and for keyboard input it
+    /// still has focus. `outcome` ends a refusal.
+    async fn before_next(&self, ready: &Ready<'_>, outcome: &str) -> Result<(), Refused> {
+        self.check_same_page(&ready.frame, outcome).await?;
+        self.recheck(&ready.target, &ready.plan, ready.selector, outcome)
+            .await?;
+        if !ready.plan.needs_pointer() {
+            self.check_focused(&ready.target, ready.selector, outcome)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The input events: from the first one on, a failure may have acted.
+    ///
+    /// Before every input event after the first — the press after the
+    /// pointer move, each press of a `dblclick`, each key after the focus —
+    /// [`before_next`](Self::before_next) checks again and a difference
+    /// stops the sequence with nothing more dispatched. Such a refusal
+    /// still says the backend may have acted: the pointer move or the
+    /// focus reached the page (its `mouseover`, `pointerover` or `focus`
+    /// handlers ran), so the grant stays used (`docs/security-model.md`).
     async fn dispatch(&self, ready: Ready<'_>) -> Result<(), Refused> {
-        let Ready {
-            plan,
-            selector,
-            target:
-                Target {
-                    element,
-                    described,
-                    option,
-                },
-        } = ready;
-        match plan {
-            Plan::Click { count } => self.click(described.x, described.y, count).await,
-            Plan::Hover => self.mouse_move(described.x, described.y).await,
-            Plan::Focus => self.focus(&element).await,
+        let (x, y) = (ready.target.described.x, ready.target.described.y);
+        let selector = ready.selector;
+        match &ready.plan {
+            Plan::Click { count } => self.click(&ready, x, y, *count).await,
+            Plan::Hover => self.mouse_move(x, y).await,
+            Plan::Focus => self.focus(&ready.target.element).await,
             Plan::Fill(text) => {
-                self.focus(&element).await?;
+                self.focus(&ready.target.element).await?;
+                self.before_next(&ready, NO_MORE).await?;
                 self.select_all().await?;
+                self.before_next(&ready, NO_MORE).await?;
                 if text.is_empty() {
                     self.press_key(named_key("Delete")?).await
                 } else {
-                    self.insert_text(&text).await
+                    self.insert_text(text).await
                 }
             }
             Plan::Type(text) => {
-                self.focus(&element).await?;
+                self.focus(&ready.target.element).await?;
                 for c in text.chars() {
+                    self.before_next(&ready, NO_MORE).await?;
                     let one = c.to_string();
                     match get_key_definition(&one) {
                         Some(definition) if c != '\r' => self.press_key(definition).await?,
@@ -486,12 +278,17 @@ impl Tab {
                 Ok(())
             }
             Plan::Press(definition) => {
-                self.focus(&element).await?;
+                self.focus(&ready.target.element).await?;
+                self.before_next(&ready, NO_MORE).await?;
                 self.press_key(definition).await
             }
             Plan::Check(wanted) => {
-                self.click(described.x, described.y, 1).await?;
-                let now: bool = self.call_on(&element, CHECKED, None).await?;
+                let wanted = *wanted;
+                self.click(&ready, x, y, 1).await?;
+                let now: bool = self
+                    .call_value(CHECKED, On::Object(&ready.target.element), Vec::new())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 if now == wanted {
                     Ok(())
                 } else {
@@ -503,11 +300,10 @@ impl Tab {
                 }
             }
             Plan::Select(value) => {
-                let Some(place) = option else {
+                let Some(place) = ready.target.option else {
                     return Err("internal: select without an option".to_owned());
                 };
-                self.select_by_keyboard(&element, place, selector, &value)
-                    .await
+                self.select_by_keyboard(&ready, place, value).await
             }
         }
     }
@@ -544,72 +340,13 @@ impl Tab {
         Ok(())
     }
 
-    async fn resolve(
-        &self,
-        world: chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId,
-        selector: &str,
-    ) -> Result<RemoteObjectId, Refused> {
-        let mut call = CallFunctionOnParams::new(RESOLVE);
-        call.execution_context_id = Some(world);
-        call.arguments = Some(vec![argument(Value::from(selector))]);
-        let answer = self
-            .inner
-            .page
-            .execute(call)
-            .await
-            .map_err(|e| protocol("Runtime.callFunctionOn", e))?;
-        if let Some(details) = &answer.result.exception_details {
-            return Err(format!("page script failed: {}", exception_text(details)));
-        }
-        let object = &answer.result.result;
-        let shown = quoted(selector);
-        match (&object.r#type, &object.object_id, &object.value) {
-            (RemoteObjectType::Object, Some(id), _) => Ok(id.clone()),
-            (_, _, Some(Value::String(_))) => Err(format!(
-                "`{shown}` is not a valid css selector; nothing was dispatched"
-            )),
-            (_, _, Some(Value::Number(n))) if n.as_u64() == Some(0) => Err(format!(
-                "`{shown}` matches no element; nothing was dispatched"
-            )),
-            (_, _, Some(Value::Number(n))) => Err(format!(
-                "`{shown}` matches {n} elements, not exactly one; nothing was dispatched"
-            )),
-            _ => Err(format!(
-                "`{shown}` did not resolve to an element; nothing was dispatched"
-            )),
-        }
-    }
-
-    async fn call_on<T: serde::de::DeserializeOwned>(
-        &self,
-        element: &RemoteObjectId,
-        function: &str,
-        value: Option<Value>,
-    ) -> Result<T, Refused> {
-        let mut call = CallFunctionOnParams::new(function);
-        call.object_id = Some(element.clone());
-        call.return_by_value = Some(true);
-        call.arguments = value.map(|v| vec![argument(v)]);
-        let answer = self
-            .inner
-            .page
-            .execute(call)
-            .await
-            .map_err(|e| protocol("Runtime.callFunctionOn", e))?;
-        if let Some(details) = &answer.result.exception_details {
-            return Err(format!("page script failed: {}", exception_text(details)));
-        }
-        let value = answer.result.result.value.clone().unwrap_or_default();
-        serde_json::from_value(value).map_err(|e| format!("unexpected page answer: {e}"))
-    }
-
     async fn select_by_keyboard(
         &self,
-        element: &RemoteObjectId,
+        ready: &Ready<'_>,
         mut place: OptionPlace,
-        selector: &str,
         value: &str,
     ) -> Result<(), Refused> {
+        let element = &ready.target.element;
         self.focus(element).await?;
         // Arrow keys step over disabled options, so a bounded number of
         // presses either reaches the option or stops moving.
@@ -623,17 +360,23 @@ impl Tab {
                 "ArrowUp"
             };
             let before = place.current;
+            self.before_next(ready, NO_MORE).await?;
             self.press_key(named_key(key)?).await?;
             place = self
-                .call_on(element, OPTION, Some(Value::from(value)))
-                .await?;
+                .call_value(
+                    OPTION,
+                    On::Object(element),
+                    vec![Arg::Value(Value::from(value))],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
             if place.current == before {
                 break;
             }
         }
         Err(format!(
             "pressed arrow keys on `{}` but the option `{}` is not selected",
-            quoted(selector),
+            quoted(ready.selector),
             quoted(value)
         ))
     }
@@ -641,11 +384,15 @@ impl Tab {
     async fn mouse(
         &self,
         kind: DispatchMouseEventType,
-        x: f64,
-        y: f64,
+        x: i64,
+        y: i64,
         count: Option<i64>,
     ) -> Result<(), Refused> {
-        let mut event = DispatchMouseEventParams::builder().r#type(kind).x(x).y(y);
+        // Whole CSS pixels: the point the hit test checked.
+        let mut event = DispatchMouseEventParams::builder()
+            .r#type(kind)
+            .x(x as f64)
+            .y(y as f64);
         if let Some(count) = count {
             event = event
                 .button(MouseButton::Left)
@@ -663,16 +410,21 @@ impl Tab {
         Ok(())
     }
 
-    async fn mouse_move(&self, x: f64, y: f64) -> Result<(), Refused> {
+    async fn mouse_move(&self, x: i64, y: i64) -> Result<(), Refused> {
         self.mouse(DispatchMouseEventType::MouseMoved, x, y, None)
             .await
     }
 
     /// A move, then `count` press/release pairs with rising click counts:
-    /// Chromium turns the second pair into a `dblclick`.
-    async fn click(&self, x: f64, y: f64, count: i64) -> Result<(), Refused> {
+    /// Chromium turns the second pair into a `dblclick`. Each press comes
+    /// after [`before_next`](Self::before_next): the page may have reacted
+    /// to the move (or to the first click) by putting something else under
+    /// the pointer.
+    async fn click(&self, ready: &Ready<'_>, x: i64, y: i64, count: i64) -> Result<(), Refused> {
         self.mouse_move(x, y).await?;
         for n in 1..=count {
+            let outcome = if n == 1 { POINTER_MOVED } else { NO_MORE };
+            self.before_next(ready, outcome).await?;
             self.mouse(DispatchMouseEventType::MousePressed, x, y, Some(n))
                 .await?;
             self.mouse(DispatchMouseEventType::MouseReleased, x, y, Some(n))
@@ -774,53 +526,12 @@ impl Tab {
     }
 }
 
+fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
+    format!("chromium did not answer `{command}`: {error}")
+}
+
 fn named_key(name: &str) -> Result<&'static KeyDefinition, Refused> {
     get_key_definition(name).ok_or_else(|| format!("internal: no key definition for `{name}`"))
-}
-
-fn argument(value: Value) -> CallArgument {
-    CallArgument {
-        value: Some(value),
-        ..CallArgument::default()
-    }
-}
-
-/// Playwright's strict-mode checks for one resolved element.
-fn check_target(plan: &Plan, selector: &str, element: &Described) -> Result<(), Refused> {
-    let shown = quoted(selector);
-    let refuse = |why: &str| Err(format!("`{shown}` {why}; nothing was dispatched"));
-    if !element.connected {
-        return refuse("is no longer in the page");
-    }
-    if !element.visible {
-        return refuse("is not visible");
-    }
-    if !element.enabled {
-        return refuse("is disabled");
-    }
-    match plan {
-        Plan::Fill(_) | Plan::Type(_) if !element.editable => {
-            return refuse("is not an editable field");
-        }
-        Plan::Check(_)
-            if element.tag != "input"
-                || !matches!(element.r#type.as_str(), "checkbox" | "radio") =>
-        {
-            return refuse("is not a checkbox or radio button");
-        }
-        Plan::Check(false) if element.r#type == "radio" => {
-            return refuse("is a radio button, which input cannot uncheck");
-        }
-        Plan::Select(_) if element.tag != "select" => return refuse("is not a select element"),
-        Plan::Select(_) if element.multiple => {
-            return refuse("is a multiple-choice select, which this backend does not drive");
-        }
-        _ => {}
-    }
-    if plan.needs_pointer() && !element.receives {
-        return refuse("is covered by another element at its centre");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::ChromiumError;
 use crate::browser::{MainFrame, Tab};
-use crate::perform::{Described, Plan, Purpose, Scroll};
+use crate::perform::{Plan, Purpose};
 use crate::screenshot::{self, PixelBox};
+use crate::target::{Described, Scroll};
 
 impl Tab {
     /// The page as it stands for `action` proposed on `url`: its binding,

@@ -69,6 +69,13 @@ fn live_backend_in_headless_chromium() {
             a_grant_from_another_tab_or_session_is_stale,
             an_unbound_grant_needs_the_hosts_opt_in,
             sixteen_concurrent_acts_click_once,
+            a_transparent_target_is_refused_and_the_grant_kept,
+            a_target_painted_over_is_refused_and_the_grant_kept,
+            a_swap_on_our_scroll_is_refused_and_the_grant_kept,
+            a_swap_on_our_pointer_move_is_refused_before_the_press,
+            a_swap_on_pointerover_is_refused_before_the_press,
+            focus_moved_away_on_focus_is_refused_before_any_key,
+            a_target_below_the_fold_is_scrolled_to_and_clicked_once,
         ] {
             eprintln!("case {name}");
             if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
@@ -660,4 +667,247 @@ async fn sixteen_concurrent_acts_click_once(f: &Fixture) {
     }
     assert_eq!((ok, stale), (1, 15));
     assert_eq!(f.text("#clicks").await, "1");
+}
+
+/// A page-bound grant for `action` on `/attacks`, as the host would
+/// approve it on the page `tab` shows now.
+async fn approve_attack(f: &Fixture, host: &Host, tab: &Tab, action: &Value) -> ApprovalId {
+    let page = tab.observe().await.unwrap().binding();
+    let grant = issue_page_grant(&host.context, &page, &f.url("/attacks"), action, TTL)
+        .await
+        .unwrap();
+    grant.id
+}
+
+/// The Act call for `action` on `/attacks` with the approval `id`.
+fn attack_call(f: &Fixture, id: &ApprovalId, action: &Value) -> Value {
+    let mut call = action.clone();
+    call["url"] = Value::from(f.url("/attacks"));
+    call["approval_id"] = Value::from(id.as_str());
+    call
+}
+
+/// `expression` against the DOM of `tab` (`el(sel)` is `querySelector`).
+async fn read_on(tab: &Tab, expression: &str) -> Value {
+    let function = format!(
+        "function () {{ const el = (s) => document.querySelector(s); return {expression}; }}"
+    );
+    tab.inspect(&function).await.unwrap()
+}
+
+/// Trusted clicks the attack page in `tab` saw, in all and by the id of
+/// the element each reached.
+async fn attack_clicks(tab: &Tab) -> (u64, Value) {
+    let seen = read_on(tab, "[el('#clicks').textContent, el('#log').textContent]").await;
+    (
+        seen[0].as_str().unwrap().parse().unwrap(),
+        serde_json::from_str(seen[1].as_str().unwrap()).unwrap(),
+    )
+}
+
+/// `/attacks` in a new tab, which opens in front: the page is visible, so
+/// animation frames run and the page's scroll and input handlers run as
+/// they would in a person's browser (a tab behind others gets no frames).
+async fn attack_tab(f: &Fixture) -> Tab {
+    let url = f
+        .policy
+        .authorize_destination(&f.url("/attacks"))
+        .await
+        .unwrap();
+    let tab = f.session.open(&url).await.unwrap();
+    assert_eq!(read_on(&tab, "document.visibilityState").await, "visible");
+    tab
+}
+
+/// What an attack left: Act's answer, the one operation record's reason,
+/// the grant's state after, and the tab, for counting.
+struct Attacked {
+    answer: Value,
+    reason: String,
+    state: GrantState,
+    tab: Tab,
+}
+
+/// Approves `action` on a fresh `/attacks` tab and calls Act with it.
+async fn attack(f: &Fixture, action: &Value) -> Attacked {
+    let tab = attack_tab(f).await;
+    let host = host_on(f, tab.backend(), false);
+    let id = approve_attack(f, &host, &tab, action).await;
+    let answer = host.act.execute_json(&attack_call(f, &id, action)).await;
+    let records = host
+        .context
+        .operation_store()
+        .records_for_run(host.context.run_id())
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    let state = host.approvals.get(&id).await.unwrap().unwrap().state;
+    Attacked {
+        answer,
+        reason: records[0].reason.clone(),
+        state,
+        tab,
+    }
+}
+
+const KEPT: &str =
+    "backend refused before acting; nothing was performed; the approval is still usable";
+const USED: &str = "backend failed to perform the action; the approval was used up";
+
+/// Refused before any input: the grant is given back, no click landed.
+async fn refused_and_kept(f: &Fixture, selector: &str, why: &str) {
+    let attacked = attack(f, &json!({"method": "click", "selector": selector})).await;
+    assert_eq!(
+        attacked.answer["error"]["code"], "BACKEND_FAILED",
+        "{}",
+        attacked.answer
+    );
+    assert_eq!(attacked.answer["error"]["message"], KEPT);
+    assert_eq!(
+        attacked.reason,
+        format!(
+            "backend refused before dispatching: `{selector}` {why}; nothing was dispatched; \
+             abandon: restored"
+        )
+    );
+    assert_eq!(attacked.state, GrantState::Active);
+    assert_eq!(attack_clicks(&attacked.tab).await, (0, json!({})));
+}
+
+async fn a_transparent_target_is_refused_and_the_grant_kept(f: &Fixture) {
+    // `#pay` (opacity 0) and `#pay-faint` (an ancestor at 0.05) lie over a
+    // visible "Cancel order": a person sees, and approves, the other.
+    for selector in ["#pay", "#pay-faint"] {
+        refused_and_kept(
+            f,
+            selector,
+            "is not visible (its effective opacity is below 0.1)",
+        )
+        .await;
+    }
+}
+
+async fn a_target_painted_over_is_refused_and_the_grant_kept(f: &Fixture) {
+    // "Keep my subscription" is drawn over `#cancel-sub` with
+    // `pointer-events: none`: the pointer would pass through to the button.
+    refused_and_kept(
+        f,
+        "#cancel-sub",
+        "is painted over by another element at its centre",
+    )
+    .await;
+    // A field under it is refused for keyboard input too.
+    let tab = attack_tab(f).await;
+    read_on(&tab, "(el('#keep-cover').style.top = '320px', 0)").await;
+    let fill = json!({"method": "fill", "selector": "#search", "arguments": {"text": "x"}});
+    let refused = tab
+        .backend()
+        .perform(&f.request("/attacks", fill).await)
+        .await
+        .unwrap_err();
+    assert!(!refused.may_have_acted());
+    assert_eq!(
+        refused.message(),
+        "`#search` is painted over by another element at its centre; nothing was dispatched"
+    );
+    assert_eq!(
+        read_on(&tab, "[el('#search').value, el('#card').value]").await,
+        json!(["", ""])
+    );
+}
+
+async fn a_swap_on_our_scroll_is_refused_and_the_grant_kept(f: &Fixture) {
+    // `#far-swap` is below the fold; the scroll our scrollIntoView causes
+    // slides "Delete all" over it. The strict target waits two animation
+    // frames after scrolling, so the page's scroll handler has run when
+    // the hit test looks.
+    refused_and_kept(
+        f,
+        "#far-swap",
+        "is covered by another element at its centre",
+    )
+    .await;
+}
+
+/// A refusal after the pointer move: the move reached the page (its
+/// handlers ran), so the backend says it may have acted and the grant
+/// stays used; nothing was pressed.
+async fn refused_after_the_move(f: &Fixture, selector: &str) {
+    let attacked = attack(f, &json!({"method": "click", "selector": selector})).await;
+    assert_eq!(
+        attacked.answer["error"]["code"], "BACKEND_FAILED",
+        "{}",
+        attacked.answer
+    );
+    assert_eq!(
+        attacked.answer["error"]["message"], USED,
+        "{}",
+        attacked.reason
+    );
+    assert_eq!(
+        attacked.reason,
+        format!(
+            "backend failed: `{selector}` is covered by another element at its centre; the \
+             pointer was moved over it, nothing was pressed"
+        )
+    );
+    assert!(
+        matches!(attacked.state, GrantState::Consumed { .. }),
+        "{:?}",
+        attacked.state
+    );
+    assert_eq!(attack_clicks(&attacked.tab).await, (0, json!({})));
+}
+
+async fn a_swap_on_our_pointer_move_is_refused_before_the_press(f: &Fixture) {
+    refused_after_the_move(f, "#save").await;
+}
+
+async fn a_swap_on_pointerover_is_refused_before_the_press(f: &Fixture) {
+    refused_after_the_move(f, "#save-po").await;
+}
+
+async fn focus_moved_away_on_focus_is_refused_before_any_key(f: &Fixture) {
+    let action =
+        json!({"method": "fill", "selector": "#search", "arguments": {"text": "4111 1111"}});
+    let attacked = attack(f, &action).await;
+    assert_eq!(
+        attacked.answer["error"]["code"], "BACKEND_FAILED",
+        "{}",
+        attacked.answer
+    );
+    assert_eq!(
+        attacked.answer["error"]["message"], USED,
+        "{}",
+        attacked.reason
+    );
+    assert_eq!(
+        attacked.reason,
+        "backend failed: `#search` lost focus while the action was being performed; input had \
+         begun, nothing more was dispatched"
+    );
+    assert!(
+        matches!(attacked.state, GrantState::Consumed { .. }),
+        "{:?}",
+        attacked.state
+    );
+    assert_eq!(
+        read_on(&attacked.tab, "[el('#search').value, el('#card').value]").await,
+        json!(["", ""])
+    );
+}
+
+async fn a_target_below_the_fold_is_scrolled_to_and_clicked_once(f: &Fixture) {
+    let attacked = attack(f, &json!({"method": "click", "selector": "#far"})).await;
+    assert_eq!(
+        attacked.answer["status"], "ok",
+        "{} {}",
+        attacked.answer, attacked.reason
+    );
+    assert!(
+        matches!(attacked.state, GrantState::Consumed { .. }),
+        "{:?}",
+        attacked.state
+    );
+    assert_eq!(attack_clicks(&attacked.tab).await, (1, json!({"far": 1})));
 }

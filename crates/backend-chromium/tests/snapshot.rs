@@ -50,6 +50,7 @@ fn snapshots_in_headless_chromium() {
             a_snapshot_for_another_url_is_refused,
             a_grant_from_the_snapshot_is_performed_once,
             a_grant_from_the_snapshot_is_stale_on_a_new_document,
+            transparent_or_painted_over_targets_are_not_outlined,
             a_tab_behind_another_is_still_pictured,
         ] {
             eprintln!("case {name}");
@@ -433,6 +434,25 @@ async fn a_grant_from_the_snapshot_is_stale_on_a_new_document(f: &Fixture) {
     assert_eq!(f.text("#clicks").await, "0");
     let grant = host.approvals.get(&id).await.unwrap().unwrap();
     assert_eq!(grant.state, GrantState::Active);
+}
+
+async fn transparent_or_painted_over_targets_are_not_outlined(f: &Fixture) {
+    f.load("/attacks").await;
+    // A transparent target (own opacity 0, or an ancestor's 0.05) over a
+    // visible button, a target painted over by a box the pointer passes
+    // through, and the visible button under a transparent one: the outline
+    // would frame pixels of another element, so there is none.
+    for selector in ["#pay", "#pay-faint", "#cancel-sub", "#cancel-order"] {
+        let snapshot = snapshot(f, "/attacks", click(selector)).await;
+        assert!(!snapshot.target_found, "{selector}");
+        let picture = picture(f, &snapshot).await;
+        assert_eq!(magenta_pixels(&picture), 0, "{selector}");
+    }
+    // A plain button on the same page is outlined.
+    let snapshot = snapshot(f, "/attacks", click("#save")).await;
+    assert!(snapshot.target_found);
+    assert!(magenta_pixels(&picture(f, &snapshot).await) > 0);
+    assert_eq!(f.text("#clicks").await, "0");
 }
 
 async fn a_tab_behind_another_is_still_pictured(f: &Fixture) {

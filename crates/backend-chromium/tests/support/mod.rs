@@ -19,12 +19,17 @@ pub const SITE: &str = include_str!("site.html");
 /// and DOM mutation a snapshot must not cause.
 pub const SNAPSHOT_SITE: &str = include_str!("snapshot.html");
 
+/// The attack page: targets a person would not see, or that the page
+/// swaps for another element when our own input reaches it; counts every
+/// trusted click by the id of the element it reached.
+pub const ATTACK_SITE: &str = include_str!("attacks.html");
+
 /// The loopback address the tests serve on; 127.0.0.1 stays refused.
 pub const SITE_IP: &str = "127.0.0.2";
 
 /// Serves `/` (the test page), `/other` (another page), `/redirect`
-/// (302 to `/landed`), `/landed` and `/snapshot` (the snapshot test page)
-/// on 127.0.0.2, on a free port.
+/// (302 to `/landed`), `/landed`, `/snapshot` (the snapshot test page) and
+/// `/attacks` (the attack page) on 127.0.0.2, on a free port.
 pub async fn serve() -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { Html(SITE) }))
@@ -33,6 +38,7 @@ pub async fn serve() -> SocketAddr {
             get(|| async { Html("<p id=other>another page</p>") }),
         )
         .route("/snapshot", get(|| async { Html(SNAPSHOT_SITE) }))
+        .route("/attacks", get(|| async { Html(ATTACK_SITE) }))
         .route("/redirect", get(|| async { Redirect::to("/landed") }))
         .route(
             "/landed",

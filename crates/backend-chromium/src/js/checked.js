@@ -1,0 +1,2 @@
+// Reads `checked`.
+function () { return this.checked === true; }
