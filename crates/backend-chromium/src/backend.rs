@@ -11,16 +11,24 @@ use crate::Tab;
 /// Before anything is dispatched, in this order: the method's arguments
 /// are checked; the page's current URL, canonicalised by the tab's policy,
 /// must equal the grant's URL; the selector must match exactly one element
-/// that is visible and enabled (editable for `fill` and `type`, a checkbox
-/// or radio button for `check` and `uncheck`, a single-choice `<select>` for
-/// `select`, and not covered by another element for the pointer methods);
-/// and the main frame must still show the document it showed when the
-/// checks began (for a page-bound grant, the approved document, and in
-/// this tab and session). Any failure dispatches nothing and says why,
-/// as [`BackendError::not_dispatched`], so the Act tool gives the grant
-/// back. A failure once input has begun (the browser stopped answering in
-/// the middle of a `type`, a box still unchecked after the click) says the
-/// backend may have acted, and the grant stays used.
+/// that is visible (an effective opacity of at least
+/// [`MIN_OPACITY`](crate::MIN_OPACITY)), stable over two animation frames
+/// and enabled (editable for `fill` and `type`, a checkbox or radio button
+/// for `check` and `uncheck`, a single-choice `<select>` for `select`),
+/// with nothing else painted at its action point by the browser's own hit
+/// test (and receiving pointer events there, for the pointer methods); and
+/// the main frame must still show the document it showed when the checks
+/// began (for a page-bound grant, the approved document, and in this tab
+/// and session). Any failure dispatches nothing and says why, as
+/// [`BackendError::not_dispatched`], so the Act tool gives the grant back.
+///
+/// Before every input event after the first (the press after the pointer
+/// move, each key after the focus) the page, the element's rule and both
+/// hit tests are checked again, and a difference stops the sequence. Such
+/// a refusal, like any failure once input has begun (the browser stopped
+/// answering in the middle of a `type`, a box still unchecked after the
+/// click), says the backend may have acted: the move or focus reached the
+/// page, and the grant stays used.
 ///
 /// One action at a time per tab: concurrent calls queue.
 ///
@@ -73,9 +81,11 @@ impl Backend for ChromiumBackend {
     ///
     /// `target_found` is `true` when the action's method and arguments are
     /// ones this backend performs, the selector passes the same strict
-    /// checks as performing (exactly one element, visible, enabled, suited
-    /// to the method, not covered for the pointer methods), and some of
-    /// the element is in the viewport; the screenshot then shows a
+    /// rule as performing (exactly one element, visible with an effective
+    /// opacity of at least [`MIN_OPACITY`](crate::MIN_OPACITY), stable,
+    /// enabled, suited to the method, some of it in the viewport, and the
+    /// browser's hit test at its action point answering it, not something
+    /// painted over it); the screenshot then shows a
     /// [`OUTLINE_WIDTH`](crate::OUTLINE_WIDTH)-pixel band of
     /// [`OUTLINE_COLOUR`](crate::OUTLINE_COLOUR) just outside the element's
     /// box, clamped to the viewport. Otherwise it is `false` and the
@@ -85,8 +95,8 @@ impl Backend for ChromiumBackend {
     /// focus, no scroll (performing scrolls the element into view; a
     /// snapshot leaves the page where it is, so an element below the fold
     /// is not found), no injected overlay (the outline is drawn on the
-    /// decoded picture). The strict checks run in an isolated world and
-    /// only read the DOM and layout.
+    /// decoded picture). The strict checks run in an isolated world or as
+    /// protocol reads (the hit test) and only read the DOM and layout.
     ///
     /// The picture is at most [`MAX_SCREENSHOT_BYTES`](countersign_approval_core::MAX_SCREENSHOT_BYTES):
     /// a larger one is scaled down (same aspect ratio, outline drawn after

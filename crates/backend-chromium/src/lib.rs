@@ -86,9 +86,10 @@
 //! See [`ChromiumBackend`] for the checks made before input is dispatched,
 //! and `docs/security-model.md` ("Live actions") for what a page-bound
 //! grant promises.
-//! The last check and the first input event are separate protocol
-//! messages: a page that changes in between (a timer, a server push) is not
-//! caught. A page-bound grant shortens the window; it cannot close it.
+//! The target is checked again right before every input event; still, the
+//! last check and the input event are separate protocol messages: a page
+//! that changes in between (a timer, a server push) is not caught. A
+//! page-bound grant shortens the window; it cannot close it.
 
 mod backend;
 mod browser;
