@@ -55,10 +55,13 @@ use crate::result::{ActError, ActResult, Performed};
 ///    refusal, or a page that changed after step 4), the tool gives the
 ///    consume back with `abandon` exactly as in step 5 (same attempt id,
 ///    bounded by [`Context::abandon_timeout`]) and the message says whether
-///    the approval is still usable. The code is `BACKEND_FAILED` also when
-///    the page changed in between (the backend's reason goes to the
-///    operation record); a later call with that grant on the changed page is
-///    `APPROVAL_STALE` at step 4 and consumes nothing;
+///    the approval is still usable. The code is `BACKEND_FAILED`, except
+///    for a [stale target](countersign_approval_core::BackendError::stale_target)
+///    (the backend found the page or the target no longer what the grant
+///    binds, e.g. an element-bound grant's target whose identity changed):
+///    then `APPROVAL_STALE` (the backend's
+///    reason goes to the operation record); a later call with that grant on
+///    a changed page is `APPROVAL_STALE` at step 4 and consumes nothing;
 /// 7. one operation record is written for every call, whatever happened;
 ///    for a call that consumed a grant it names the grant's approver (read
 ///    with the page check, or with one `get` after the backend ran; if
@@ -132,6 +135,9 @@ enum GaveUp {
     StoreFailed,
     /// The backend refused before dispatching anything.
     NotDispatched,
+    /// The backend refused before dispatching anything because the page or
+    /// its target is no longer what the grant binds.
+    TargetChanged,
 }
 
 impl GaveUp {
@@ -139,6 +145,7 @@ impl GaveUp {
         match self {
             GaveUp::StoreFailed => OutcomeCode::StoreUnavailable,
             GaveUp::NotDispatched => OutcomeCode::BackendFailed,
+            GaveUp::TargetChanged => OutcomeCode::ApprovalStale,
         }
     }
 }
@@ -150,6 +157,9 @@ fn given_back_message(gave_up: GaveUp, abandon: &Result<AbandonOutcome, StoreErr
     let why = match gave_up {
         GaveUp::StoreFailed => "approval store is unavailable",
         GaveUp::NotDispatched => "backend refused before acting",
+        GaveUp::TargetChanged => {
+            "the page or its target changed since approval; the backend refused before acting"
+        }
     };
     let approval = match abandon {
         Ok(AbandonOutcome::Usable { .. }) => "the approval is still usable",
@@ -403,7 +413,11 @@ impl Act {
                         &action_request.approval_id,
                         &attempt,
                         format!("backend refused before dispatching: {}", error.message()),
-                        GaveUp::NotDispatched,
+                        if error.target_changed() {
+                            GaveUp::TargetChanged
+                        } else {
+                            GaveUp::NotDispatched
+                        },
                     )
                     .await);
             }
@@ -508,7 +522,9 @@ impl Act {
         };
         let approver = Some(grant.approval.approver.as_ref().map(|a| a.id.clone()));
         match grant.approval.page() {
-            Some(bound) if bound == current => Ok((Some(bound), approver)),
+            // The element, when bound, is the backend's to re-check right
+            // before input: `current_page` names the document only.
+            Some(bound) if bound.same_document(&current) => Ok((Some(bound), approver)),
             Some(_) => Err(Refusal::new(
                 OutcomeCode::ApprovalStale,
                 "the page changed since approval (another document, tab or session); the approval was not used",

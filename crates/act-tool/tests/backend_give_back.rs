@@ -137,6 +137,7 @@ async fn a_page_bound_grant_is_given_back_too() {
         session_id: "CTX1".to_owned(),
         target_id: "TAB1".to_owned(),
         page_revision: "r1".to_owned(),
+        element: None,
     };
     h.backend.set_page(Some(page.clone()));
     let grant = issue_page_grant(&h.context, &page, URL, &click(), TTL)

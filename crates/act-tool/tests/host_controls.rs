@@ -275,6 +275,7 @@ async fn a_page_bound_grant_names_its_approver_from_the_page_check() {
         session_id: "CTX1".to_owned(),
         target_id: "TAB1".to_owned(),
         page_revision: "r1".to_owned(),
+        element: None,
     };
     h.backend.set_page(Some(page.clone()));
     let grant = issue_grant_with(

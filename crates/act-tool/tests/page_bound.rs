@@ -4,7 +4,11 @@
 mod common;
 
 use common::{Harness, TTL, URL, call_for, click};
-use countersign_act_tool::approval::{ApprovalStore, GrantState, PageBinding};
+use std::collections::BTreeMap;
+
+use countersign_act_tool::approval::{
+    ApprovalId, ApprovalStore, ElementIdentity, FrameIdentity, GrantState, OutcomeCode, PageBinding,
+};
 use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
 
 fn page(revision: &str) -> PageBinding {
@@ -12,6 +16,7 @@ fn page(revision: &str) -> PageBinding {
         session_id: "CTX1".to_owned(),
         target_id: "TAB1".to_owned(),
         page_revision: revision.to_owned(),
+        element: None,
     }
 }
 
@@ -127,4 +132,65 @@ async fn a_backend_without_pages_reads_no_grant_first() {
     let h = Harness::new();
     let id = page_grant(&h, &page("r1")).await;
     h.expect_ok(&call_for(URL, &id, &click())).await;
+}
+
+fn pay_button(label: &str) -> ElementIdentity {
+    ElementIdentity::new(
+        "button",
+        label,
+        "button",
+        label,
+        BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
+        vec![FrameIdentity::new("https://docs.example.com", "r1")],
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_element_bound_grant_acts_only_while_the_target_is_what_was_approved() {
+    let h = Harness::new();
+    let approved = page("r1").with_element(pay_button("Pay 5.00 EUR"));
+    // The page still shows the document, but the target was relabelled.
+    h.backend
+        .set_page(Some(page("r1").with_element(pay_button("Pay 5000.00 EUR"))));
+    let id = page_grant(&h, &approved).await;
+    let stored = h
+        .store()
+        .get(&ApprovalId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.approval.page(), Some(approved.clone()));
+
+    let refused = h
+        .expect_refused(&call_for(URL, &id, &click()), "APPROVAL_STALE")
+        .await;
+    assert_eq!(
+        refused["error"]["message"],
+        "the page or its target changed since approval; the backend refused before acting; \
+         nothing was performed; the approval is still usable"
+    );
+    let record = h.last_record();
+    assert_eq!(record.outcome, OutcomeCode::ApprovalStale);
+    assert_eq!(
+        record.reason,
+        "backend refused before dispatching: the target element changed since approval; \
+         nothing was recorded; abandon: restored"
+    );
+    assert!(h.backend.is_empty());
+    let stored = h
+        .store()
+        .get(&ApprovalId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state, GrantState::Active);
+
+    // The target is back to what the person approved: performed once.
+    h.backend.set_page(Some(approved));
+    h.expect_ok(&call_for(URL, &id, &click())).await;
+    assert_eq!(h.backend.len(), 1);
+    h.expect_refused(&call_for(URL, &id, &click()), "APPROVAL_STALE")
+        .await;
+    assert_eq!(h.backend.len(), 1);
 }

@@ -411,6 +411,7 @@ fn the_page() -> PageBinding {
         session_id: "session".to_owned(),
         target_id: "tab".to_owned(),
         page_revision: "rev-1".to_owned(),
+        element: None,
     }
 }
 

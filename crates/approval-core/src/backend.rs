@@ -46,6 +46,7 @@ pub struct ActionRequest {
 pub struct BackendError {
     message: String,
     may_have_acted: bool,
+    target_changed: bool,
 }
 
 impl BackendError {
@@ -55,6 +56,7 @@ impl BackendError {
         BackendError {
             message: message.into(),
             may_have_acted: true,
+            target_changed: false,
         }
     }
 
@@ -65,7 +67,27 @@ impl BackendError {
         BackendError {
             message: message.into(),
             may_have_acted: false,
+            target_changed: false,
         }
+    }
+
+    /// A refusal raised before anything was dispatched because the page or
+    /// the target is no longer what the grant binds (another document, an
+    /// element whose identity changed, another element at the action
+    /// point). Like [`not_dispatched`](Self::not_dispatched) the grant may
+    /// be given back; the Act tool answers `APPROVAL_STALE`, since the
+    /// approval no longer describes the page.
+    pub fn stale_target(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+            may_have_acted: false,
+            target_changed: true,
+        }
+    }
+
+    /// Whether this is a [`stale_target`](Self::stale_target) refusal.
+    pub fn target_changed(&self) -> bool {
+        self.target_changed
     }
 
     /// The message.
@@ -209,6 +231,7 @@ mod tests {
             session_id: "s".to_owned(),
             target_id: "t".to_owned(),
             page_revision: "r".to_owned(),
+            element: None,
         };
         let refused = NoPages.perform_on_page(&request, &page).await.unwrap_err();
         assert!(!refused.may_have_acted());

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 
-use crate::{ActorId, ApprovalId, ApproverId, AttemptId, RandomnessError, RunId, Timestamp};
+use crate::{
+    ActorId, ApprovalId, ApproverId, AttemptId, ElementIdentity, RandomnessError, RunId, Timestamp,
+};
 
 /// Longest grant lifetime.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -136,6 +138,11 @@ pub struct Approval {
     /// in, as `session/target` (see [`Approval::bound_to_page`]); `None`
     /// otherwise.
     pub session_id: Option<String>,
+    /// For an element-bound grant, what the target element was when the
+    /// person approved (see [`Approval::bound_to_page`]); `None` otherwise.
+    /// A grant with an element and no page is bound to a page no backend
+    /// shows, so it never matches.
+    pub element: Option<ElementIdentity>,
 }
 
 impl Approval {
@@ -178,6 +185,7 @@ impl Approval {
             page_revision: None,
             operation_id: None,
             session_id: None,
+            element: None,
         })
     }
 

@@ -42,6 +42,7 @@
 mod abandon;
 mod backend;
 mod control;
+mod element;
 mod grant;
 mod ids;
 mod operation;
@@ -53,6 +54,11 @@ mod time;
 pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
 pub use backend::{ActionRequest, Backend, BackendError};
 pub use control::{ResumeOutcome, StopOutcome};
+pub use element::{
+    ELEMENT_ATTRIBUTES, ElementIdentity, ElementIdentityError, FrameIdentity,
+    MAX_ACCESSIBLE_NAME_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ELEMENT_IDENTITY_BYTES,
+    MAX_ELEMENT_TEXT_BYTES, MAX_FRAME_FIELD_BYTES, MAX_FRAMES, MAX_ROLE_BYTES, MAX_TAG_BYTES,
+};
 pub use grant::{
     Approval, ApprovalError, Approver, Binding, ConsumeDecision, ConsumeOutcome,
     DEFAULT_ATTEMPT_LIMIT, GrantState, MAX_ATTEMPT_LIMIT, MAX_NOTE_BYTES, MAX_TTL, RevokeOutcome,

@@ -153,6 +153,7 @@ fn page() -> PageBinding {
         session_id: "6A1F0C".to_owned(),
         target_id: "B7E2D9".to_owned(),
         page_revision: "4C3D2E".to_owned(),
+        element: None,
     }
 }
 
@@ -188,6 +189,7 @@ fn malformed_page_ids_are_refused() {
             session_id: session.to_owned(),
             target_id: target.to_owned(),
             page_revision: revision.to_owned(),
+            element: None,
         };
         assert_eq!(
             approval().bound_to_page(&page),

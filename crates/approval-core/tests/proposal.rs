@@ -33,6 +33,7 @@ fn page() -> PageBinding {
         session_id: "s1".to_owned(),
         target_id: "t1".to_owned(),
         page_revision: "r1".to_owned(),
+        element: None,
     }
 }
 

@@ -506,6 +506,7 @@ async fn the_proposal_page_with_a_live_snapshot_is_keyboard_operable_and_photogr
             session_id: "C0FFEE42".into(),
             target_id: "5A1E7AB0".into(),
             page_revision: "4D2B9E1F".into(),
+            element: None,
         },
         screenshot_png: Some(screenshot),
         target_found: true,

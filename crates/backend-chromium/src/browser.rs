@@ -353,6 +353,7 @@ impl Tab {
             session_id: self.inner.session.as_str().to_owned(),
             target_id: self.inner.target.as_str().to_owned(),
             page_revision: revision.as_str().to_owned(),
+            element: None,
         }
     }
 

@@ -82,6 +82,7 @@ impl PageObservation {
             session_id: self.session.as_str().to_owned(),
             target_id: self.target.as_str().to_owned(),
             page_revision: self.revision.as_str().to_owned(),
+            element: None,
         }
     }
 }

@@ -138,8 +138,12 @@ impl FakeBackend {
     /// `None`, like one without pages, the default). With a page, Act reads
     /// the grant before consuming and hands page-bound grants to
     /// [`perform_on_page`](Backend::perform_on_page), which records only
-    /// while the page is still `page`. Lets tests exercise page-bound grants
-    /// without a browser.
+    /// while the page still shows the grant's document, and — for an
+    /// element-bound grant — while `page.element` (the page model's target)
+    /// is still the bound [`ElementIdentity`](countersign_approval_core::ElementIdentity);
+    /// a changed target is refused with
+    /// [`BackendError::stale_target`]. Lets tests exercise page- and
+    /// element-bound grants without a browser.
     pub fn set_page(&self, page: Option<PageBinding>) {
         self.state().page = page;
     }
@@ -184,9 +188,17 @@ impl Backend for FakeBackend {
         request: &ActionRequest,
         page: &PageBinding,
     ) -> Result<(), BackendError> {
-        if self.state().page.as_ref() != Some(page) {
+        let shown = self.state().page.clone();
+        let Some(shown) = shown.filter(|shown| shown.same_document(page)) else {
             return Err(BackendError::not_dispatched(
                 "the page changed before the action; nothing was recorded",
+            ));
+        };
+        // An element-bound grant: the page model's target must still be
+        // what the person approved, as a live backend re-reads it.
+        if page.element.is_some() && shown.element != page.element {
+            return Err(BackendError::stale_target(
+                "the target element changed since approval; nothing was recorded",
             ));
         }
         self.perform(request).await

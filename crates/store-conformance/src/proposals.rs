@@ -99,6 +99,7 @@ impl<'a> Cx<'a> {
                     session_id: "session-1".to_owned(),
                     target_id: "target-1".to_owned(),
                     page_revision: "revision-1".to_owned(),
+                    element: None,
                 },
                 screenshot_png: Some(SCREENSHOT.to_vec()),
                 target_found: true,

@@ -721,6 +721,7 @@ pub async fn get_round_trips_grant_and_state(
         session_id: "S".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
         target_id: "T".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
         page_revision: "R~!\"#$%&'()*+,-.:;<=>?@[]^_`{|}".to_owned(),
+        element: None,
     };
     let approver = countersign_approval_core::ApproverId::new("host-user:42 «reviewer»")
         .map_err(|e| fail("the approver", &e))?;
@@ -1094,6 +1095,7 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
                         session_id: sized("s\"\\{}:", MAX_PAGE_ID_BYTES),
                         target_id: sized("t'\\,;", MAX_PAGE_ID_BYTES),
                         page_revision: sized("r\"%\\", MAX_PAGE_ID_BYTES),
+                        element: None,
                     })
                 })
                 .map_err(|e| fail("the grant", &e))?;

@@ -301,6 +301,7 @@ pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadPro
                     session_id,
                     target_id,
                     page_revision,
+                    element: None,
                 },
                 screenshot_png: screenshot,
                 target_found,

@@ -444,6 +444,7 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
             page_revision,
             operation_id,
             session_id,
+            element: None,
         },
         state,
         failed_attempts,

@@ -64,6 +64,7 @@ fn observed(proposal: Proposal, screenshot_png: Option<Vec<u8>>, target_found: b
                 session_id: "session-7".to_owned(),
                 target_id: "target-3".to_owned(),
                 page_revision: "revision-12".to_owned(),
+                element: None,
             },
             screenshot_png,
             target_found,

@@ -399,6 +399,7 @@ pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decode
                 page_revision,
                 operation_id,
                 session_id,
+                element: None,
             },
             state,
             failed_attempts,
