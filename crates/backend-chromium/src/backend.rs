@@ -57,7 +57,7 @@ impl Backend for ChromiumBackend {
     /// accepts unbound grants).
     async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
         self.tab
-            .perform_action(request.url.as_str(), &request.action, None)
+            .perform_action(request.url.as_str(), &request.action, None, None)
             .await
     }
 
@@ -113,6 +113,15 @@ impl Backend for ChromiumBackend {
     /// Performs `request` only on `page`: it must name this tab's session
     /// and tab, and the main frame must show its revision both when the
     /// checks begin and immediately before input is dispatched.
+    ///
+    /// When `page` binds an element (a grant approved from a
+    /// [`snapshot`](Backend::snapshot)), the strict target's identity —
+    /// role and accessible name from the accessibility tree, tag, visible
+    /// text, bound attributes, frame chain — is read again right before
+    /// each input event and must equal it. A difference before the first
+    /// input event is [`BackendError::stale_target`] (the Act tool gives
+    /// the grant back and answers `APPROVAL_STALE`); after it, nothing more
+    /// is dispatched and the backend may have acted.
     async fn perform_on_page(
         &self,
         request: &ActionRequest,
@@ -133,6 +142,7 @@ impl Backend for ChromiumBackend {
                 request.url.as_str(),
                 &request.action,
                 Some(&page.page_revision),
+                page.element.as_ref(),
             )
             .await
     }

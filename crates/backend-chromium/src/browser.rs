@@ -9,7 +9,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams,
 };
-use chromiumoxide::cdp::js_protocol::runtime::{CallFunctionOnParams, ExecutionContextId};
+use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use countersign_approval_core::PageBinding;
 use countersign_canonical_policy::{AuthorizedUrl, Policy};
@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::ChromiumBackend;
 use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
+use crate::script::On;
 use crate::{ChromiumError, ChromiumOptions};
 
 /// Flags every launch passes besides the egress and sandbox flags.
@@ -250,6 +251,8 @@ pub(crate) struct MainFrame {
     pub(crate) revision: PageRevision,
     /// The URL with its fragment, as the browser reports it.
     pub(crate) url: String,
+    /// The document's security origin, as the browser reports it.
+    pub(crate) origin: String,
 }
 
 impl Tab {
@@ -307,22 +310,10 @@ impl Tab {
     pub async fn inspect(&self, function: &str) -> Result<serde_json::Value, ChromiumError> {
         let frame = self.main_frame().await?;
         let context = self.isolated_world(frame.id).await?;
-        let mut call = CallFunctionOnParams::new(function);
-        call.execution_context_id = Some(context);
-        call.return_by_value = Some(true);
-        call.await_promise = Some(true);
         let answer = self
-            .inner
-            .page
-            .execute(call)
-            .await
-            .map_err(|e| ChromiumError::protocol("Runtime.callFunctionOn", e))?;
-        if let Some(details) = &answer.result.exception_details {
-            return Err(ChromiumError::Script(crate::script::exception_text(
-                details,
-            )));
-        }
-        Ok(answer.result.result.value.clone().unwrap_or_default())
+            .call_function(function, On::World(context), Vec::new(), true)
+            .await?;
+        Ok(answer.value.unwrap_or_default())
     }
 
     /// The main frame's id, loader id and URL, in one protocol call.
@@ -342,6 +333,7 @@ impl Tab {
             id: frame.id.clone(),
             revision: PageRevision::new(frame.loader_id.inner().clone()),
             url,
+            origin: frame.security_origin.clone(),
         })
     }
 

@@ -94,6 +94,7 @@
 mod backend;
 mod browser;
 mod error;
+mod identity;
 mod observation;
 mod options;
 mod perform;

@@ -8,7 +8,7 @@ use chromiumoxide::cdp::browser_protocol::input::{
 };
 use chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId;
 use chromiumoxide::keys::{KeyDefinition, get_key_definition};
-use countersign_approval_core::BackendError;
+use countersign_approval_core::{BackendError, ElementIdentity};
 use countersign_canonical_policy::Action;
 use serde_json::Value;
 
@@ -138,6 +138,8 @@ struct Ready<'a> {
     target: Target,
     /// The main frame as the checks saw it.
     frame: MainFrame,
+    /// The element an element-bound grant names.
+    element: Option<&'a ElementIdentity>,
 }
 
 /// How a refusal after the pointer move, before the first press, ends.
@@ -161,13 +163,13 @@ impl Tab {
         approved_url: &str,
         action: &Action,
         expected: Option<&str>,
+        element: Option<&ElementIdentity>,
     ) -> Result<(), BackendError> {
         let plan = Plan::of(action).map_err(BackendError::not_dispatched)?;
         let _one_at_a_time = self.inner.input.lock().await;
         let ready = self
-            .prepare(plan, approved_url, action, expected)
-            .await
-            .map_err(BackendError::not_dispatched)?;
+            .prepare(plan, approved_url, action, expected, element)
+            .await?;
         match ready {
             Some(ready) => self.dispatch(ready).await.map_err(BackendError::new),
             None => Ok(()),
@@ -182,34 +184,88 @@ impl Tab {
         approved_url: &str,
         action: &'a Action,
         expected: Option<&str>,
-    ) -> Result<Option<Ready<'a>>, Refused> {
+        element: Option<&'a ElementIdentity>,
+    ) -> Result<Option<Ready<'a>>, BackendError> {
+        let refused = BackendError::not_dispatched;
         // Landed URL and revision.
-        let frame = self.main_frame().await.map_err(|e| e.to_string())?;
+        let frame = self
+            .main_frame()
+            .await
+            .map_err(|e| refused(e.to_string()))?;
         self.check_landed(&frame, approved_url, Purpose::Perform)
-            .await?;
+            .await
+            .map_err(refused)?;
         if expected.is_some_and(|expected| expected != frame.revision.as_str()) {
-            return Err(
-                "the page has loaded a new document since approval; nothing was dispatched"
-                    .to_owned(),
-            );
+            return Err(BackendError::not_dispatched(
+                "the page has loaded a new document since approval; nothing was dispatched",
+            ));
         }
 
         let selector = action.selector();
         let target = self
             .strict_target(&frame, &plan, selector, Scroll::IntoView)
-            .await?;
+            .await
+            .map_err(refused)?;
+        // The element approved, before anything else is decided about it
+        // (even "already checked" would be an answer about another element).
+        if let Some(changed) = self
+            .identity_changed(&target, &frame, element, selector, NOTHING)
+            .await
+            .map_err(refused)?
+        {
+            return Err(BackendError::stale_target(changed));
+        }
         if target.already(&plan) {
             return Ok(None);
         }
 
         // The page must be the one checked above, right before input.
-        self.check_same_page(&frame, NOTHING).await?;
+        self.check_same_page(&frame, NOTHING)
+            .await
+            .map_err(refused)?;
         Ok(Some(Ready {
             plan,
             selector,
             target,
             frame,
+            element,
         }))
+    }
+
+    /// Why the target is no longer the element `bound` names (which facts
+    /// differ), or `None` when it still is or no element is bound.
+    /// `outcome` ends the reason.
+    async fn identity_changed(
+        &self,
+        target: &Target,
+        frame: &MainFrame,
+        bound: Option<&ElementIdentity>,
+        selector: &str,
+        outcome: &str,
+    ) -> Result<Option<Refused>, Refused> {
+        let Some(bound) = bound else {
+            return Ok(None);
+        };
+        let now = self.identity(target, frame).await?;
+        if now == *bound {
+            return Ok(None);
+        }
+        let differ: Vec<&str> = [
+            ("role", now.role() != bound.role()),
+            ("accessible name", now.name() != bound.name()),
+            ("tag", now.tag() != bound.tag()),
+            ("text", now.text() != bound.text()),
+            ("attributes", now.attributes() != bound.attributes()),
+            ("frames", now.frames() != bound.frames()),
+        ]
+        .into_iter()
+        .filter_map(|(field, differs)| differs.then_some(field))
+        .collect();
+        Ok(Some(format!(
+            "`{}` is not the element approved (its {} changed); {outcome}",
+            quoted(selector),
+            differ.join(", ")
+        )))
     }
 
     /// The main frame must still show `frame`'s document at its URL.
@@ -225,8 +281,9 @@ impl Tab {
 
     /// Right before an input event after the first: the page is the same
     /// document, the target passes the strict rule again at the same
-    /// action point (the hit test answers it), and for keyboard input it
-    /// still has focus. `outcome` ends a refusal.
+    /// action point (the hit test answers it), for keyboard input it
+    /// still has focus, and for an element-bound grant its identity is
+    /// still the one approved. `outcome` ends a refusal.
     async fn before_next(&self, ready: &Ready<'_>, outcome: &str) -> Result<(), Refused> {
         self.check_same_page(&ready.frame, outcome).await?;
         self.recheck(&ready.target, &ready.plan, ready.selector, outcome)
@@ -234,6 +291,18 @@ impl Tab {
         if !ready.plan.needs_pointer() {
             self.check_focused(&ready.target, ready.selector, outcome)
                 .await?;
+        }
+        if let Some(changed) = self
+            .identity_changed(
+                &ready.target,
+                &ready.frame,
+                ready.element,
+                ready.selector,
+                outcome,
+            )
+            .await?
+        {
+            return Err(changed);
         }
         Ok(())
     }

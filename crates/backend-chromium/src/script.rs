@@ -25,6 +25,8 @@ pub(crate) const DESCRIBE: &str = include_str!("js/describe.js");
 pub(crate) const CONTAINS: &str = include_str!("js/contains.js");
 /// Whether an element has focus (`js/focused.js`).
 pub(crate) const FOCUSED: &str = include_str!("js/focused.js");
+/// An element's tag, text and bound attributes (`js/identity.js`).
+pub(crate) const IDENTITY: &str = include_str!("js/identity.js");
 /// A `<select>`'s option by value (`js/option.js`).
 pub(crate) const OPTION: &str = include_str!("js/option.js");
 /// A checkbox's `checked` (`js/checked.js`).

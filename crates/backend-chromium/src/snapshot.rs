@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams,
 };
-use countersign_approval_core::{BackendError, PageSnapshot};
+use countersign_approval_core::{BackendError, ElementIdentity, PageSnapshot};
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::ChromiumError;
@@ -37,7 +37,11 @@ impl Tab {
         self.check_landed(&frame, url.as_str(), Purpose::Snapshot)
             .await
             .map_err(BackendError::not_dispatched)?;
-        let outline = self.outline(&frame, action).await;
+        let found = self.outline(&frame, action).await;
+        let (outline, element) = match found {
+            Some((outline, element)) => (Some(outline), Some(element)),
+            None => (None, None),
+        };
         let captured = self.capture().await;
         // The picture and the outline must belong to the document bound.
         let last = self.main_frame().await.map_err(failed)?;
@@ -62,18 +66,26 @@ impl Tab {
                 None
             }
         };
+        let mut page = self.binding(&frame.revision);
+        page.element = element;
         Ok(PageSnapshot {
-            page: self.binding(&frame.revision),
+            page,
             screenshot_png,
             target_found: outline.is_some(),
         })
     }
 
-    /// The target's box in screenshot pixels, when the action's arguments
-    /// are ones this backend performs, the selector names exactly one
-    /// element that passes the strict checks, and some of it is in the
-    /// viewport (an approver cannot judge what the picture does not show).
-    async fn outline(&self, frame: &MainFrame, action: &Action) -> Option<PixelBox> {
+    /// The target's box in screenshot pixels and its identity, when the
+    /// action's arguments are ones this backend performs, the selector
+    /// names exactly one element that passes the strict checks, some of it
+    /// is in the viewport (an approver cannot judge what the picture does
+    /// not show), and its identity can be read (a grant from this snapshot
+    /// binds it; without one there is nothing to bind, so no outline).
+    async fn outline(
+        &self,
+        frame: &MainFrame,
+        action: &Action,
+    ) -> Option<(PixelBox, ElementIdentity)> {
         // The reasons are not logged: some quote argument values.
         let Ok(plan) = Plan::of(action) else {
             tracing::debug!("snapshot: the action is not one this backend performs");
@@ -83,7 +95,13 @@ impl Tab {
             .strict_target(frame, &plan, action.selector(), Scroll::No)
             .await
         {
-            Ok(target) if target.described.in_view => Some(pixel_box(&target.described)),
+            Ok(target) if target.described.in_view => match self.identity(&target, frame).await {
+                Ok(element) => Some((pixel_box(&target.described), element)),
+                Err(_) => {
+                    tracing::debug!("snapshot: the target's identity could not be read");
+                    None
+                }
+            },
             Ok(_) => {
                 tracing::debug!("snapshot: the target is outside the viewport");
                 None

@@ -76,6 +76,12 @@ fn live_backend_in_headless_chromium() {
             a_swap_on_pointerover_is_refused_before_the_press,
             focus_moved_away_on_focus_is_refused_before_any_key,
             a_target_below_the_fold_is_scrolled_to_and_clicked_once,
+            a_relabelled_target_is_stale_and_the_grant_kept,
+            a_target_replaced_under_the_same_id_is_stale,
+            a_rewritten_body_is_stale,
+            a_document_rewritten_in_place_is_stale,
+            a_relabel_on_our_pointer_move_is_refused_before_the_press,
+            a_ticking_clock_and_an_unrelated_rerender_still_click_once,
         ] {
             eprintln!("case {name}");
             if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
@@ -709,45 +715,90 @@ async fn attack_clicks(tab: &Tab) -> (u64, Value) {
 /// animation frames run and the page's scroll and input handlers run as
 /// they would in a person's browser (a tab behind others gets no frames).
 async fn attack_tab(f: &Fixture) -> Tab {
-    let url = f
-        .policy
-        .authorize_destination(&f.url("/attacks"))
-        .await
-        .unwrap();
+    front_tab(f, "/attacks").await
+}
+
+/// `path` in a new tab, in front (see [`attack_tab`]).
+async fn front_tab(f: &Fixture, path: &str) -> Tab {
+    let url = f.policy.authorize_destination(&f.url(path)).await.unwrap();
     let tab = f.session.open(&url).await.unwrap();
     assert_eq!(read_on(&tab, "document.visibilityState").await, "visible");
     tab
 }
 
-/// What an attack left: Act's answer, the one operation record's reason,
+/// What an Act call left: its answer, the one operation record's reason,
 /// the grant's state after, and the tab, for counting.
-struct Attacked {
+struct Outcome {
     answer: Value,
     reason: String,
     state: GrantState,
     tab: Tab,
 }
 
+impl Outcome {
+    /// Reads the call's record and the grant's state from `host`.
+    async fn of(host: &Host, tab: Tab, id: &ApprovalId, answer: Value) -> Outcome {
+        let records = host
+            .context
+            .operation_store()
+            .records_for_run(host.context.run_id())
+            .await
+            .unwrap();
+        assert_eq!(records.len(), 1);
+        let state = host.approvals.get(id).await.unwrap().unwrap().state;
+        Outcome {
+            answer,
+            reason: records[0].reason.clone(),
+            state,
+            tab,
+        }
+    }
+
+    /// Refused with `code` and `message`, the record saying `reason`, the
+    /// grant `Active` when `kept` (given back), else used; no click landed.
+    async fn assert_refused(&self, code: &str, message: &str, reason: &str, kept: bool) {
+        assert_eq!(
+            self.answer["error"]["code"], code,
+            "{} {}",
+            self.answer, self.reason
+        );
+        assert_eq!(self.answer["error"]["message"], message, "{}", self.reason);
+        assert_eq!(self.reason, reason);
+        if kept {
+            assert_eq!(self.state, GrantState::Active);
+        } else {
+            assert!(
+                matches!(self.state, GrantState::Consumed { .. }),
+                "{:?}",
+                self.state
+            );
+        }
+        assert_eq!(attack_clicks(&self.tab).await, (0, json!({})));
+    }
+
+    /// Performed: `ok`, the grant used, exactly one click, on `id`.
+    async fn assert_clicked_once(&self, id: &str) {
+        assert_eq!(
+            self.answer["status"], "ok",
+            "{} {}",
+            self.answer, self.reason
+        );
+        assert!(
+            matches!(self.state, GrantState::Consumed { .. }),
+            "{:?}",
+            self.state
+        );
+        assert_eq!(attack_clicks(&self.tab).await, (1, json!({ id: 1 })));
+    }
+}
+
 /// Approves `action` on a fresh `/attacks` tab and calls Act with it.
-async fn attack(f: &Fixture, action: &Value) -> Attacked {
+async fn attack(f: &Fixture, action: &Value) -> Outcome {
     let tab = attack_tab(f).await;
     let host = host_on(f, tab.backend(), false);
     let id = approve_attack(f, &host, &tab, action).await;
     let answer = host.act.execute_json(&attack_call(f, &id, action)).await;
-    let records = host
-        .context
-        .operation_store()
-        .records_for_run(host.context.run_id())
-        .await
-        .unwrap();
-    assert_eq!(records.len(), 1);
-    let state = host.approvals.get(&id).await.unwrap().unwrap().state;
-    Attacked {
-        answer,
-        reason: records[0].reason.clone(),
-        state,
-        tab,
-    }
+    Outcome::of(&host, tab, &id, answer).await
 }
 
 const KEPT: &str =
@@ -757,21 +808,13 @@ const USED: &str = "backend failed to perform the action; the approval was used 
 /// Refused before any input: the grant is given back, no click landed.
 async fn refused_and_kept(f: &Fixture, selector: &str, why: &str) {
     let attacked = attack(f, &json!({"method": "click", "selector": selector})).await;
-    assert_eq!(
-        attacked.answer["error"]["code"], "BACKEND_FAILED",
-        "{}",
-        attacked.answer
+    let reason = format!(
+        "backend refused before dispatching: `{selector}` {why}; nothing was dispatched; \
+         abandon: restored"
     );
-    assert_eq!(attacked.answer["error"]["message"], KEPT);
-    assert_eq!(
-        attacked.reason,
-        format!(
-            "backend refused before dispatching: `{selector}` {why}; nothing was dispatched; \
-             abandon: restored"
-        )
-    );
-    assert_eq!(attacked.state, GrantState::Active);
-    assert_eq!(attack_clicks(&attacked.tab).await, (0, json!({})));
+    attacked
+        .assert_refused("BACKEND_FAILED", KEPT, &reason, true)
+        .await;
 }
 
 async fn a_transparent_target_is_refused_and_the_grant_kept(f: &Fixture) {
@@ -834,29 +877,13 @@ async fn a_swap_on_our_scroll_is_refused_and_the_grant_kept(f: &Fixture) {
 /// stays used; nothing was pressed.
 async fn refused_after_the_move(f: &Fixture, selector: &str) {
     let attacked = attack(f, &json!({"method": "click", "selector": selector})).await;
-    assert_eq!(
-        attacked.answer["error"]["code"], "BACKEND_FAILED",
-        "{}",
-        attacked.answer
+    let reason = format!(
+        "backend failed: `{selector}` is covered by another element at its centre; the \
+         pointer was moved over it, nothing was pressed"
     );
-    assert_eq!(
-        attacked.answer["error"]["message"], USED,
-        "{}",
-        attacked.reason
-    );
-    assert_eq!(
-        attacked.reason,
-        format!(
-            "backend failed: `{selector}` is covered by another element at its centre; the \
-             pointer was moved over it, nothing was pressed"
-        )
-    );
-    assert!(
-        matches!(attacked.state, GrantState::Consumed { .. }),
-        "{:?}",
-        attacked.state
-    );
-    assert_eq!(attack_clicks(&attacked.tab).await, (0, json!({})));
+    attacked
+        .assert_refused("BACKEND_FAILED", USED, &reason, false)
+        .await;
 }
 
 async fn a_swap_on_our_pointer_move_is_refused_before_the_press(f: &Fixture) {
@@ -871,26 +898,11 @@ async fn focus_moved_away_on_focus_is_refused_before_any_key(f: &Fixture) {
     let action =
         json!({"method": "fill", "selector": "#search", "arguments": {"text": "4111 1111"}});
     let attacked = attack(f, &action).await;
-    assert_eq!(
-        attacked.answer["error"]["code"], "BACKEND_FAILED",
-        "{}",
-        attacked.answer
-    );
-    assert_eq!(
-        attacked.answer["error"]["message"], USED,
-        "{}",
-        attacked.reason
-    );
-    assert_eq!(
-        attacked.reason,
-        "backend failed: `#search` lost focus while the action was being performed; input had \
-         begun, nothing more was dispatched"
-    );
-    assert!(
-        matches!(attacked.state, GrantState::Consumed { .. }),
-        "{:?}",
-        attacked.state
-    );
+    let reason = "backend failed: `#search` lost focus while the action was being performed; \
+                  input had begun, nothing more was dispatched";
+    attacked
+        .assert_refused("BACKEND_FAILED", USED, reason, false)
+        .await;
     assert_eq!(
         read_on(&attacked.tab, "[el('#search').value, el('#card').value]").await,
         json!(["", ""])
@@ -899,15 +911,131 @@ async fn focus_moved_away_on_focus_is_refused_before_any_key(f: &Fixture) {
 
 async fn a_target_below_the_fold_is_scrolled_to_and_clicked_once(f: &Fixture) {
     let attacked = attack(f, &json!({"method": "click", "selector": "#far"})).await;
-    assert_eq!(
-        attacked.answer["status"], "ok",
-        "{} {}",
-        attacked.answer, attacked.reason
+    attacked.assert_clicked_once("far").await;
+}
+
+/// Approves a click on `selector` from a snapshot of a fresh `/element` tab
+/// (so the grant binds the element's identity), runs `change` against the
+/// page, then calls Act.
+async fn act_on_element(f: &Fixture, selector: &str, change: &str) -> Outcome {
+    let tab = front_tab(f, "/element").await;
+    let host = host_on(f, tab.backend(), false);
+    let action = json!({"method": "click", "selector": selector});
+    let url = f
+        .policy
+        .authorize_destination(&f.url("/element"))
+        .await
+        .unwrap();
+    let snapshot = tab
+        .backend()
+        .snapshot(&url, &f.policy.authorize_action(&action).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(snapshot.target_found);
+    let element = snapshot
+        .page
+        .element
+        .clone()
+        .expect("the snapshot binds the element");
+    assert_eq!(element.tag(), "button");
+    let grant = issue_page_grant(
+        &host.context,
+        &snapshot.page,
+        &f.url("/element"),
+        &action,
+        TTL,
+    )
+    .await
+    .unwrap();
+    assert_eq!(grant.element.as_ref(), Some(&element));
+    if !change.is_empty() {
+        read_on(&tab, change).await;
+    }
+    let mut call = action.clone();
+    call["url"] = Value::from(f.url("/element"));
+    call["approval_id"] = Value::from(grant.id.as_str());
+    let answer = host.act.execute_json(&call).await;
+    Outcome::of(&host, tab, &grant.id, answer).await
+}
+
+const STALE_KEPT: &str = "the page or its target changed since approval; the backend refused \
+                          before acting; nothing was performed; the approval is still usable";
+
+/// Refused as stale before any input: `APPROVAL_STALE`, the grant given
+/// back, no click.
+async fn stale_before_input(f: &Fixture, change: &str, differ: &str) {
+    let bound = act_on_element(f, "#pay", change).await;
+    let reason = format!(
+        "backend refused before dispatching: `#pay` is not the element approved (its {differ} \
+         changed); nothing was dispatched; abandon: restored"
     );
-    assert!(
-        matches!(attacked.state, GrantState::Consumed { .. }),
-        "{:?}",
-        attacked.state
+    bound
+        .assert_refused("APPROVAL_STALE", STALE_KEPT, &reason, true)
+        .await;
+}
+async fn a_relabelled_target_is_stale_and_the_grant_kept(f: &Fixture) {
+    stale_before_input(
+        f,
+        "(el('#pay').textContent = 'Pay $5000', 0)",
+        "accessible name, text",
+    )
+    .await;
+}
+
+async fn a_target_replaced_under_the_same_id_is_stale(f: &Fixture) {
+    // The same id and label, another element: a link elsewhere.
+    stale_before_input(
+        f,
+        "(el('#pay').replaceWith(Object.assign(document.createElement('a'), \
+         {id: 'pay', href: '/elsewhere', textContent: 'Pay $5', style: 'display: inline-block; \
+         width: 200px; height: 40px; margin: 10px'})), 0)",
+        "role, tag, attributes",
+    )
+    .await;
+}
+
+async fn a_rewritten_body_is_stale(f: &Fixture) {
+    // Same label, same place; the form now posts elsewhere.
+    stale_before_input(
+        f,
+        "(document.body.innerHTML = '<form action=\"/steal\" method=\"post\"><button id=\"pay\" \
+         style=\"width: 200px; height: 40px; margin: 10px\">Pay $5</button></form>\
+         <output id=\"clicks\">0</output> <output id=\"log\">{}</output>', 0)",
+        "attributes",
+    )
+    .await;
+}
+
+async fn a_document_rewritten_in_place_is_stale(f: &Fixture) {
+    // `document.open()` and `write()` keep the loader id, so the page
+    // check passes; the element's identity does not.
+    let page = "<!doctype html><style>button { width: 200px; height: 40px; margin: 10px; }\
+                </style><form action=\"/steal\" method=\"post\"><button id=\"pay\">Pay $5\
+                </button></form><output id=\"clicks\">0</output> <output id=\"log\">{}</output>\
+                <script>document.addEventListener(\"click\", (e) => { if (!e.isTrusted) return; \
+                const c = document.getElementById(\"clicks\"); c.textContent = \
+                String(Number(c.textContent) + 1); document.getElementById(\"log\").textContent = \
+                JSON.stringify({[e.target.id]: 1}); }, true);</script>";
+    let change = format!(
+        "(document.open(), document.write({}), document.close(), 0)",
+        serde_json::to_string(page).unwrap()
     );
-    assert_eq!(attack_clicks(&attacked.tab).await, (1, json!({"far": 1})));
+    stale_before_input(f, &change, "attributes").await;
+}
+
+async fn a_relabel_on_our_pointer_move_is_refused_before_the_press(f: &Fixture) {
+    let bound = act_on_element(f, "#pay-moved", "").await;
+    let reason = "backend failed: `#pay-moved` is not the element approved (its accessible \
+                  name, text changed); the pointer was moved over it, nothing was pressed";
+    bound
+        .assert_refused("BACKEND_FAILED", USED, reason, false)
+        .await;
+}
+
+async fn a_ticking_clock_and_an_unrelated_rerender_still_click_once(f: &Fixture) {
+    let bound = act_on_element(f, "#pay", "(document.dispatchEvent(new Event('tick')), 0)").await;
+    bound.assert_clicked_once("pay").await;
+    // The clock did tick meanwhile.
+    assert_ne!(read_on(&bound.tab, "el('#clock').textContent").await, "0");
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -13,8 +14,8 @@ use std::time::Duration;
 
 use countersign_act_tool::{Act, Context};
 use countersign_approval_core::{
-    ActorId, ApprovalId, ApprovalStore, Backend, Clock, GrantState, MAX_SCREENSHOT_BYTES,
-    PageSnapshot, Proposal, RunId, SystemClock,
+    ActorId, ApprovalId, ApprovalStore, Backend, Clock, ElementIdentity, FrameIdentity, GrantState,
+    MAX_SCREENSHOT_BYTES, PageSnapshot, Proposal, RunId, SystemClock,
 };
 use countersign_backend_chromium::{OUTLINE_COLOUR, OUTLINE_WIDTH};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
@@ -261,8 +262,18 @@ async fn the_binding_is_the_current_page(f: &Fixture) {
     f.load("/snapshot").await;
     let snapshot = snapshot_of(f, click("#target")).await;
     let current = f.tab.backend().current_page().await.unwrap().unwrap();
-    assert_eq!(snapshot.page, current);
-    assert_eq!(snapshot.page, f.tab.observe().await.unwrap().binding());
+    // The same document, and the target's identity besides.
+    assert!(snapshot.page.same_document(&current));
+    assert_eq!(current.element, None);
+    assert_eq!(
+        snapshot.page,
+        f.tab
+            .observe()
+            .await
+            .unwrap()
+            .binding()
+            .with_element(target_identity(f, &current.page_revision))
+    );
     // A proposal accepts it as observed.
     let proposal = proposal(f, click("#target"))
         .await
@@ -273,11 +284,35 @@ async fn the_binding_is_the_current_page(f: &Fixture) {
     // The snapshot of a new document binds the new revision.
     f.load("/snapshot").await;
     let again = snapshot_of(f, click("#target")).await;
-    assert_ne!(again.page, snapshot.page);
+    assert!(!again.page.same_document(&snapshot.page));
+    let current = f.tab.backend().current_page().await.unwrap().unwrap();
+    assert!(again.page.same_document(&current));
     assert_eq!(
-        again.page,
-        f.tab.backend().current_page().await.unwrap().unwrap()
+        again.page.element,
+        Some(target_identity(f, &current.page_revision))
     );
+
+    // A target not found binds no element.
+    let missing = snapshot_of(f, click("#nope")).await;
+    assert_eq!(missing.page, current);
+}
+
+/// `#target`'s identity on the snapshot page showing `revision`: role and
+/// name from the accessibility tree, a button's applied type and value,
+/// the main frame's origin and loader id.
+fn target_identity(f: &Fixture, revision: &str) -> ElementIdentity {
+    ElementIdentity::new(
+        "button",
+        "target",
+        "button",
+        "target",
+        BTreeMap::from([
+            ("type".to_owned(), "submit".to_owned()),
+            ("value".to_owned(), String::new()),
+        ]),
+        vec![FrameIdentity::new(format!("http://{}", f.site), revision)],
+    )
+    .unwrap()
 }
 
 async fn a_snapshot_dispatches_nothing_and_changes_nothing(f: &Fixture) {

@@ -24,12 +24,19 @@ pub const SNAPSHOT_SITE: &str = include_str!("snapshot.html");
 /// trusted click by the id of the element it reached.
 pub const ATTACK_SITE: &str = include_str!("attacks.html");
 
+/// The element-identity page: a payment button in a form, a button that
+/// relabels itself on our pointer move, and a clock and an unrelated
+/// element the tests can set ticking; counts trusted clicks as the attack
+/// page does.
+pub const ELEMENT_SITE: &str = include_str!("element.html");
+
 /// The loopback address the tests serve on; 127.0.0.1 stays refused.
 pub const SITE_IP: &str = "127.0.0.2";
 
 /// Serves `/` (the test page), `/other` (another page), `/redirect`
 /// (302 to `/landed`), `/landed`, `/snapshot` (the snapshot test page) and
-/// `/attacks` (the attack page) on 127.0.0.2, on a free port.
+/// `/attacks` (the attack page) and `/element` (the element-identity page)
+/// on 127.0.0.2, on a free port.
 pub async fn serve() -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { Html(SITE) }))
@@ -39,6 +46,7 @@ pub async fn serve() -> SocketAddr {
         )
         .route("/snapshot", get(|| async { Html(SNAPSHOT_SITE) }))
         .route("/attacks", get(|| async { Html(ATTACK_SITE) }))
+        .route("/element", get(|| async { Html(ELEMENT_SITE) }))
         .route("/redirect", get(|| async { Redirect::to("/landed") }))
         .route(
             "/landed",
