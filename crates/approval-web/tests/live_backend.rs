@@ -179,12 +179,26 @@ async fn scenario() {
     let stored = store.get_proposal(&proposal_id).await.unwrap().unwrap();
     let snapshot = stored.proposal.snapshot.clone().expect("a live snapshot");
     assert!(snapshot.target_found, "button#pay was not found");
-    assert_eq!(
-        Some(snapshot.page.clone()),
-        tab.backend().current_page().await.unwrap(),
+    let current = tab.backend().current_page().await.unwrap().unwrap();
+    assert!(
+        snapshot.page.same_document(&current),
         "bound to the tab's current page"
     );
-    assert_eq!(snapshot.page, tab.observe().await.unwrap().binding());
+    // And to the element the approver sees outlined.
+    let element = snapshot.page.element.clone().expect("the element approved");
+    assert_eq!(
+        (
+            element.role(),
+            element.name(),
+            element.tag(),
+            element.text()
+        ),
+        ("button", "Pay 120.00 EUR", "button", "Pay 120.00 EUR")
+    );
+    assert_eq!(
+        snapshot.page,
+        tab.observe().await.unwrap().binding().with_element(element)
+    );
     let png = snapshot.screenshot_png.clone().expect("a screenshot");
     let (width, height) = png_size(&png);
     assert!(width > 100 && height > 100, "{width}×{height}");
