@@ -1,11 +1,15 @@
 // Reports what the strict checks need about `this`, after bringing it into
 // view when `options.scroll` is true (performing scrolls, as a user would
 // before acting; a snapshot does not, since a scroll is something the page
-// sees and may act on). With `options.frames`, the box is read after one
-// animation frame and again after the next: `stable` is whether it stayed
-// the same (Playwright's "stable"), and any `scroll` handler the page runs
-// for our own scroll has run by then. A hidden document gets no animation
-// frames, and nothing animates in it: its box is read once.
+// sees and may act on). With `options.frames`, when our scroll moved the
+// element or the document has animations running, the box is read after
+// one animation frame and again after the next: `stable` is whether it
+// stayed the same (Playwright's "stable"), and any `scroll` handler the
+// page runs for our own scroll has run by then. Otherwise nothing is
+// moving by the document's own account and the box is read once; a
+// script that moves the element itself is caught by the re-check after
+// the pointer move, which comes a frame later. A hidden document gets no
+// animation frames, and nothing animates in it: its box is read once.
 //
 // The action point is the centre of the part of the box inside the
 // viewport, as Playwright's clickable point is, rounded down to a whole CSS
@@ -16,9 +20,18 @@
 async function (options) {
   const el = this;
   if (!el.isConnected) return { connected: false };
+  const before = el.getBoundingClientRect();
   if (options.scroll) el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
-  const frame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
-  const frames = options.frames && !document.hidden;
+  const after = el.getBoundingClientRect();
+  const scrolled = before.left !== after.left || before.top !== after.top;
+  // A frame, or at most 100 ms: a document hidden while we wait gets no
+  // frames, and the wait must end (a timer still runs there).
+  const frame = () => new Promise((resolve) => {
+    requestAnimationFrame(() => resolve());
+    setTimeout(resolve, 100);
+  });
+  const frames = options.frames && !document.hidden
+    && (scrolled || document.getAnimations().some((a) => a.playState === "running"));
   if (frames) await frame();
   const first = el.getBoundingClientRect();
   if (frames) await frame();
