@@ -1,6 +1,6 @@
 //! Benchmark 6: Act on the live Chromium backend (memory stores, a
-//! page-bound grant, then an element-bound one) against a bare DevTools
-//! click of the same element on the same page, in the same run.
+//! page-bound grant) against a bare DevTools click of the same element on
+//! the same page, in the same run.
 
 use std::time::{Duration, Instant};
 
@@ -31,9 +31,8 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Runs the comparisons (a page-bound grant, an element-bound grant, each
-/// against the bare click); `None` when no Chromium is installed.
-pub fn click(budget: Budget) -> Result<Option<Vec<Row>>, String> {
+/// Runs the comparison; `None` when no Chromium is installed.
+pub fn click(budget: Budget) -> Result<Option<Row>, String> {
     let executable =
         std::env::var("COUNTERSIGN_CHROMIUM").unwrap_or_else(|_| DEFAULT_EXECUTABLE.to_owned());
     if !std::path::Path::new(&executable).exists() {
@@ -122,104 +121,55 @@ pub fn click(budget: Budget) -> Result<Option<Vec<Row>>, String> {
     let page = rt.block_on(tab.observe()).map_err(err)?.binding();
     let action = serde_json::json!({"method": "click", "selector": "#count"});
 
-    // The element-bound grant binds what a snapshot saw; taken once (the
-    // host's side), it stays true while only the counter changes.
-    let url = rt
-        .block_on(context.source_policy().authorize_destination(&site))
-        .map_err(err)?;
-    let snapshot = rt
-        .block_on(countersign_approval_core::Backend::snapshot(
-            &tab.backend(),
-            &url,
-            &context
-                .source_policy()
-                .authorize_action(&action)
-                .map_err(err)?,
-        ))
-        .map_err(err)?
-        .ok_or("the live backend gave no snapshot")?;
-    if snapshot.page.element.is_none() {
-        return Err("the snapshot bound no element".to_owned());
-    }
-    let element_page = snapshot.page;
-
     let mut failures = 0u64;
     let mut bare_clicks = 0u64;
     let mut act_clicks = 0u64;
-    let mut rows = Vec::new();
-    for (bound, name, target) in [
-        (
-            &page,
-            "Act click on live Chromium (memory store, page-bound grant)",
-            Target::TimeRatioAtMost(1.25),
-        ),
-        (
-            &element_page,
-            "Act click with element binding on live Chromium (memory store, element-bound grant)",
-            Target::TimeRatioAtMost(1.35),
-        ),
-    ] {
-        let (before_act, before_bare) = (act_clicks, bare_clicks);
-        let (subject, baseline) = compare(
-            budget,
-            |n| {
-                rt.block_on(async {
-                    let start = Instant::now();
-                    for _ in 0..n {
-                        if bare.click(point).await.is_ok() {
-                            bare_clicks += 1;
-                        }
+    let (subject, baseline) = compare(
+        budget,
+        |n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..n {
+                    if bare.click(point).await.is_ok() {
+                        bare_clicks += 1;
                     }
-                    start.elapsed()
-                })
-            },
-            |n| {
-                rt.block_on(async {
-                    // Issuing is the host's side, untimed.
-                    let mut calls = Vec::new();
-                    for _ in 0..n {
-                        match issue_page_grant(
-                            &context,
-                            bound,
-                            &site,
-                            &action,
-                            Duration::from_secs(600),
-                        )
-                        .await
-                        {
-                            Ok(grant) => calls.push(serde_json::json!({
-                                "url": site, "approval_id": grant.id.as_str(),
-                                "method": "click", "selector": "#count",
-                            })),
-                            Err(_) => failures += 1,
-                        }
+                }
+                start.elapsed()
+            })
+        },
+        |n| {
+            rt.block_on(async {
+                // Issuing is the host's side, untimed.
+                let mut calls = Vec::new();
+                for _ in 0..n {
+                    match issue_page_grant(
+                        &context,
+                        &page,
+                        &site,
+                        &action,
+                        Duration::from_secs(600),
+                    )
+                    .await
+                    {
+                        Ok(grant) => calls.push(serde_json::json!({
+                            "url": site, "approval_id": grant.id.as_str(),
+                            "method": "click", "selector": "#count",
+                        })),
+                        Err(_) => failures += 1,
                     }
-                    let start = Instant::now();
-                    for call in &calls {
-                        if act.execute_json(call).await["status"] == "ok" {
-                            act_clicks += 1;
-                        } else {
-                            failures += 1;
-                        }
+                }
+                let start = Instant::now();
+                for call in &calls {
+                    if act.execute_json(call).await["status"] == "ok" {
+                        act_clicks += 1;
+                    } else {
+                        failures += 1;
                     }
-                    start.elapsed()
-                })
-            },
-        );
-        rows.push(Row {
-            name: name.to_owned(),
-            baseline_name: "bare DevTools click (move, press, release) of the same element"
-                .to_owned(),
-            subject,
-            baseline,
-            target,
-            note: format!(
-                "same tab and run; {} Act clicks and {} bare clicks, every one counted by the page",
-                act_clicks - before_act,
-                bare_clicks - before_bare
-            ),
-        });
-    }
+                }
+                start.elapsed()
+            })
+        },
+    );
     let on_page = rt
         .block_on(
             tab.inspect("function () { return document.getElementById('clicks').textContent; }"),
@@ -236,5 +186,14 @@ pub fn click(budget: Budget) -> Result<Option<Vec<Row>>, String> {
             bare_clicks + act_clicks
         ));
     }
-    Ok(Some(rows))
+    Ok(Some(Row {
+        name: "Act click on live Chromium (memory store, page-bound grant)".to_owned(),
+        baseline_name: "bare DevTools click (move, press, release) of the same element".to_owned(),
+        subject,
+        baseline,
+        target: Target::TimeRatioAtMost(1.25),
+        note: format!(
+            "same tab and run; {act_clicks} Act clicks and {bare_clicks} bare clicks, every one counted by the page"
+        ),
+    }))
 }
