@@ -64,7 +64,12 @@ impl ChromiumOptions {
     /// Sends every request through this proxy, e.g. `http://127.0.0.1:3128`
     /// (schemes `http`, `https`, `socks4`, `socks5`). Chromium's implicit
     /// loopback bypass is removed (`--proxy-bypass-list=<-loopback>`), so
-    /// loopback destinations go through the proxy too.
+    /// loopback destinations go through the proxy too. WebRTC may then send
+    /// no UDP outside the proxy (`--webrtc-ip-handling-policy=disable_non_proxied_udp`,
+    /// and the older spelling `--force-webrtc-ip-handling-policy`), and the
+    /// browser resolves no name but the proxy's own
+    /// (`--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE <proxy host>`): the
+    /// proxy resolves every destination.
     pub fn egress_proxy(mut self, proxy: impl Into<String>) -> Self {
         self.egress = Egress::Proxy(proxy.into());
         self
@@ -123,17 +128,42 @@ impl ChromiumOptions {
             Egress::Unset => Err(ChromiumError::NoEgressProxy),
             Egress::Unproxied => Ok(Vec::new()),
             Egress::Proxy(proxy) => {
-                check_proxy(proxy)?;
+                let url = check_proxy(proxy)?;
                 Ok(vec![
                     format!("--proxy-server={proxy}"),
                     "--proxy-bypass-list=<-loopback>".to_owned(),
+                    format!("--{WEBRTC_POLICY}={NO_UDP_OUTSIDE_PROXY}"),
+                    format!("--{OLD_WEBRTC_POLICY}={NO_UDP_OUTSIDE_PROXY}"),
+                    format!("--host-resolver-rules={}", resolver_rules(&url)),
                 ])
             }
         }
     }
 }
 
-fn check_proxy(proxy: &str) -> Result<(), ChromiumError> {
+/// The WebRTC IP-handling switch Chromium knows today.
+const WEBRTC_POLICY: &str = "webrtc-ip-handling-policy";
+/// Its older name, which some Chromium and Chrome builds still read.
+const OLD_WEBRTC_POLICY: &str = "force-webrtc-ip-handling-policy";
+/// The WebRTC IP-handling policy that sends no UDP outside the proxy.
+const NO_UDP_OUTSIDE_PROXY: &str = "disable_non_proxied_udp";
+
+/// `--host-resolver-rules` for a browser behind `proxy`: no name resolves
+/// but the proxy's own host. The rules apply to address literals too, so
+/// the proxy's host is excluded even when it is an address; Chromium
+/// matches an IPv6 address without brackets and names in lower case.
+fn resolver_rules(proxy: &url::Url) -> String {
+    match proxy.host() {
+        Some(url::Host::Domain(name)) => {
+            format!("MAP * ~NOTFOUND, EXCLUDE {}", name.to_ascii_lowercase())
+        }
+        Some(url::Host::Ipv4(address)) => format!("MAP * ~NOTFOUND, EXCLUDE {address}"),
+        Some(url::Host::Ipv6(address)) => format!("MAP * ~NOTFOUND, EXCLUDE {address}"),
+        None => "MAP * ~NOTFOUND".to_owned(),
+    }
+}
+
+fn check_proxy(proxy: &str) -> Result<url::Url, ChromiumError> {
     let invalid = |reason: &str| ChromiumError::InvalidEgressProxy {
         proxy: proxy.to_owned(),
         reason: reason.to_owned(),
@@ -156,7 +186,7 @@ fn check_proxy(proxy: &str) -> Result<(), ChromiumError> {
     if proxy.contains([',', ';', ' ']) {
         return Err(invalid("only one proxy is allowed"));
     }
-    Ok(())
+    Ok(url)
 }
 
 #[cfg(test)]
@@ -173,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn a_proxy_removes_the_implicit_loopback_bypass() {
+    fn a_proxy_removes_the_implicit_loopback_bypass_udp_and_name_resolution() {
         let args = ChromiumOptions::new()
             .egress_proxy("http://127.0.0.1:3128")
             .egress_args()
@@ -182,8 +212,31 @@ mod tests {
             args,
             [
                 "--proxy-server=http://127.0.0.1:3128",
-                "--proxy-bypass-list=<-loopback>"
+                "--proxy-bypass-list=<-loopback>",
+                "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+                "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             ]
+        );
+    }
+
+    #[test]
+    fn the_proxy_host_is_the_one_name_left_to_resolve() {
+        let rules = |proxy: &str| {
+            ChromiumOptions::new()
+                .egress_proxy(proxy)
+                .egress_args()
+                .unwrap()
+                .pop()
+                .unwrap()
+        };
+        assert_eq!(
+            rules("socks5://Guard.Internal:1080"),
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE guard.internal"
+        );
+        assert_eq!(
+            rules("http://[::1]:3128"),
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE ::1"
         );
     }
 
