@@ -236,6 +236,17 @@ impl Viewer {
         )
     }
 
+    /// The refusal for a proposal of a run the viewer may not review: it
+    /// names nothing of the proposal (not its run, actor or action), since
+    /// nothing of a run is shown before `may_review` allows it.
+    fn forbidden_proposal(&self) -> Response {
+        self.error(
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "you may not review this proposal",
+        )
+    }
+
     fn bad_token(&self) -> Response {
         self.error(
             StatusCode::FORBIDDEN,
@@ -294,7 +305,7 @@ impl Viewer {
         };
         let (actor, run) = (&stored.proposal.actor_id, &stored.proposal.run_id);
         if !app.approvers.may_review(&self.approver, actor, run).await {
-            return Err(self.forbidden_run(actor, run));
+            return Err(self.forbidden_proposal());
         }
         Ok(stored)
     }

@@ -14,7 +14,9 @@ use countersign_approval_core::{
     ApprovalStore, Approver, ApproverId, PageBinding, PageSnapshot, Proposal, ProposalState,
     ProposalStore, RunId,
 };
-use countersign_approval_web::{ApprovalPages, ApprovalPagesError, DEFAULT_GRANT_TTL};
+use countersign_approval_web::{
+    ApprovalPages, ApprovalPagesError, Approvers, DEFAULT_GRANT_TTL, Parts,
+};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use support::{CookieApprovers, Host, OFF_LIMITS_RUN, TINY_PNG, form_token};
@@ -1097,13 +1099,72 @@ async fn runs_another_approver_may_not_review_are_403() {
         "{}",
         run.body
     );
+    // A proposal's page, screenshot and decisions name nothing of it: not
+    // its run, its actor or its action (nothing of a run is shown before
+    // `may_review` allows it).
     let base = proposal_path(&proposal);
+    let approve = form_token(&get(&app, &base, Some("alice")).await.body, "/approve");
+    assert_eq!(approve, None, "no form is shown");
     for answer in [
         get(&app, &base, Some("alice")).await,
         get(&app, &format!("{base}/screenshot.png"), Some("alice")).await,
     ] {
         assert_eq!(answer.status, StatusCode::FORBIDDEN);
-        assert!(!answer.body.contains("button#pay"));
+        assert_eq!(answer.body, PROPOSAL_FORBIDDEN);
+    }
+    assert_pending_without_grant(&host, &proposal).await;
+}
+
+/// The whole page refusing a proposal of a run its viewer may not review.
+const PROPOSAL_FORBIDDEN: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Not allowed · countersign approvals</title>\n<link rel=\"stylesheet\" href=\"/style.css\">\n</head>\n<body>\n<a class=\"skip\" href=\"#main\">Skip to the content</a>\n<header class=\"site\">\n<p class=\"brand\">countersign approvals</p>\n<p class=\"who\">Signed in as <strong>alice</strong></p>\n</header>\n<main id=\"main\">\n\n<h1>Not allowed</h1>\n<p class=\"error\" data-status=\"403\">you may not review this proposal</p>\n\n</main>\n</body>\n</html>";
+
+/// Another instance of the pages over `host`'s store and clock, with
+/// `approvers` and the form key `key`.
+fn pages_with_key(
+    host: &Host,
+    approvers: impl Approvers + 'static,
+    key: [u8; countersign_approval_web::FORM_KEY_BYTES],
+) -> Router {
+    ApprovalPages::builder(host.store.clone(), approvers)
+        .clock(host.clock.clone())
+        .form_key(key)
+        .build()
+        .unwrap()
+        .router()
+}
+
+/// The tests' authentication, letting everyone review every run.
+struct EveryRun;
+
+#[countersign_approval_web::async_trait]
+impl Approvers for EveryRun {
+    async fn approver(&self, request: &Parts) -> Option<ApproverId> {
+        CookieApprovers.approver(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_decision_on_a_proposal_of_a_run_not_theirs_is_403_and_names_nothing_of_it() {
+    let host = Host::for_run("actor-1", OFF_LIMITS_RUN);
+    let key = [7u8; countersign_approval_web::FORM_KEY_BYTES];
+    let open = pages_with_key(&host, EveryRun, key);
+    let restricted = pages_with_key(&host, CookieApprovers, key);
+    let proposal = host.propose(&click()).await;
+    // Alice holds valid forms (from pages that let her see the run); the
+    // pages that may not show her the run refuse them without a word of it.
+    let page = get(&open, &proposal_path(&proposal), Some("alice")).await;
+    for (what, suffix) in [("approve", "/approve"), ("deny", "/deny")] {
+        let token = form_token(&page.body, suffix).unwrap();
+        let refused = post(
+            &restricted,
+            &format!("{}{suffix}", proposal_path(&proposal)),
+            Some("alice"),
+            From::SameOrigin,
+            &format!("token={token}"),
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{what}");
+        assert_eq!(refused.body, PROPOSAL_FORBIDDEN, "{what}");
     }
     assert_pending_without_grant(&host, &proposal).await;
 }
@@ -1203,18 +1264,8 @@ fn the_grant_lifetime_is_checked() {
 async fn a_shared_form_key_lets_two_instances_take_each_others_forms() {
     let host = Host::new();
     let key = [42u8; countersign_approval_web::FORM_KEY_BYTES];
-    let one = ApprovalPages::builder(host.store.clone(), CookieApprovers)
-        .clock(host.clock.clone())
-        .form_key(key)
-        .build()
-        .unwrap()
-        .router();
-    let two = ApprovalPages::builder(host.store.clone(), CookieApprovers)
-        .clock(host.clock.clone())
-        .form_key(key)
-        .build()
-        .unwrap()
-        .router();
+    let one = pages_with_key(&host, CookieApprovers, key);
+    let two = pages_with_key(&host, CookieApprovers, key);
     let three = host.router();
     let proposal = host.propose(&click()).await;
     let page = get(&one, &proposal_path(&proposal), Some("alice")).await;
