@@ -819,6 +819,97 @@ async fn the_page_shows_everything_the_grant_binds() {
 }
 
 #[tokio::test]
+async fn every_page_gives_invisible_characters_an_escaped_copy() {
+    let host = Host::for_run("actor\u{202e}1", "run\u{2800}");
+    let app = host.router();
+    let action = json!({
+        "method": "click", "selector": "a\u{200b}#docs",
+        "description": "open the docs\u{202e}llA eteleD",
+        "arguments": {"amount": "1\u{3000}000"},
+    });
+    let proposal = host.propose(&action).await;
+    let flagged = |text: &str, escaped: &str| {
+        format!(
+            "{text}<span class=\"hidden-chars\">Holds invisible characters: <code>{escaped}</code></span>"
+        )
+    };
+
+    let run = get(&app, &run_path(&host), Some("alice")).await;
+    assert_eq!(run.status, StatusCode::OK);
+    for shown in [
+        "<title>Run run\\u{2800} · countersign approvals</title>".to_owned(),
+        flagged(
+            "<code id=\"actor\">actor\u{202e}1</code>",
+            "actor\\u{202e}1",
+        ),
+        flagged("<code id=\"run\">run\u{2800}</code>", "run\\u{2800}"),
+        flagged(
+            "<code class=\"selector\">a\u{200b}#docs</code>",
+            "a\\u{200b}#docs",
+        ),
+        flagged(
+            "<span class=\"text description\">open the docs\u{202e}llA eteleD</span>",
+            "open the docs\\u{202e}llA eteleD",
+        ),
+    ] {
+        assert!(
+            run.body.contains(&shown),
+            "the run page lacks `{shown}`:\n{}",
+            run.body
+        );
+    }
+    assert_eq!(run.body.matches("class=\"hidden-chars\"").count(), 4);
+
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    for shown in [
+        flagged(
+            "<code id=\"actor\">actor\u{202e}1</code>",
+            "actor\\u{202e}1",
+        ),
+        flagged("<code id=\"run\">run\u{2800}</code></a>", "run\\u{2800}"),
+        flagged(
+            "<code id=\"selector\">a\u{200b}#docs</code>",
+            "a\\u{200b}#docs",
+        ),
+        flagged(
+            "<span id=\"description\" class=\"text\">open the docs\u{202e}llA eteleD</span>",
+            "open the docs\\u{202e}llA eteleD",
+        ),
+        flagged(
+            "<code class=\"argument\">1\u{3000}000</code>",
+            "1\\u{3000}000",
+        ),
+    ] {
+        assert!(
+            page.body.contains(&shown),
+            "the proposal page lacks `{shown}`:\n{}",
+            page.body
+        );
+    }
+    assert_eq!(page.body.matches("class=\"hidden-chars\"").count(), 5);
+
+    // Who decided, from the host's authentication, too.
+    let bob = ApproverId::new("bob\u{200b}").unwrap();
+    host.store
+        .deny_proposal(&proposal.id, Some(&bob), host.clock_now())
+        .await
+        .unwrap();
+    let denied = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    let by = flagged("Denied by <strong>bob\u{200b}</strong>", "bob\\u{200b}");
+    assert!(denied.body.contains(&by), "{}", denied.body);
+
+    // And an error page quoting the address.
+    let filler = get(&app, "/proposals/prp%E3%85%A4", Some("alice")).await;
+    assert_eq!(filler.status, StatusCode::BAD_REQUEST);
+    let message = flagged(
+        "<p class=\"error\" data-status=\"400\">`prp\u{3164}` is not a proposal id",
+        "`prp\\u{3164}` is not a proposal id",
+    );
+    assert!(filler.body.contains(&message), "{}", filler.body);
+}
+
+#[tokio::test]
 async fn a_live_snapshot_shows_its_screenshot_and_warns_when_the_target_was_missing() {
     let host = Host::new();
     let app = host.router();
@@ -1209,7 +1300,11 @@ async fn ids_with_slashes_and_spaces_round_trip_through_the_path() {
     let run = get(&app, &path, Some("alice")).await;
     assert_eq!(run.status, StatusCode::OK, "{}", run.body);
     assert!(run.body.contains(proposal.id.as_str()));
-    assert!(run.body.contains("<code>team/a b</code>"));
+    assert!(run.body.contains("<code id=\"actor\">team/a b</code></dd>"));
+    assert!(
+        run.body
+            .contains("<title>Run run #1?x=% · countersign approvals</title>")
+    );
     let stop = form_token(&run.body, "/stop").unwrap();
     let stopped = post(
         &app,
