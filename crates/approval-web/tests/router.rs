@@ -800,14 +800,18 @@ async fn the_page_shows_everything_the_grant_binds() {
     assert!(!body.contains("<script"), "no script on the pages");
     assert!(!body.contains("style=\""), "no inline style");
 
-    // The run list shows it, in a table with header cells.
+    // The run list shows it, one card a proposal, URL and action first.
     let run = get(&app, &run_path(&host), Some("alice")).await;
     for shown in [
-        "<th scope=\"col\">Proposal</th>",
+        "<h2 id=\"pending-heading\">Pending proposals, oldest first</h2>\n<ol class=\"proposals\">\n<li class=\"proposal\">",
         &format!(
-            "<th scope=\"row\"><a href=\"/proposals/{}\">{}</a></th>",
+            "<h3><a class=\"review\" href=\"/proposals/{}\">Review <code class=\"proposal-id\">{}</code></a></h3>",
             proposal.id, proposal.id
         ),
+        "<dt>URL</dt><dd><code class=\"url\">https://docs.example.com/account</code></dd>",
+        "<dt>Action</dt><dd><code class=\"method\">fill</code> <code class=\"selector\">input[name=&#34;amount&#34;]</code></dd>",
+        "<dd><span class=\"text description\">enter the amount</span></dd>",
+        "<dt>Decide before</dt><dd><time datetime=\"2026-05-01T12:10:00.000Z\">2026-05-01 12:10:00 UTC</time> (in 10 min)</dd>",
         "<button type=\"submit\" class=\"stop-run\">Stop run</button>",
     ] {
         assert!(
