@@ -28,8 +28,8 @@ use tower_http::csrf::{CsrfLayer, ProtectionError};
 
 use crate::pages::{Shared, proposal_path, run_path};
 use crate::view::{
-    DecisionForms, DecisionView, ErrorPage, Notice, PageView, ProposalPage, ProposalRow, RunPage,
-    Shown, When, duration_text,
+    DecisionForms, DecisionView, ElementView, ErrorPage, Notice, PageView, ProposalPage,
+    ProposalRow, RunPage, Shown, When, duration_text,
 };
 
 type App = Arc<Shared>;
@@ -785,6 +785,7 @@ async fn proposal_page(
             session: s.page.session_id.clone(),
             target: s.page.target_id.clone(),
             revision: s.page.page_revision.clone(),
+            element: s.page.element.as_ref().map(ElementView::new),
         }),
         screenshot_href: snapshot
             .filter(|s| s.screenshot_png.is_some())

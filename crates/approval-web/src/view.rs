@@ -147,6 +147,45 @@ pub(crate) struct PageView {
     pub(crate) session: String,
     pub(crate) target: String,
     pub(crate) revision: String,
+    /// What the target element is, for an element-bound grant.
+    pub(crate) element: Option<ElementView>,
+}
+
+/// The target element's identity, as the grant binds it: every value is
+/// the page's text, so each gets an escaped copy where it hides characters.
+pub(crate) struct ElementView {
+    /// One line for people: role, accessible name, what it does.
+    pub(crate) summary: Shown,
+    pub(crate) role: Shown,
+    pub(crate) name: Shown,
+    pub(crate) tag: String,
+    pub(crate) text: Shown,
+    pub(crate) attributes: Vec<(String, Shown)>,
+    /// From the main frame down to the target's document: origin and
+    /// document id.
+    pub(crate) frames: Vec<(Shown, Shown)>,
+}
+
+impl ElementView {
+    pub(crate) fn new(element: &countersign_approval_core::ElementIdentity) -> ElementView {
+        ElementView {
+            summary: Shown::new(&element.summary()),
+            role: Shown::new(element.role()),
+            name: Shown::new(element.name()),
+            tag: element.tag().to_owned(),
+            text: Shown::new(element.text()),
+            attributes: element
+                .attributes()
+                .iter()
+                .map(|(name, value)| (name.clone(), Shown::new(value)))
+                .collect(),
+            frames: element
+                .frames()
+                .iter()
+                .map(|frame| (Shown::new(frame.origin()), Shown::new(frame.document())))
+                .collect(),
+        }
+    }
 }
 
 /// The decision a proposal carries.

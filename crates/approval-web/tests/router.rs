@@ -977,6 +977,78 @@ async fn a_live_snapshot_shows_its_screenshot_and_warns_when_the_target_was_miss
 }
 
 #[tokio::test]
+async fn an_element_bound_snapshot_shows_what_the_target_is_and_the_grant_binds_it() {
+    use countersign_approval_core::{ElementIdentity, FrameIdentity};
+    let host = Host::new();
+    let app = host.router();
+    let element = ElementIdentity::new(
+        "button",
+        "Pay 120.00 EUR\u{202e}",
+        "button",
+        "Pay 120.00 EUR <b>now</b>",
+        std::collections::BTreeMap::from([
+            (
+                "formaction".to_owned(),
+                "https://shop.example/pay?to=\"a\"&x=1".to_owned(),
+            ),
+            ("type".to_owned(), "submit".to_owned()),
+        ]),
+        vec![
+            FrameIdentity::new("https://docs.example.com", "loader-1"),
+            FrameIdentity::new("https://pay.example", "loader-9"),
+        ],
+    )
+    .unwrap();
+    let snapshot = PageSnapshot {
+        page: PageBinding::new("ctx-1", "tab-1", "loader-1").with_element(element),
+        screenshot_png: Some(TINY_PNG.to_vec()),
+        target_found: true,
+    };
+    let proposal = host.propose_observed(&click(), snapshot.clone()).await;
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    for expected in [
+        "<p id=\"element-summary\" class=\"text\">button &#34;Pay 120.00 EUR\u{202e}&#34; \
+         (formaction https://shop.example/pay?to=&#34;a&#34;&#38;x=1, type submit)</p>",
+        "<code id=\"element-role\">button</code>",
+        "<span id=\"element-name\" class=\"text\">Pay 120.00 EUR\u{202e}</span>\
+         <span class=\"hidden-chars\">Holds invisible characters: <code>Pay 120.00 EUR\\u{202e}</code></span>",
+        "<code id=\"element-tag\">button</code>",
+        "<span id=\"element-text\" class=\"text\">Pay 120.00 EUR &#60;b&#62;now&#60;/b&#62;</span>",
+        "<tr><th scope=\"row\"><code>formaction</code></th><td><code class=\"element-attribute\">\
+         https://shop.example/pay?to=&#34;a&#34;&#38;x=1</code></td></tr>",
+        "<tr><th scope=\"row\">Main frame</th><td><code class=\"element-frame\">https://docs.example.com</code>, \
+         document <code>loader-1</code></td></tr>",
+        "<tr><th scope=\"row\">Frame 1</th><td><code class=\"element-frame\">https://pay.example</code>, \
+         document <code>loader-9</code></td></tr>",
+    ] {
+        assert!(page.body.contains(expected), "{expected}\n{}", page.body);
+    }
+    assert!(!page.body.contains("<b>now"));
+
+    // Approved, the grant binds the element exactly.
+    let token = form_token(&page.body, "/approve").unwrap();
+    post(
+        &app,
+        &format!("{}/approve", proposal_path(&proposal)),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}"),
+    )
+    .await;
+    let stored = host
+        .store
+        .get_proposal(&proposal.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let ProposalState::Approved { approval_id, .. } = stored.state else {
+        panic!("not approved: {:?}", stored.state)
+    };
+    let grant = host.store.get(&approval_id).await.unwrap().unwrap();
+    assert_eq!(grant.approval.page(), Some(snapshot.page));
+}
+
+#[tokio::test]
 async fn deny_expiry_and_stop_each_leave_act_refusing() {
     let host = Host::new();
     let app = host.router();
