@@ -845,9 +845,24 @@ pub async fn pending_lists_one_run_oldest_first(
 const RACED_PROPOSALS: usize = 40;
 const CONTENDERS: usize = 24;
 
+/// Whether `contender` denies in `round` (the others approve).
+///
+/// Rounds alternate in pairs between approvals only and approvals mixed
+/// with denials (every fourth contender). Approvals-only rounds matter: a
+/// denial that goes first leaves every approval a plain `AlreadyDecided`,
+/// and the last contender to reach the start barrier releases it and goes
+/// on running on its thread, so on a busy machine it often does go first.
+/// A store whose approvals are not atomic with each other could then pass
+/// every mixed round. In mixed rounds which contender denies moves every
+/// four rounds, so the last one spawned is not always a denial.
+fn denies(round: usize, contender: usize) -> bool {
+    round % 4 >= 2 && (contender + round / 4) % 4 == 3
+}
+
 /// Many concurrent decisions (approvals with distinct grants, and denials)
-/// on each of many proposals: exactly one is taken per proposal, every
-/// other answers `AlreadyDecided` with it, and at most one grant exists.
+/// on each of many proposals — half the rounds approvals only, half mixed
+/// with denials: exactly one is taken per proposal, every other answers
+/// `AlreadyDecided` with it, and at most one grant exists.
 pub async fn concurrent_decisions_issue_one_grant(
     store: Arc<dyn ProposalStore>,
 ) -> Result<(), CheckFailure> {
@@ -875,7 +890,7 @@ pub async fn concurrent_decisions_issue_one_grant(
             let approver = cx.approver.clone();
             tasks.push(tokio::spawn(async move {
                 start.wait().await;
-                if contender % 4 == 3 {
+                if denies(round, contender) {
                     store
                         .deny_proposal(&id, Some(&approver), now)
                         .await
@@ -889,6 +904,7 @@ pub async fn concurrent_decisions_issue_one_grant(
             }));
         }
         let mut taken = Vec::new();
+        let mut already = Vec::new();
         for (contender, task) in tasks.into_iter().enumerate() {
             let answer = task
                 .await
@@ -898,7 +914,7 @@ pub async fn concurrent_decisions_issue_one_grant(
                 DecisionOutcome::Approved | DecisionOutcome::Denied => {
                     taken.push((contender, answer))
                 }
-                DecisionOutcome::AlreadyDecided(_) => {}
+                DecisionOutcome::AlreadyDecided(state) => already.push((contender, state)),
                 other => {
                     return Err(cx.fail(format!(
                         "round {round}: a contender answered {other:?}, expected a decision or AlreadyDecided"
@@ -945,6 +961,14 @@ pub async fn concurrent_decisions_issue_one_grant(
             return Err(cx.fail(format!(
                 "round {round}: the proposal reads {state:?}, which is not the decision taken ({:?})",
                 taken[0].1
+            )));
+        }
+        if let Some((contender, seen)) = already
+            .iter()
+            .find(|(_, seen)| Some(seen) != state.as_ref())
+        {
+            return Err(cx.fail(format!(
+                "round {round}: contender {contender} answered AlreadyDecided({seen:?}), but the decision taken is {state:?}"
             )));
         }
     }

@@ -21,7 +21,9 @@ use countersign_store_postgres::{
     ConnectError, PostgresApprovalStore, SCHEMA_VERSION, SchemaSetup, schema_sql,
     schema_upgrade_sql,
 };
-use support::{Isolation, PgServer, now, options_for, shared_server, store_on, url_and_action};
+use support::{
+    Isolation, KillGate, PgServer, now, options_for, shared_server, store_on, url_and_action,
+};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -1506,7 +1508,9 @@ const BURST_TASKS: usize = 8;
 /// recovery every proposal is either approved with the very grant its
 /// approval sent, which exists, or pending with that grant absent; every
 /// `Approved` answered before the kill is kept; a second pass approves the
-/// rest, each once.
+/// rest, each once. Half the tasks wait half-way until the server is dead
+/// (the others run on through the kill), and it restarts only once an
+/// approval failed against it, so the kill always hits some approvals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither() {
     let server = Arc::new(PgServer::start());
@@ -1519,6 +1523,7 @@ async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither
         proposals.push(p);
     }
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gate = KillGate::new();
     let mut tasks = Vec::new();
     for task in 0..BURST_TASKS {
         let mine: Vec<Proposal> = proposals
@@ -1527,12 +1532,19 @@ async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither
             .filter(|(i, _)| i % BURST_TASKS == task)
             .map(|(_, p)| p.clone())
             .collect();
-        let (store, done) = (store.clone(), done.clone());
+        let (store, done, gate) = (store.clone(), done.clone(), gate.clone());
+        let waits_at = (task % 2 == 0).then_some(mine.len() / 2);
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
-            for p in mine {
+            for (k, p) in mine.into_iter().enumerate() {
+                if waits_at == Some(k) {
+                    gate.killed().await;
+                }
                 let grant = grant_for(&p, t0);
                 let answer = store.approve_proposal(&p.id, grant.clone(), t0).await;
+                if answer.is_err() {
+                    gate.hit();
+                }
                 results.push((p.id.clone(), grant, answer));
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(3)).await;
@@ -1544,8 +1556,11 @@ async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let restarter = tokio::spawn({
-        let server = server.clone();
-        async move { kill_and_restart(&server, Duration::from_millis(700)).await }
+        let (server, gate) = (server.clone(), gate.clone());
+        async move {
+            gate.kill_then_restart_after_a_hit(&server, Duration::from_millis(700))
+                .await
+        }
     });
     let mut sent: HashMap<ProposalId, (Approval, Result<DecisionOutcome, ApproveError>)> =
         HashMap::new();
