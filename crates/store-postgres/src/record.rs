@@ -400,11 +400,24 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
         (state::ACTIVE | state::REVOKED | state::LOCKED, _, _) => {
             return Err(corrupt("unconsumed row has consumed columns"));
         }
-        (state::CONSUMED, _, _) => {
-            return Err(corrupt("consumed row lacks consumed_at or consumed_by"));
-        }
+        (state::CONSUMED, None, _) => return Err(corrupt("consumed row lacks consumed_at")),
+        (state::CONSUMED, Some(_), None) => return Err(corrupt("consumed row lacks consumed_by")),
         _ => return Err(corrupt("unknown state")),
     };
+    // The mismatch that reaches the limit locks the grant, and nothing
+    // counts past it: a locked row counts exactly its limit, any other row
+    // less (the statements' integrity checks require the same).
+    if stored_state == GrantState::Locked {
+        if failed_attempts != attempt_limit {
+            return Err(corrupt(
+                "locked row does not count its limit of failed attempts",
+            ));
+        }
+    } else if failed_attempts >= attempt_limit {
+        return Err(corrupt(
+            "failed_attempts reaches the attempt limit of a row that is not locked",
+        ));
+    }
     if let GrantState::Consumed { by, .. } = &stored_state
         && abandoned_attempts.contains(by)
     {

@@ -182,17 +182,21 @@ impl Statements {
              (SELECT seq FROM {o} ORDER BY seq DESC LIMIT $2) AS newest) END)"
         );
         // A row is changeable only if it is format 2, its seal matches, its
-        // count of failed attempts is in range and its abandoned list holds
-        // at most the bound of distinct attempt ids: a row altered by hand
-        // is never changed, whatever else it holds.
+        // count of failed attempts is in range (exactly the attempt limit
+        // when locked, below it otherwise) and its abandoned list holds at
+        // most the bound of distinct attempt ids: a row altered by hand is
+        // never changed, whatever else it holds.
         let sound = format!(
             "format = {FORMAT} AND seal = {seal} \
              AND failed_attempts BETWEEN 0 AND {u32_max} \
+             AND CASE WHEN state = '{locked}' THEN failed_attempts = attempt_limit \
+             ELSE failed_attempts < attempt_limit END \
              AND cardinality(abandoned_attempts) <= {MAX_ABANDONED_ATTEMPTS} \
              AND NOT EXISTS (SELECT 1 FROM unnest(abandoned_attempts) AS a(attempt) \
              WHERE a.attempt IS NULL OR a.attempt !~ '{ATTEMPT_ID_PATTERN}') \
              AND (SELECT count(DISTINCT a.attempt) FROM unnest(abandoned_attempts) AS a(attempt)) \
-             = cardinality(abandoned_attempts)"
+             = cardinality(abandoned_attempts)",
+            locked = state::LOCKED
         );
         // Consume and revoke change only a sound row that is active without
         // consumed columns.

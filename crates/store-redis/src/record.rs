@@ -430,8 +430,9 @@ fn decode_changing(
         (state::ACTIVE | state::REVOKED | state::LOCKED, _, _) => {
             return Err(corrupt("unconsumed record has consumed fields"));
         }
-        (state::CONSUMED, _, _) => {
-            return Err(corrupt("consumed record lacks consumed_at or consumed_by"));
+        (state::CONSUMED, None, _) => return Err(corrupt("consumed record lacks consumed_at")),
+        (state::CONSUMED, Some(_), None) => {
+            return Err(corrupt("consumed record lacks consumed_by"));
         }
         _ => return Err(corrupt("unknown state")),
     };
@@ -727,6 +728,88 @@ mod tests {
             .filter(|n| !n.is_empty())
             .collect();
         assert_eq!(names, RECORD_FIELDS);
+    }
+
+    /// What `decode_changing` says of a record's changing fields: the
+    /// state it reads, or the corrupt record's message.
+    fn changing(
+        state: &[u8],
+        failed: &str,
+        consumed_at: Option<&str>,
+        consumed_by: Option<&str>,
+    ) -> Result<(GrantState, u32), String> {
+        let fields = Changing {
+            state,
+            failed,
+            consumed_at,
+            consumed_by,
+            abandoned: None,
+        };
+        decode_changing("k", &fields, 5).map_err(|e| match e {
+            StoreError::Corrupt { key, message } if key == "k" => message,
+            other => format!("not corrupt: {other:?}"),
+        })
+    }
+
+    #[test]
+    fn consumed_fields_say_what_is_missing_or_malformed() {
+        let at = Timestamp::from_millis(5);
+        let by = AttemptId::parse("att_x").unwrap();
+        assert_eq!(
+            changing(state::CONSUMED, "0", Some("5"), Some("att_x")),
+            Ok((GrantState::Consumed { at, by }, 0))
+        );
+        for (consumed_at, consumed_by, message) in [
+            (None, None, "consumed record lacks consumed_at"),
+            (None, Some("att_x"), "consumed record lacks consumed_at"),
+            (Some("5"), None, "consumed record lacks consumed_by"),
+            (Some("soon"), None, "consumed record lacks consumed_by"),
+            (
+                Some("soon"),
+                Some("att_x"),
+                "consumed_at is not a timestamp",
+            ),
+            (Some("05"), Some("att_x"), "consumed_at is not a timestamp"),
+            (
+                Some("5"),
+                Some("not an id!"),
+                "consumed_by is not an attempt id",
+            ),
+            (Some("5"), Some(""), "consumed_by is not an attempt id"),
+        ] {
+            assert_eq!(
+                changing(state::CONSUMED, "0", consumed_at, consumed_by),
+                Err(message.to_owned()),
+                "{consumed_at:?} {consumed_by:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn failed_attempts_are_checked_against_the_limit() {
+        assert_eq!(
+            changing(state::ACTIVE, "4", None, None),
+            Ok((GrantState::Active, 4))
+        );
+        assert_eq!(
+            changing(state::LOCKED, "5", None, None),
+            Ok((GrantState::Locked, 5))
+        );
+        for (state, failed) in [
+            (state::ACTIVE, "5"),
+            (state::ACTIVE, "999"),
+            (state::REVOKED, "5"),
+        ] {
+            assert_eq!(
+                changing(state, failed, None, None),
+                Err("failed attempts reach the limit of a record that is not locked".to_owned()),
+                "{failed}"
+            );
+        }
+        assert_eq!(
+            changing(state::LOCKED, "4", None, None),
+            Err("locked record does not count its limit of failed attempts".to_owned())
+        );
     }
 
     #[test]

@@ -723,6 +723,91 @@ async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
     }
 }
 
+/// A consumed record whose `consumed_at` or `consumed_by` is missing or
+/// malformed is refused with a message that says which, and the same one
+/// whether a script (a consume by the store that issued the grant, a
+/// revoke) or the library's reader (a consume by another store, a get)
+/// finds it.
+#[tokio::test]
+async fn a_damaged_consumed_record_says_what_is_wrong() {
+    let server = shared_server();
+    let options = support::options_for(server, "consumed_fields");
+    let issuer = RedisApprovalStore::connect(options.clone()).await.unwrap();
+    let other = RedisApprovalStore::connect(options).await.unwrap();
+    let mut conn = server.conn();
+    let t0 = now();
+    let cases: [(Option<&str>, Option<&str>, &str); 7] = [
+        (None, None, "consumed record lacks consumed_at"),
+        (None, Some("att_x"), "consumed record lacks consumed_at"),
+        (Some("5"), None, "consumed record lacks consumed_by"),
+        (
+            Some("soon"),
+            Some("att_x"),
+            "consumed_at is not a timestamp",
+        ),
+        (
+            Some("99999999999999999999"),
+            Some("att_x"),
+            "consumed_at is not a timestamp",
+        ),
+        (
+            Some("5"),
+            Some("not an id!"),
+            "consumed_by is not an attempt id",
+        ),
+        (Some("5"), Some(""), "consumed_by is not an attempt id"),
+    ];
+    for (consumed_at, consumed_by, message) in cases {
+        let approval = grant("a#c", MINUTE, t0).await;
+        let (id, binding) = (approval.id.clone(), approval.binding());
+        issuer.issue(approval).await.unwrap();
+        let key = support::grant_key(&issuer, &id);
+        support::set_field(&mut conn, &key, "state", Some(b"c"));
+        support::set_field(
+            &mut conn,
+            &key,
+            "consumed_at",
+            consumed_at.map(str::as_bytes),
+        );
+        support::set_field(
+            &mut conn,
+            &key,
+            "consumed_by",
+            consumed_by.map(str::as_bytes),
+        );
+        let answers = [
+            (
+                "the issuer's consume",
+                issuer
+                    .consume_once(&id, &binding, t0, &attempt())
+                    .await
+                    .map(|o| format!("{o:?}")),
+            ),
+            (
+                "another store's consume",
+                other
+                    .consume_once(&id, &binding, t0, &attempt())
+                    .await
+                    .map(|o| format!("{o:?}")),
+            ),
+            ("revoke", issuer.revoke(&id).await.map(|o| format!("{o:?}"))),
+            ("get", other.get(&id).await.map(|g| format!("{g:?}"))),
+        ];
+        for (who, answer) in answers {
+            match answer {
+                Err(StoreError::Corrupt {
+                    key: named,
+                    message: said,
+                }) => {
+                    assert_eq!(said, message, "{consumed_at:?} {consumed_by:?}: {who}");
+                    assert_eq!(named, key, "{consumed_at:?} {consumed_by:?}: {who}");
+                }
+                other => panic!("{consumed_at:?} {consumed_by:?}: {who} answered {other:?}"),
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_record_changed_after_it_was_read_is_not_written() {
     // The consume and revoke scripts write only to the record the library

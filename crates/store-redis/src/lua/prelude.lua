@@ -221,9 +221,12 @@ local function check_mutable(f)
   if not is_u32(f.failed) then return 'failed is not a decimal integer' end
   local failed = tonumber(f.failed)
   if f.state == CONSUMED then
-    if not is_u64(f.consumed_at) or not is_token(f.consumed_by) then
-      return 'consumed record lacks consumed_at or consumed_by'
-    end
+    -- The same checks in the same order as the library's reader, with
+    -- the same messages: what is missing, else what is malformed.
+    if f.consumed_at == nil then return 'consumed record lacks consumed_at' end
+    if f.consumed_by == nil then return 'consumed record lacks consumed_by' end
+    if not is_u64(f.consumed_at) then return 'consumed_at is not a timestamp' end
+    if not is_token(f.consumed_by) then return 'consumed_by is not an attempt id' end
   elseif f.state == ACTIVE or f.state == REVOKED or f.state == LOCKED then
     if f.consumed_at ~= nil or f.consumed_by ~= nil then
       return 'unconsumed record has consumed fields'
