@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use countersign_act_tool::{ActResult, RetryPolicy};
 use countersign_approval_core::{
-    AbandonOutcome, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode,
-    StaleReason, StoreError,
+    AbandonOutcome, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, IssueError,
+    OutcomeCode, StaleReason, StoreError,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
@@ -73,6 +73,33 @@ async fn issue(store: &RedisApprovalStore, n: usize) -> Vec<(ApprovalId, String)
         let approval = grant(&selector, TTL, t0).await;
         grants.push((approval.id.clone(), selector));
         store.issue(approval).await.unwrap();
+    }
+    grants
+}
+
+/// As [`issue`], through a store that waits for a replica: on a busy
+/// machine the replica may confirm a write later than the store's WAIT
+/// allows. Such an issue is applied all the same (only its confirmation is
+/// missing), so it is accepted once `reader` sees the grant active; the
+/// test is about what the calls after it do.
+async fn issue_applied(
+    store: &RedisApprovalStore,
+    reader: &RedisApprovalStore,
+    n: usize,
+) -> Vec<(ApprovalId, String)> {
+    let t0 = now();
+    let mut grants = Vec::with_capacity(n);
+    for i in 0..n {
+        let selector = format!("a#g{i}");
+        let approval = grant(&selector, TTL, t0).await;
+        let id = approval.id.clone();
+        match store.issue(approval).await {
+            Ok(()) | Err(IssueError::Store(StoreError::DurabilityUnconfirmed { .. })) => {}
+            Err(e) => panic!("issuing `{id}` failed: {e}"),
+        }
+        let stored = reader.get(&id).await.unwrap().unwrap();
+        assert_eq!(stored.state, GrantState::Active);
+        grants.push((id, selector));
     }
     grants
 }
@@ -253,7 +280,8 @@ async fn unconfirmed_wait_leaves_no_grant_consumed_without_an_action() {
     )
     .await
     .unwrap();
-    let grants = issue(&store, GRANTS).await;
+    let grants = issue_applied(&store, &reader, GRANTS).await;
+    wait_for_replica(&primary);
 
     // The replica stops: every write from now on is applied on the primary
     // and answered DurabilityUnconfirmed.
