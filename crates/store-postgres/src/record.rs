@@ -551,6 +551,27 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// A null element leaves a row's seal as it was before schema
+        /// version 4; any element, empty text included, changes it, and
+        /// two different elements seal differently.
+        #[test]
+        fn the_element_extends_the_seal_only_when_set(
+            values in proptest::collection::vec(proptest::option::of(".{0,8}"), SEALED),
+            element in ".{0,16}",
+            other in ".{0,16}",
+        ) {
+            let values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
+            let plain = seal(&values);
+            proptest::prop_assert_eq!(seal_with_element(&values, None), plain.clone());
+            let sealed = seal_with_element(&values, Some(&element));
+            proptest::prop_assert_ne!(&sealed, &plain);
+            if other != element {
+                proptest::prop_assert_ne!(seal_with_element(&values, Some(&other)), sealed);
+            }
+        }
+    }
+
     #[test]
     fn the_seal_sql_covers_the_sealed_columns_in_order() {
         let sql = seal_sql();

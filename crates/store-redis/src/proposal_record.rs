@@ -532,6 +532,29 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// Any element identity a proposal's page binds reads back as it
+        /// was, from the whole record and from the tagged head.
+        #[test]
+        fn any_element_round_trips_through_the_record(
+            element in crate::record::tests::any_element()
+        ) {
+            let mut p = proposal(true, Some(png(100)));
+            if let Some(s) = p.snapshot.as_mut() {
+                s.page.element = Some(element);
+            }
+            let raw = stored(&p, PENDING);
+            proptest::prop_assert_eq!(decode(&p.id, "k", &raw).unwrap(), StoredProposal::pending(p.clone()));
+            let mut tagged = vec![PROPOSAL_FORMAT];
+            tagged.extend_from_slice(&raw[HEAD_AT..raw.len() - 101]);
+            let head = decode_head(Some(&p.id), "k", &tagged).unwrap();
+            proptest::prop_assert_eq!(
+                head.proposal.snapshot.map(|s| s.page),
+                p.snapshot.map(|s| s.page)
+            );
+        }
+    }
+
     #[test]
     fn a_format_1_record_reads_as_a_proposal_with_no_element() {
         for observed in [false, true] {
