@@ -92,6 +92,7 @@ impl<'a> Cx<'a> {
         .map_err(|e| self.fail(format!("could not build a proposal: {e}")))
     }
 
+    /// `proposal` with a snapshot of an element-bound page.
     fn observed(&self, proposal: Proposal) -> Result<Proposal, CheckFailure> {
         proposal
             .observed(PageSnapshot {
@@ -99,7 +100,7 @@ impl<'a> Cx<'a> {
                     session_id: "session-1".to_owned(),
                     target_id: "target-1".to_owned(),
                     page_revision: "revision-1".to_owned(),
-                    element: None,
+                    element: Some(crate::fixtures::element(self.check)?),
                 },
                 screenshot_png: Some(SCREENSHOT.to_vec()),
                 target_found: true,
@@ -299,7 +300,9 @@ pub async fn unknown_proposal_is_unknown(store: &dyn ProposalStore) -> Result<()
 }
 
 /// Every field, the snapshot and its screenshot bytes included, reads back
-/// unchanged, with and without a snapshot; reads change nothing.
+/// unchanged, with and without a snapshot, with and without a bound element
+/// (one full of quotes, non-ASCII and bidi characters in two frames); reads
+/// change nothing.
 pub async fn proposal_round_trips_every_field(
     store: &dyn ProposalStore,
 ) -> Result<(), CheckFailure> {
@@ -310,6 +313,7 @@ pub async fn proposal_round_trips_every_field(
     if let Some(snapshot) = unseen.snapshot.as_mut() {
         snapshot.screenshot_png = None;
         snapshot.target_found = false;
+        snapshot.page.element = None;
     }
     for proposal in [&plain, &observed, &unseen] {
         cx.propose(proposal).await?;
@@ -486,8 +490,9 @@ pub async fn a_second_decision_changes_nothing(
         .await
 }
 
-/// A grant that differs from the proposal in actor, run, URL, action or
-/// page is `NotForProposal`; the proposal stays pending, no grant stored.
+/// A grant that differs from the proposal in actor, run, URL, action,
+/// page or bound element is `NotForProposal`; the proposal stays pending,
+/// no grant stored.
 pub async fn a_grant_not_for_the_proposal_is_refused(
     store: &dyn ProposalStore,
 ) -> Result<(), CheckFailure> {
@@ -517,6 +522,12 @@ pub async fn a_grant_not_for_the_proposal_is_refused(
     let mut other_page = exact.clone();
     other_page.page_revision = Some("revision-2".to_owned());
     wrong.push(("another page revision", other_page));
+    let mut no_element = exact.clone();
+    no_element.element = None;
+    wrong.push(("no element", no_element));
+    let mut other_element = exact.clone();
+    other_element.element = Some(crate::fixtures::largest_element(cx.check)?);
+    wrong.push(("another element", other_element));
     for (what, grant) in wrong {
         match cx.approve(what, &proposal.id, &grant, now).await? {
             Err(ApproveError::NotForProposal) => {}

@@ -42,6 +42,8 @@ enum Defect {
     /// A proposal stopped with its run is approved anyway once the run is
     /// resumed.
     StopForgottenOnResume,
+    /// The record keeps the observed page but not its bound element.
+    DropsElement,
 }
 
 struct Broken {
@@ -153,6 +155,9 @@ impl ProposalStore for Broken {
             (self.defect, proposal.snapshot.as_mut())
         {
             snapshot.screenshot_png = None;
+        }
+        if let (Defect::DropsElement, Some(snapshot)) = (self.defect, proposal.snapshot.as_mut()) {
+            snapshot.page.element = None;
         }
         self.inner.propose(proposal).await
     }
@@ -322,6 +327,18 @@ fn forgetting_a_stop_on_resume_is_caught() {
         &[
             "stopping_a_run_ends_its_proposals",
             "stopping_an_actor_ends_its_proposals",
+        ],
+    );
+}
+
+#[test]
+fn dropping_the_bound_element_is_caught() {
+    assert_fails_exactly(
+        Defect::DropsElement,
+        &[
+            "proposal_round_trips_every_field",
+            "approve_issues_exactly_the_proposed_grant",
+            "a_grant_not_for_the_proposal_is_refused",
         ],
     );
 }

@@ -42,6 +42,8 @@ enum Defect {
     StopDoesNotFenceConsumes,
     /// Mismatches are never counted, so no grant ever locks.
     NoAttemptCap,
+    /// The record keeps the page but not the bound element.
+    DropsElement,
 }
 
 /// Stop fences: (generation, stopped) per run and per actor, and the
@@ -223,7 +225,10 @@ impl TestStore {
 
 #[async_trait]
 impl ApprovalStore for TestStore {
-    async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+    async fn issue(&self, mut approval: Approval) -> Result<(), IssueError> {
+        if self.defect == Defect::DropsElement {
+            approval.element = None;
+        }
         let mut grants = self.grants.lock().unwrap();
         if grants.contains_key(&approval.id) {
             return Err(IssueError::AlreadyExists(approval.id));
@@ -594,4 +599,23 @@ fn a_store_without_the_attempt_cap_is_caught() {
     );
     let model = model(Defect::NoAttemptCap).unwrap_err();
     assert_eq!(model.check(), MODEL_CHECK);
+}
+
+#[test]
+fn a_store_that_drops_the_bound_element_is_caught() {
+    let failures = run_all(Defect::DropsElement, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "get_round_trips_grant_and_state",
+            "every_field_at_its_maximum",
+        ],
+    );
+    let message = failures["get_round_trips_grant_and_state"].to_string();
+    assert!(
+        message.contains("element: got None, expected Some("),
+        "unexpected message: {message}"
+    );
+    // The model's grants bind no page.
+    model(Defect::DropsElement).unwrap();
 }

@@ -289,6 +289,13 @@ const TAMPERS: &[(&str, &str)] = &[
          abandoned_attempts = ARRAY['att_1']",
     ),
     ("page revision", "page_revision = 'rev-forged'"),
+    ("element removed", "element = NULL"),
+    (
+        "element changed to another valid identity",
+        "element = replace(element, '\"role\":\"button\"', '\"role\":\"link\"')",
+    ),
+    ("element not an identity", "element = '{}'"),
+    ("element not canonical", "element = ' ' || element"),
     ("session", "session_id = 'session-forged'"),
     ("approver", "approver_id = 'someone-else'"),
     ("approver added", "approver_id = 'ops', approved_at = 1"),
@@ -395,9 +402,14 @@ async fn issue_tampered(
     change: &str,
     t0: Timestamp,
 ) -> (Approval, String) {
+    // Bound to a page with an element, so tampering with the element's
+    // column is among the cases.
+    let page = countersign_approval_core::PageBinding::new("session", "tab", "rev-1")
+        .with_element(support::element());
     let approval = grant("a#tamper", MINUTE, t0)
         .await
         .approved_by(ApproverId::new("ops").unwrap(), t0)
+        .and_then(|a| a.bound_to_page(&page))
         .unwrap();
     store.issue(approval.clone()).await.unwrap();
     admin
@@ -566,7 +578,7 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, SCHEMA_VERSION]);
+    assert_eq!(versions, vec![1, 2, 3, SCHEMA_VERSION]);
     let mut names: Vec<String> = admin
         .query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -1357,17 +1369,8 @@ async fn a_version_1_schema_is_upgraded_in_place_at_connect() {
     let store = PostgresApprovalStore::connect(options.clone())
         .await
         .unwrap();
-    let versions: Vec<i32> = admin
-        .query(
-            &format!("SELECT version FROM \"{schema}\".schema_version ORDER BY 1"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(versions, vec![1, 2, 3]);
+    let versions = support::schema_versions(&admin, &schema).await;
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     let formats: Vec<(String, i16)> = admin
         .query(
             &format!("SELECT id, format FROM \"{schema}\".grants ORDER BY id"),

@@ -426,6 +426,38 @@ pub async fn url_and_action(selector: &str) -> (AuthorizedUrl, Action) {
     (url, action)
 }
 
+/// The versions recorded in `schema`'s version table (no table prefix),
+/// in order.
+pub async fn schema_versions(admin: &tokio_postgres::Client, schema: &str) -> Vec<i32> {
+    admin
+        .query(
+            &format!("SELECT version FROM \"{schema}\".schema_version ORDER BY 1"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// An element identity with quotes, non-ASCII, a bidi override and two
+/// frames.
+pub fn element() -> countersign_approval_core::ElementIdentity {
+    countersign_approval_core::ElementIdentity::new(
+        "button",
+        "Pay «5 €» \"now\" \u{202E}gnp.exe",
+        "button",
+        "Pay \\ now",
+        std::collections::BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
+        vec![
+            countersign_approval_core::FrameIdentity::new("https://docs.example.com", "D0C"),
+            countersign_approval_core::FrameIdentity::new("https://pay.example", "D1\"\\"),
+        ],
+    )
+    .unwrap()
+}
+
 /// A fresh grant for `ACTOR`/`RUN` on `URL` clicking `selector`, valid for `ttl` from `now`.
 pub async fn grant(selector: &str, ttl: Duration, now: Timestamp) -> Approval {
     let (url, action) = url_and_action(selector).await;
