@@ -90,7 +90,7 @@ fn run(quick: bool) -> Result<(), String> {
             samples: if quick { 3 } else { 21 },
             iters: if quick { 2 } else { 20 },
         };
-        if let Some(row) = live_bench::click(live)? {
+        for row in live_bench::click(live)? {
             push(row);
         }
     }

@@ -41,18 +41,90 @@ const CRATES: &[&str] = &[
     "store-redis",
 ];
 
+/// The directory of the unpublished package that holds the examples
+/// needing a browser or a web server (`countersign-examples`).
+const EXAMPLES: &str = "examples";
+
 #[test]
 fn the_workspace_holds_exactly_the_designed_crates() {
     let names: Vec<String> = crate_dirs()
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, CRATES);
+    let mut expected: Vec<&str> = CRATES.to_vec();
+    expected.push(EXAMPLES);
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+}
+
+/// `cargo run --example simulate` builds every dev-dependency of the facade:
+/// the examples that need a browser or a web server live in their own
+/// package, which is never published and never packaged.
+#[test]
+fn the_facade_examples_need_no_browser_or_web_server() {
+    let facade = read("crates/countersign/Cargo.toml");
+    let dev = facade
+        .split("[dev-dependencies]")
+        .nth(1)
+        .unwrap_or("")
+        .split("\n[")
+        .next()
+        .unwrap();
+    let dev_dependencies: Vec<&str> = dev
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split(['.', ' ', '=']).next().unwrap())
+        .collect();
+    assert_eq!(dev_dependencies, ["tokio"]);
+    let listed = |dir: &str| {
+        let mut names: Vec<String> = fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listed("crates/countersign/examples"), ["simulate.rs"]);
+    assert_eq!(
+        listed("crates/examples/examples"),
+        ["approve.rs", "live.rs"]
+    );
+
+    let examples = read("crates/examples/Cargo.toml");
+    assert!(examples.contains("name = \"countersign-examples\""));
+    assert!(examples.contains("\npublish = false\n"));
+    let xtask = read("xtask/src/main.rs");
+    assert!(xtask.contains("\"--exclude\",\n        \"countersign-examples\","));
+}
+
+#[test]
+fn the_readme_crate_table_lists_every_crate() {
+    let readme = read("README.md");
+    for dir in crate_dirs() {
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let name = manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap();
+        let row = format!(
+            "| [`{name}`](crates/{}) |",
+            dir.file_name().unwrap().to_string_lossy()
+        );
+        assert!(
+            readme.contains(&row),
+            "the README's crate table lacks `{row}`"
+        );
+    }
 }
 
 #[test]
 fn every_crate_is_publishable_on_its_own() {
     for dir in crate_dirs() {
+        if dir.ends_with(EXAMPLES) {
+            continue;
+        }
         let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         let name = dir.display();
         for key in [

@@ -71,20 +71,22 @@ pub enum ToolFormat {
 /// itself. Where JSON Schema (or an API's strict subset of it) cannot
 /// express a rule, the schema accepts calls the tool refuses:
 ///
+/// - the lengths of `selector` and `description`: the tool counts them in
+///   UTF-8 bytes after trimming white space, which no length keyword can
+///   say (trimming can remove any amount), so no shape bounds them and
+///   their limits are in their descriptions;
 /// - lengths are UTF-8 bytes in the tool and characters in JSON Schema:
-///   the generic schema's `maxLength` is the byte limit counted in
-///   characters, so text beyond ASCII can pass it and still be too long;
-///   the strict shapes have no length keywords (neither API supports them),
-///   nor a limit on the number of arguments;
+///   the generic schema's `maxLength` on argument values (kept untrimmed)
+///   is the byte limit counted in characters, so text beyond ASCII can
+///   pass it and still be too long; the strict shapes have no length
+///   keywords (neither API supports them), nor a limit on the number of
+///   arguments;
 /// - the destination (host allow-list, ports, resolved addresses) and the
 ///   method set when the definition has no policy ([`Act::definition`](crate::Act::definition));
 /// - a name repeated in the list form of `arguments` (refused by the tool);
 /// - the strict shapes take argument values as strings only, so a number
 ///   beyond ±2^53 − 1 cannot be sent, and text that is a number is the same
 ///   argument as that number (`"5"` and `5`);
-/// - a description over 1024 bytes that equals the default
-///   `"{method} {selector}"` is accepted by the tool but not by the schema
-///   (sending `null` instead means the same action).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolDefinition {
@@ -203,6 +205,13 @@ const URL_DESCRIPTION: &str = "The page the action happens on, as the host appro
 const ID_DESCRIPTION: &str = "The id of the host's approval for this exact action (apr_...).";
 const SELECTOR_DESCRIPTION: &str = "The CSS selector of the element, as the host approved it.";
 
+/// The selector's description, with its limit: bytes of the trimmed text.
+fn selector_description() -> String {
+    format!(
+        "{SELECTOR_DESCRIPTION} At most {MAX_SELECTOR_BYTES} bytes without the white space around it."
+    )
+}
+
 fn approval_id_schema() -> Value {
     json!({
         "type": "string",
@@ -243,17 +252,19 @@ fn json_schema_parameters(methods: Option<&[String]>) -> Value {
             "url": { "type": "string", "description": URL_DESCRIPTION },
             "approval_id": approval_id_schema(),
             "method": method_schema(methods),
+            // No `maxLength` on the selector and the description: the tool
+            // bounds them after trimming, and trimming can remove any amount
+            // of white space, so no bound on the untrimmed text is one the
+            // tool never exceeds. The limits are in the descriptions.
             "selector": {
                 "type": "string",
-                "description": SELECTOR_DESCRIPTION,
+                "description": selector_description(),
                 "minLength": 1,
-                "maxLength": MAX_SELECTOR_BYTES,
                 "pattern": trimmed_text_pattern(false),
             },
             "description": {
                 "type": ["string", "null"],
-                "description": "The action's description, as the host approved it; omit it or send null if the approval has none.",
-                "maxLength": MAX_DESCRIPTION_BYTES,
+                "description": format!("The action's description, as the host approved it (at most {MAX_DESCRIPTION_BYTES} bytes without the white space around it); omit it or send null if the approval has none."),
                 "pattern": trimmed_text_pattern(true),
             },
             "arguments": {
@@ -283,12 +294,12 @@ fn strict_parameters(methods: Option<&[String]>) -> Value {
             "method": method_schema(methods),
             "selector": {
                 "type": "string",
-                "description": format!("{SELECTOR_DESCRIPTION} At most {MAX_SELECTOR_BYTES} bytes."),
+                "description": selector_description(),
                 "pattern": trimmed_text_pattern(false),
             },
             "description": {
                 "type": ["string", "null"],
-                "description": format!("The action's description, as the host approved it (at most {MAX_DESCRIPTION_BYTES} bytes); null if the approval has none."),
+                "description": format!("The action's description, as the host approved it (at most {MAX_DESCRIPTION_BYTES} bytes without the white space around it); null if the approval has none."),
                 "pattern": trimmed_text_pattern(true),
             },
             "arguments": {

@@ -280,6 +280,7 @@ fn corpus(format: ToolFormat, methods_known: bool) -> Vec<(String, Value, Expect
     let strict = is_strict(format);
     let bytes = "byte lengths beyond ASCII";
     let no_lengths = "strict shapes have no length or count keywords";
+    let trimmed = "selector and description lengths are counted after trimming";
     let mut out: Vec<(&str, Value, Expect)> = vec![
         ("the base call", base(format), Same),
         ("not an object", json!("call"), Same),
@@ -374,14 +375,28 @@ fn corpus(format: ToolFormat, methods_known: bool) -> Vec<(String, Value, Expect
             Same,
         ),
         (
+            "selector of 2048 with white space around",
+            with(format, "selector", json!(format!(" {} ", "a".repeat(2048)))),
+            Same,
+        ),
+        (
+            "selector of 2048 with much white space around",
+            with(
+                format,
+                "selector",
+                json!(format!("{}{}\t\n", " ".repeat(5000), "a".repeat(2048))),
+            ),
+            Same,
+        ),
+        (
             "selector of 2049",
             with(format, "selector", json!("s".repeat(2049))),
-            if strict { SchemaOnly(no_lengths) } else { Same },
+            SchemaOnly(trimmed),
         ),
         (
             "selector of 1025 two-byte characters",
             with(format, "selector", json!("é".repeat(1025))),
-            SchemaOnly(if strict { no_lengths } else { bytes }),
+            SchemaOnly(trimmed),
         ),
         (
             "description null",
@@ -414,9 +429,18 @@ fn corpus(format: ToolFormat, methods_known: bool) -> Vec<(String, Value, Expect
             Same,
         ),
         (
+            "description of 1024 with white space around",
+            with(
+                format,
+                "description",
+                json!(format!(" {} ", "d".repeat(1024))),
+            ),
+            Same,
+        ),
+        (
             "description of 1025",
             with(format, "description", json!("d".repeat(1025))),
-            if strict { SchemaOnly(no_lengths) } else { Same },
+            SchemaOnly(trimmed),
         ),
         (
             "a long description equal to the default",
@@ -425,11 +449,7 @@ fn corpus(format: ToolFormat, methods_known: bool) -> Vec<(String, Value, Expect
                 call["description"] = json!(format!("fill {}", "s".repeat(1100)));
                 call
             },
-            if strict {
-                Same
-            } else {
-                ToolOnly("a long default description")
-            },
+            Same,
         ),
         (
             "arguments null",
@@ -663,6 +683,80 @@ async fn schema_and_tool_accept_the_same_calls() {
     }
     // Every gap is one the definition's documentation lists.
     assert_eq!(gaps.len(), 7, "{gaps:?}");
+}
+
+/// Issue 24: a selector of 2048 bytes with a space on each side is 2050
+/// characters, which a `maxLength` of 2048 refused although the tool trims
+/// first and accepts it. Every shape and the policy now agree, and the
+/// description likewise.
+#[tokio::test]
+async fn text_padded_past_its_limit_is_accepted_by_schema_and_tool_alike() {
+    let h = Harness::new();
+    let selector = format!(" {} ", "a".repeat(2048));
+    let description = format!(" {} ", "d".repeat(1024));
+    let action = h
+        .context
+        .source_policy()
+        .authorize_action(
+            &json!({"method": "fill", "selector": selector, "description": description}),
+        )
+        .unwrap();
+    assert_eq!(action.selector(), "a".repeat(2048));
+    assert_eq!(action.description(), "d".repeat(1024));
+    for format in FORMATS {
+        for definition in [
+            Act::definition_for(format),
+            h.act.tool_definition_for(format),
+        ] {
+            let schema = validator(&definition);
+            for call in [
+                with(format, "selector", json!(selector)),
+                with(format, "description", json!(description)),
+            ] {
+                assert!(
+                    schema.is_valid(&call),
+                    "{format:?}: the schema refuses {call}"
+                );
+                assert!(
+                    tool_accepts(&h, &call).await,
+                    "{format:?}: the tool refuses {call}"
+                );
+            }
+            for property in ["selector", "description"] {
+                assert_eq!(
+                    definition.parameters["properties"][property].get("maxLength"),
+                    None,
+                    "{format:?}: {property}"
+                );
+            }
+        }
+    }
+    // One byte more, inside the white space, is refused by the tool.
+    let call = with(
+        ToolFormat::JsonSchema,
+        "selector",
+        json!(format!(" {}a ", "a".repeat(2048))),
+    );
+    let refused = h.run(&call).await;
+    assert_eq!(refused["error"]["code"], "NOT_AUTHORIZED");
+    assert_eq!(
+        refused["error"]["message"],
+        "action is invalid: `selector` is longer than 2048 bytes"
+    );
+}
+
+/// The guide prints the generic definition in full: it is this one.
+#[test]
+fn the_guide_shows_the_generic_definition_as_it_is() {
+    let guide = include_str!("../../../docs/guide.md");
+    let block = guide
+        .split("The generic shape, `Act::definition().to_json()`")
+        .nth(1)
+        .and_then(|rest| rest.split("```json\n").nth(1))
+        .and_then(|rest| rest.split("\n```").next())
+        .unwrap();
+    let shown: Value = serde_json::from_str(block).unwrap();
+    assert_eq!(shown, Act::definition().to_json());
 }
 
 #[tokio::test]

@@ -302,7 +302,7 @@ impl ElementIdentity {
         } else {
             &self.role
         };
-        let mut summary = format!("{role} {:?}", self.name);
+        let mut summary = format!("{role} \"{}\"", self.name);
         if !self.attributes.is_empty() {
             let attributes: Vec<String> = self
                 .attributes

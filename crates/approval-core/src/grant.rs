@@ -189,10 +189,11 @@ impl Approval {
         })
     }
 
-    /// Adds an approver note (at most 1024 bytes, no control characters).
+    /// Adds an approver note (at most 1024 bytes, no control characters:
+    /// U+0000–U+001F, U+007F–U+009F).
     pub fn with_note(mut self, note: impl Into<String>) -> Result<Approval, ApprovalError> {
         let note = note.into();
-        if note.len() > MAX_NOTE_BYTES || note.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}') {
+        if note.len() > MAX_NOTE_BYTES || crate::ids::holds_control(&note) {
             return Err(ApprovalError::InvalidNote);
         }
         self.approver_note = Some(note);

@@ -94,17 +94,27 @@ token_id!(
 /// Longest actor or run id, in UTF-8 bytes.
 pub const MAX_HOST_ID_BYTES: usize = 256;
 
-/// A host-owned id that is empty, too long or holds a control character.
+/// A host-owned id that is empty, too long or holds a control character
+/// (U+0000–U+001F, U+007F–U+009F).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} must be 1 to 256 bytes without control characters")]
 pub struct InvalidHostId {
     kind: &'static str,
 }
 
+/// Whether `text` holds a control character: Unicode's general category
+/// Cc, that is C0 (U+0000–U+001F), DEL (U+007F) and C1 (U+0080–U+009F).
+///
+/// The one rule for every host-supplied text the core refuses control
+/// characters in: actor, run and approver ids, and approver notes. (The
+/// policy's selector and description rule is its own: C0 and DEL, part of
+/// the canonical action.)
+pub(crate) fn holds_control(text: &str) -> bool {
+    text.chars().any(char::is_control)
+}
+
 fn check_host_id(text: &str, kind: &'static str) -> Result<(), InvalidHostId> {
-    let ok = !text.is_empty()
-        && text.len() <= MAX_HOST_ID_BYTES
-        && !text.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}');
+    let ok = !text.is_empty() && text.len() <= MAX_HOST_ID_BYTES && !holds_control(text);
     if ok {
         Ok(())
     } else {
@@ -119,7 +129,8 @@ macro_rules! host_id {
         pub struct $name(String);
 
         impl $name {
-            /// Accepts 1 to 256 bytes without control characters.
+            /// Accepts 1 to 256 bytes without control characters
+            /// (U+0000–U+001F, U+007F–U+009F).
             pub fn new(text: impl Into<String>) -> Result<Self, InvalidHostId> {
                 let text = text.into();
                 check_host_id(&text, $kind)?;

@@ -111,6 +111,17 @@ fn notes_are_bounded_and_free_of_control_characters() {
             ApprovalError::InvalidNote
         );
     }
+    // The same control characters as host ids: C0, DEL and C1, nothing else.
+    for code in 0..=0xa0u32 {
+        let c = char::from_u32(code).unwrap();
+        let control = code <= 0x1f || (0x7f..=0x9f).contains(&code);
+        let note = approval().with_note(format!("note{c}"));
+        assert_eq!(
+            note.err(),
+            control.then_some(ApprovalError::InvalidNote),
+            "U+{code:04X}"
+        );
+    }
 }
 
 #[test]

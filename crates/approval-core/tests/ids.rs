@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use countersign_approval_core::{
-    ActorId, ApprovalId, AttemptId, MAX_HOST_ID_BYTES, OperationId, RunId,
+    ActorId, ApprovalId, ApproverId, AttemptId, MAX_HOST_ID_BYTES, OperationId, RunId,
 };
 use proptest::prelude::*;
 
@@ -133,12 +133,50 @@ proptest! {
     }
 
     #[test]
+    fn host_ids_refuse_every_control_character_anywhere(
+        prefix in "[^\\x00-\\x1f\\x7f-\\x9f]{0,20}",
+        control in prop_oneof![0u32..=0x1f, 0x7fu32..=0x9f],
+        suffix in "[^\\x00-\\x1f\\x7f-\\x9f]{0,20}",
+    ) {
+        let control = char::from_u32(control).unwrap();
+        let text = format!("{prefix}{control}{suffix}");
+        prop_assert_eq!(
+            ActorId::new(text.clone()).unwrap_err().to_string(),
+            "actor id must be 1 to 256 bytes without control characters"
+        );
+        prop_assert_eq!(
+            RunId::new(text.clone()).unwrap_err().to_string(),
+            "run id must be 1 to 256 bytes without control characters"
+        );
+        prop_assert_eq!(
+            ApproverId::new(text).unwrap_err().to_string(),
+            "approver id must be 1 to 256 bytes without control characters"
+        );
+    }
+
+    #[test]
     fn host_ids_accept_printable_text_up_to_256_bytes(text in "[^\\x00-\\x1f\\x7f-\\x9f]{1,64}") {
         prop_assume!(text.len() <= MAX_HOST_ID_BYTES);
         let actor = ActorId::new(text.clone()).unwrap();
         prop_assert_eq!(actor.as_str(), text.as_str());
         let run = RunId::new(text.clone()).unwrap();
         prop_assert_eq!(run.as_str(), text.as_str());
+        let approver = ApproverId::new(text.clone()).unwrap();
+        prop_assert_eq!(approver.as_str(), text.as_str());
+    }
+}
+
+#[test]
+fn host_ids_refuse_exactly_the_control_characters() {
+    // Every code point from U+0000 to U+00A0 after `id`: exactly C0, DEL
+    // and C1 are refused; space, printable ASCII and U+00A0 are accepted.
+    for code in 0..=0xa0u32 {
+        let c = char::from_u32(code).unwrap();
+        let control = code <= 0x1f || (0x7f..=0x9f).contains(&code);
+        let text = format!("id{c}");
+        assert_eq!(ActorId::new(text.clone()).is_err(), control, "U+{code:04X}");
+        assert_eq!(RunId::new(text.clone()).is_err(), control, "U+{code:04X}");
+        assert_eq!(ApproverId::new(text).is_err(), control, "U+{code:04X}");
     }
 }
 
@@ -166,6 +204,10 @@ fn host_ids_are_non_empty_at_most_256_bytes_without_control_characters() {
         "escape\u{1b}[0m".to_owned(),
         "delete\u{7f}".to_owned(),
         "\r".to_owned(),
+        "next line\u{85}".to_owned(),
+        "c1 \u{80}".to_owned(),
+        "csi\u{9b}31m".to_owned(),
+        "apc\u{9f}".to_owned(),
     ] {
         let actor = ActorId::new(bad.clone());
         let run = RunId::new(bad.clone());

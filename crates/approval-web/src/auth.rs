@@ -41,7 +41,8 @@ pub trait Approvers: Send + Sync {
     /// Whether `approver` may see and decide the proposals of `run` of
     /// `actor`, and stop that run. Asked on every page of a run or of one
     /// of its proposals, before anything of it is shown or changed; `false`
-    /// answers `403`.
+    /// answers `403` (for a proposal, one that names nothing of it: not its
+    /// run, actor or action).
     ///
     /// The default lets every authenticated approver review every run:
     /// override it when approvers may only decide for some actors or runs.

@@ -28,8 +28,8 @@ use tower_http::csrf::{CsrfLayer, ProtectionError};
 
 use crate::pages::{Shared, proposal_path, run_path};
 use crate::view::{
-    DecisionForms, DecisionView, ErrorPage, Notice, PageView, ProposalPage, ProposalRow, RunPage,
-    Shown, When, duration_text,
+    DecisionForms, DecisionView, ElementView, ErrorPage, Notice, PageView, ProposalPage,
+    ProposalRow, RunPage, Shown, When, duration_text,
 };
 
 type App = Arc<Shared>;
@@ -182,10 +182,10 @@ fn error_page(
         status,
         &ErrorPage {
             base: base.to_owned(),
-            approver: approver.map(|a| a.as_str().to_owned()),
+            approver: approver.map(|a| Shown::new(a.as_str())),
             code: status.as_u16(),
             title,
-            message: message.into(),
+            message: Shown::new(&message.into()),
         },
     )
 }
@@ -233,6 +233,17 @@ impl Viewer {
                 quote_untrusted(run.as_str()),
                 quote_untrusted(actor.as_str())
             ),
+        )
+    }
+
+    /// The refusal for a proposal of a run the viewer may not review: it
+    /// names nothing of the proposal (not its run, actor or action), since
+    /// nothing of a run is shown before `may_review` allows it.
+    fn forbidden_proposal(&self) -> Response {
+        self.error(
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "you may not review this proposal",
         )
     }
 
@@ -294,7 +305,7 @@ impl Viewer {
         };
         let (actor, run) = (&stored.proposal.actor_id, &stored.proposal.run_id);
         if !app.approvers.may_review(&self.approver, actor, run).await {
-            return Err(self.forbidden_run(actor, run));
+            return Err(self.forbidden_proposal());
         }
         Ok(stored)
     }
@@ -385,9 +396,9 @@ async fn run_page(
                 id: p.id.to_string(),
                 href: proposal_path(&viewer.base, &p.id),
                 method: p.action.method().to_owned(),
-                selector: p.action.selector().to_owned(),
-                description: p.action.description().to_owned(),
-                url: p.url.clone(),
+                selector: Shown::new(p.action.selector()),
+                description: Shown::new(p.action.description()),
+                url: Shown::new(&p.url),
                 expires: When::new(p.expires_at, now),
             }
         })
@@ -397,9 +408,9 @@ async fn run_page(
         StatusCode::OK,
         &RunPage {
             base: viewer.base.clone(),
-            approver: Some(viewer.approver.to_string()),
-            actor: actor.to_string(),
-            run: run.to_string(),
+            approver: Some(Shown::new(viewer.approver.as_str())),
+            actor: Shown::new(actor.as_str()),
+            run: Shown::new(run.as_str()),
             notice,
             proposals: rows,
             stop_action: format!(
@@ -721,14 +732,14 @@ async fn proposal_page(
             at,
         } => Some(DecisionView {
             what: "approved",
-            by: by.as_ref().map(ToString::to_string),
+            by: by.as_ref().map(|by| Shown::new(by.as_str())),
             at: When::new(*at, now),
             approval_id: Some(approval_id.to_string()),
             grant_state: grant_state(&app, approval_id, now).await,
         }),
         ProposalState::Denied { by, at } => Some(DecisionView {
             what: "denied",
-            by: by.as_ref().map(ToString::to_string),
+            by: by.as_ref().map(|by| Shown::new(by.as_str())),
             at: When::new(*at, now),
             approval_id: None,
             grant_state: None,
@@ -750,10 +761,10 @@ async fn proposal_page(
     let snapshot = p.snapshot.as_ref();
     let page = ProposalPage {
         base: viewer.base.clone(),
-        approver: Some(viewer.approver.to_string()),
+        approver: Some(Shown::new(viewer.approver.as_str())),
         id: id.to_string(),
-        actor: p.actor_id.to_string(),
-        run: p.run_id.to_string(),
+        actor: Shown::new(p.actor_id.as_str()),
+        run: Shown::new(p.run_id.as_str()),
         run_href: run_path(&viewer.base, p.actor_id.as_str(), p.run_id.as_str()),
         url: Shown::new(&p.url),
         method: p.action.method().to_owned(),
@@ -774,6 +785,7 @@ async fn proposal_page(
             session: s.page.session_id.clone(),
             target: s.page.target_id.clone(),
             revision: s.page.page_revision.clone(),
+            element: s.page.element.as_ref().map(ElementView::new),
         }),
         screenshot_href: snapshot
             .filter(|s| s.screenshot_png.is_some())

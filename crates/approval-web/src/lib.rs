@@ -90,8 +90,9 @@
 //!   this run): a form another approver was shown, or one for another
 //!   proposal, is refused (`403`), and nothing changes.
 //! - **Every value is escaped** by askama's HTML escaper; no template marks
-//!   anything safe. Text holding invisible or bidirectional characters is
-//!   shown as it is and once more with those characters escaped.
+//!   anything safe. Every value holding invisible, space-like or
+//!   bidirectional characters (one set, for every page) is shown as it is
+//!   and once more with those characters escaped.
 //! - **Strict headers on every response**, refusals included:
 //!   `Content-Security-Policy: default-src 'none'; img-src 'self';
 //!   style-src 'self'; form-action 'self'; frame-ancestors 'none';
@@ -109,6 +110,7 @@
 mod auth;
 mod forms;
 mod handlers;
+mod invisible;
 mod pages;
 mod view;
 

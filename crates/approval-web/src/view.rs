@@ -6,6 +6,8 @@ use std::time::Duration;
 use askama::Template;
 use countersign_approval_core::Timestamp;
 
+use crate::invisible;
+
 /// A short message at the top of a page after a decision or a stop.
 pub(crate) struct Notice {
     /// `ok`, `info` or `warn`: a CSS class suffix, never user text.
@@ -13,9 +15,10 @@ pub(crate) struct Notice {
     pub(crate) text: String,
 }
 
-/// A text the model (or a page) supplied, as it is, plus an escaped copy
-/// when it holds characters that do not show or that reorder the text
-/// around them (controls, bidirectional overrides, zero-width characters).
+/// A text the model, a page or the host supplied, as it is, plus an
+/// escaped copy when it holds characters that do not show, that look like
+/// another, or that reorder the text around them (the one set in
+/// [`crate::invisible`]).
 pub(crate) struct Shown {
     pub(crate) text: String,
     pub(crate) escaped: Option<String>,
@@ -23,49 +26,17 @@ pub(crate) struct Shown {
 
 impl Shown {
     pub(crate) fn new(text: &str) -> Self {
-        let hidden = text.chars().any(is_hidden);
-        let escaped = hidden.then(|| {
-            text.chars()
-                .map(|c| {
-                    if is_hidden(c) {
-                        format!("\\u{{{:04x}}}", u32::from(c))
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect()
-        });
         Shown {
             text: text.to_owned(),
-            escaped,
+            escaped: invisible::escaped(text),
         }
     }
-}
 
-/// Characters an approver cannot see, or that change how the text around
-/// them reads.
-fn is_hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{00ad}'
-                | '\u{034f}'
-                | '\u{061c}'
-                | '\u{115f}'
-                | '\u{1160}'
-                | '\u{17b4}'
-                | '\u{17b5}'
-                | '\u{180e}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}'
-                | '\u{3164}'
-                | '\u{fe00}'..='\u{fe0f}'
-                | '\u{feff}'
-                | '\u{ffa0}'
-                | '\u{fff9}'..='\u{fffb}'
-                | '\u{e0000}'..='\u{e007f}'
-        )
+    /// The escaped copy when there is one, else the text: for places that
+    /// can hold one line of plain text only, such as the page's title.
+    pub(crate) fn plain(&self) -> &str {
+        self.escaped.as_deref().unwrap_or(&self.text)
+    }
 }
 
 /// An instant, shown in UTC with its distance from now.
@@ -151,9 +122,9 @@ pub(crate) struct ProposalRow {
     pub(crate) id: String,
     pub(crate) href: String,
     pub(crate) method: String,
-    pub(crate) selector: String,
-    pub(crate) description: String,
-    pub(crate) url: String,
+    pub(crate) selector: Shown,
+    pub(crate) description: Shown,
+    pub(crate) url: Shown,
     pub(crate) expires: When,
 }
 
@@ -162,9 +133,9 @@ pub(crate) struct ProposalRow {
 #[template(path = "run.html")]
 pub(crate) struct RunPage {
     pub(crate) base: String,
-    pub(crate) approver: Option<String>,
-    pub(crate) actor: String,
-    pub(crate) run: String,
+    pub(crate) approver: Option<Shown>,
+    pub(crate) actor: Shown,
+    pub(crate) run: Shown,
     pub(crate) notice: Option<Notice>,
     pub(crate) proposals: Vec<ProposalRow>,
     pub(crate) stop_action: String,
@@ -176,13 +147,52 @@ pub(crate) struct PageView {
     pub(crate) session: String,
     pub(crate) target: String,
     pub(crate) revision: String,
+    /// What the target element is, for an element-bound grant.
+    pub(crate) element: Option<ElementView>,
+}
+
+/// The target element's identity, as the grant binds it: every value is
+/// the page's text, so each gets an escaped copy where it hides characters.
+pub(crate) struct ElementView {
+    /// One line for people: role, accessible name, what it does.
+    pub(crate) summary: Shown,
+    pub(crate) role: Shown,
+    pub(crate) name: Shown,
+    pub(crate) tag: String,
+    pub(crate) text: Shown,
+    pub(crate) attributes: Vec<(String, Shown)>,
+    /// From the main frame down to the target's document: origin and
+    /// document id.
+    pub(crate) frames: Vec<(Shown, Shown)>,
+}
+
+impl ElementView {
+    pub(crate) fn new(element: &countersign_approval_core::ElementIdentity) -> ElementView {
+        ElementView {
+            summary: Shown::new(&element.summary()),
+            role: Shown::new(element.role()),
+            name: Shown::new(element.name()),
+            tag: element.tag().to_owned(),
+            text: Shown::new(element.text()),
+            attributes: element
+                .attributes()
+                .iter()
+                .map(|(name, value)| (name.clone(), Shown::new(value)))
+                .collect(),
+            frames: element
+                .frames()
+                .iter()
+                .map(|frame| (Shown::new(frame.origin()), Shown::new(frame.document())))
+                .collect(),
+        }
+    }
 }
 
 /// The decision a proposal carries.
 pub(crate) struct DecisionView {
     /// `approved` or `denied`.
     pub(crate) what: &'static str,
-    pub(crate) by: Option<String>,
+    pub(crate) by: Option<Shown>,
     pub(crate) at: When,
     pub(crate) approval_id: Option<String>,
     /// What became of the grant since: unused, used, stopped…
@@ -202,10 +212,10 @@ pub(crate) struct DecisionForms {
 #[template(path = "proposal.html")]
 pub(crate) struct ProposalPage {
     pub(crate) base: String,
-    pub(crate) approver: Option<String>,
+    pub(crate) approver: Option<Shown>,
     pub(crate) id: String,
-    pub(crate) actor: String,
-    pub(crate) run: String,
+    pub(crate) actor: Shown,
+    pub(crate) run: Shown,
     pub(crate) run_href: String,
     pub(crate) url: Shown,
     pub(crate) method: String,
@@ -233,10 +243,10 @@ pub(crate) struct ProposalPage {
 #[template(path = "error.html")]
 pub(crate) struct ErrorPage {
     pub(crate) base: String,
-    pub(crate) approver: Option<String>,
+    pub(crate) approver: Option<Shown>,
     pub(crate) code: u16,
     pub(crate) title: &'static str,
-    pub(crate) message: String,
+    pub(crate) message: Shown,
 }
 
 #[cfg(test)]
@@ -272,12 +282,15 @@ mod tests {
 
     #[test]
     fn hidden_characters_get_an_escaped_copy() {
-        assert!(Shown::new("a#docs <b>").escaped.is_none());
+        let plain = Shown::new("a#docs <b>");
+        assert_eq!(plain.escaped, None);
+        assert_eq!(plain.plain(), "a#docs <b>");
         let shown = Shown::new("pay\u{202e}evil\nx\u{200b}");
         assert_eq!(shown.text, "pay\u{202e}evil\nx\u{200b}");
         assert_eq!(
             shown.escaped.as_deref(),
             Some("pay\\u{202e}evil\\u{000a}x\\u{200b}")
         );
+        assert_eq!(shown.plain(), "pay\\u{202e}evil\\u{000a}x\\u{200b}");
     }
 }

@@ -19,7 +19,8 @@ use countersign_approval_core::{
 use countersign_approval_web::ApprovalPages;
 use serde_json::{Value, json};
 use support::browser::{
-    Chromium, OTHER_IP, PAGES_IP, click_and_wait, eval, press_enter_and_wait, serve, text, wait_for,
+    Chromium, OTHER_IP, PAGES_IP, click_and_wait, eval, photograph, press_enter_and_wait, serve,
+    text, wait_for,
 };
 use support::{Host, PROPOSAL_TTL};
 
@@ -56,10 +57,10 @@ async fn a_proposal_approved_with_a_click_is_performed_once_and_a_second_click_c
     );
     let tab = chromium.open(&run_url).await;
     assert_eq!(
-        text(&tab, "table.proposals tbody th[scope=row] a").await,
+        text(&tab, "ol.proposals a.review code").await,
         proposal.id.as_str()
     );
-    click_and_wait(&tab, "table.proposals tbody a").await;
+    click_and_wait(&tab, "ol.proposals a.review").await;
     let proposal_url = format!(
         "http://{site}{}",
         ApprovalPages::proposal_path(&proposal.id)
@@ -181,8 +182,8 @@ async fn a_model_proposes_with_the_tool_a_person_approves_on_the_page_and_the_mo
         ApprovalPages::run_path(&host.actor, &host.run)
     );
     let tab = chromium.open(&run_url).await;
-    assert_eq!(text(&tab, "table.proposals tbody a").await, proposal_id);
-    click_and_wait(&tab, "table.proposals tbody a").await;
+    assert_eq!(text(&tab, "ol.proposals a.review code").await, proposal_id);
+    click_and_wait(&tab, "ol.proposals a.review").await;
     assert_eq!(text(&tab, "#description").await, "pay invoice 2026-118");
     click_and_wait(&tab, "#approve").await;
     assert_eq!(
@@ -425,30 +426,14 @@ async fn deny_expiry_and_a_stopped_run_each_end_with_act_refusing() {
         text(&run, "p.empty").await,
         "No proposal of this run is waiting for a decision."
     );
-    let picture = run
-        .screenshot(ScreenshotParams::builder().full_page(true).build())
-        .await
-        .unwrap();
-    std::fs::write(
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("run-stopped.png"),
-        picture,
-    )
-    .unwrap();
+    photograph(&run, "run-stopped.png").await;
     click_and_wait(&late, "#approve").await;
     assert!(
         notice(&late)
             .await
             .starts_with("The run is stopped, nothing changed: no grant was issued.")
     );
-    let picture = late
-        .screenshot(ScreenshotParams::builder().full_page(true).build())
-        .await
-        .unwrap();
-    std::fs::write(
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("approve-stopped.png"),
-        picture,
-    )
-    .unwrap();
+    photograph(&late, "approve-stopped.png").await;
     assert_eq!(state(&host, &second).await, ProposalState::Pending);
     assert_eq!(host.store.len().unwrap(), 1);
 
@@ -584,4 +569,160 @@ async fn the_proposal_page_with_a_live_snapshot_is_keyboard_operable_and_photogr
     )
     .await;
     assert!(served > 100);
+}
+
+/// What the layout check in the browser found.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Fit {
+    scroll_width: f64,
+    inner_width: f64,
+    cards: u32,
+    flagged: u32,
+    /// The narrowest URL cell, as a share of its card's width.
+    url_share: f64,
+    overflows: Vec<String>,
+}
+
+/// Measures the run list as laid out: the page's width, and every element
+/// of every proposal against its card and every card against the panel.
+const MEASURE_FIT: &str = r#"(() => {
+  const panel = document.querySelector('main').getBoundingClientRect();
+  const cards = Array.from(document.querySelectorAll('ol.proposals > li.proposal'));
+  const overflows = [];
+  let urlShare = 1;
+  const describe = e => e.tagName.toLowerCase() + (e.className ? '.' + e.className.replace(/ /g, '.') : '');
+  cards.forEach((card, i) => {
+    const box = card.getBoundingClientRect();
+    if (box.left < panel.left - 0.5 || box.right > panel.right + 0.5) {
+      overflows.push(`card ${i} spans ${box.left}..${box.right}, the panel ${panel.left}..${panel.right}`);
+    }
+    if (card.scrollWidth > card.clientWidth) {
+      overflows.push(`card ${i} scrolls: ${card.scrollWidth} > ${card.clientWidth}`);
+    }
+    for (const e of card.querySelectorAll('*')) {
+      const r = e.getBoundingClientRect();
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5) {
+        overflows.push(`card ${i}: ${describe(e)} spans ${r.left}..${r.right}, the card ${box.left}..${box.right}`);
+      }
+    }
+    const url = card.querySelector('code.url').parentElement.getBoundingClientRect();
+    urlShare = Math.min(urlShare, url.width / box.width);
+  });
+  return {
+    scrollWidth: document.documentElement.scrollWidth,
+    innerWidth: window.innerWidth,
+    cards: cards.length,
+    flagged: document.querySelectorAll('li.proposal .hidden-chars').length,
+    urlShare,
+    overflows,
+  };
+})()"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_list_fits_a_laptop_and_a_phone_with_long_values() {
+    use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+
+    let host = Host::for_run(
+        "tenant:acme-corporation-international/agent:invoice-assistant",
+        "run-2026-05-01T12:00:00Z-7f3c9a1e5b2d4f60",
+    );
+    host.propose(&pay()).await;
+    let long_url = format!(
+        "https://docs.example.com/admin/organisations/acme-corporation-international/billing/invoices/2026-118/line-items?session=3f9c2e7a4b1d8f6e0a5c9b2d7e4f1a3c&redirect=%2Fadmin%2Forganisations%2Facme-corporation-international%2Fbilling&token={}",
+        "9e107d9d372bb6826bd81d3542a419d6".repeat(6)
+    );
+    let long = host.propose_at(
+        &long_url,
+        &json!({
+            "method": "fill",
+            "selector": "form#invoice-2026-118 > fieldset.payment-details:nth-of-type(2) > div.row > input[name=\"card-holder-name\"][data-testid=\"billing-card-holder-name-input\"]",
+            "description": "enter the card holder's name exactly as printed on the company credit card used for the monthly hosting invoices of Acme Corporation International",
+            "arguments": {"value": "Acme Corporation International Ltd."},
+        }),
+    )
+    .await;
+    host.propose_at(
+        &format!("https://docs.example.com/{}", "x".repeat(400)),
+        &json!({"method": "click", "selector": format!("#{}", "y".repeat(200))}),
+    )
+    .await;
+    // Issue 21's example: reads "open the docs Delete All" unless flagged.
+    host.propose(&json!({"method": "click", "selector": "a#docs", "description": "open the docs\u{202e}llA eteleD"}))
+        .await;
+    let (site, _) = serve(host.router(), PAGES_IP).await;
+    let chromium = Chromium::launch().await;
+    chromium.sign_in(site, "alice").await;
+    let run_url = format!(
+        "http://{site}{}",
+        ApprovalPages::run_path(&host.actor, &host.run)
+    );
+
+    for (width, height, mobile, name) in [
+        (1100, 1400, false, "run-page-laptop.png"),
+        (390, 844, true, "run-page-phone.png"),
+    ] {
+        let tab = chromium.browser.new_page("about:blank").await.unwrap();
+        tab.execute(SetDeviceMetricsOverrideParams::new(
+            width, height, 1.0, mobile,
+        ))
+        .await
+        .unwrap();
+        tab.goto(run_url.as_str()).await.unwrap();
+        wait_for(&tab, "document.readyState === 'complete'").await;
+        let fit: Fit = eval(&tab, MEASURE_FIT).await;
+        eprintln!("{width} px: {fit:?}");
+        assert_eq!(fit.inner_width, f64::from(width as u32), "{name}");
+        assert!(
+            fit.scroll_width <= fit.inner_width,
+            "{width} px: the page scrolls sideways ({} > {})",
+            fit.scroll_width,
+            fit.inner_width
+        );
+        assert_eq!(fit.cards, 4, "{width} px");
+        assert_eq!(fit.overflows, Vec::<String>::new(), "{width} px");
+        assert_eq!(
+            fit.flagged, 1,
+            "{width} px: the U+202E description is flagged"
+        );
+        assert!(
+            fit.url_share >= 0.6,
+            "{width} px: a URL gets only {:.0} % of its card",
+            fit.url_share * 100.0
+        );
+
+        let picture = photograph(&tab, name).await;
+        if std::env::var("COUNTERSIGN_UPDATE_DOCS").as_deref() == Ok("1") {
+            let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images");
+            std::fs::create_dir_all(&docs).unwrap();
+            std::fs::write(docs.join(name), &picture).unwrap();
+        }
+        // The long proposal's own page fits too. (A full-page screenshot
+        // clears the device metrics: set them again.)
+        tab.execute(SetDeviceMetricsOverrideParams::new(
+            width, height, 1.0, mobile,
+        ))
+        .await
+        .unwrap();
+        tab.goto(format!(
+            "http://{site}{}",
+            ApprovalPages::proposal_path(&long.id)
+        ))
+        .await
+        .unwrap();
+        wait_for(&tab, "document.readyState === 'complete'").await;
+        let (scroll_width, inner_width): (f64, f64) = eval(
+            &tab,
+            "[document.documentElement.scrollWidth, window.innerWidth]",
+        )
+        .await;
+        assert_eq!(inner_width, f64::from(width as u32));
+        assert!(
+            scroll_width <= inner_width,
+            "{width} px: the proposal page scrolls sideways ({scroll_width} > {inner_width})"
+        );
+        photograph(&tab, &format!("proposal-{name}")).await;
+        tab.close().await.unwrap();
+    }
+    chromium.close().await;
 }

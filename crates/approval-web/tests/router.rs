@@ -14,7 +14,9 @@ use countersign_approval_core::{
     ApprovalStore, Approver, ApproverId, PageBinding, PageSnapshot, Proposal, ProposalState,
     ProposalStore, RunId,
 };
-use countersign_approval_web::{ApprovalPages, ApprovalPagesError, DEFAULT_GRANT_TTL};
+use countersign_approval_web::{
+    ApprovalPages, ApprovalPagesError, Approvers, DEFAULT_GRANT_TTL, Parts,
+};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use support::{CookieApprovers, Host, OFF_LIMITS_RUN, TINY_PNG, form_token};
@@ -799,14 +801,18 @@ async fn the_page_shows_everything_the_grant_binds() {
     assert!(!body.contains("<script"), "no script on the pages");
     assert!(!body.contains("style=\""), "no inline style");
 
-    // The run list shows it, in a table with header cells.
+    // The run list shows it, one card a proposal, URL and action first.
     let run = get(&app, &run_path(&host), Some("alice")).await;
     for shown in [
-        "<th scope=\"col\">Proposal</th>",
+        "<h2 id=\"pending-heading\">Pending proposals, oldest first</h2>\n<ol class=\"proposals\">\n<li class=\"proposal\">",
         &format!(
-            "<th scope=\"row\"><a href=\"/proposals/{}\">{}</a></th>",
+            "<h3><a class=\"review\" href=\"/proposals/{}\">Review <code class=\"proposal-id\">{}</code></a></h3>",
             proposal.id, proposal.id
         ),
+        "<dt>URL</dt><dd><code class=\"url\">https://docs.example.com/account</code></dd>",
+        "<dt>Action</dt><dd><code class=\"method\">fill</code> <code class=\"selector\">input[name=&#34;amount&#34;]</code></dd>",
+        "<dd><span class=\"text description\">enter the amount</span></dd>",
+        "<dt>Decide before</dt><dd><time datetime=\"2026-05-01T12:10:00.000Z\">2026-05-01 12:10:00 UTC</time> (in 10 min)</dd>",
         "<button type=\"submit\" class=\"stop-run\">Stop run</button>",
     ] {
         assert!(
@@ -815,6 +821,97 @@ async fn the_page_shows_everything_the_grant_binds() {
             run.body
         );
     }
+}
+
+#[tokio::test]
+async fn every_page_gives_invisible_characters_an_escaped_copy() {
+    let host = Host::for_run("actor\u{202e}1", "run\u{2800}");
+    let app = host.router();
+    let action = json!({
+        "method": "click", "selector": "a\u{200b}#docs",
+        "description": "open the docs\u{202e}llA eteleD",
+        "arguments": {"amount": "1\u{3000}000"},
+    });
+    let proposal = host.propose(&action).await;
+    let flagged = |text: &str, escaped: &str| {
+        format!(
+            "{text}<span class=\"hidden-chars\">Holds invisible characters: <code>{escaped}</code></span>"
+        )
+    };
+
+    let run = get(&app, &run_path(&host), Some("alice")).await;
+    assert_eq!(run.status, StatusCode::OK);
+    for shown in [
+        "<title>Run run\\u{2800} · countersign approvals</title>".to_owned(),
+        flagged(
+            "<code id=\"actor\">actor\u{202e}1</code>",
+            "actor\\u{202e}1",
+        ),
+        flagged("<code id=\"run\">run\u{2800}</code>", "run\\u{2800}"),
+        flagged(
+            "<code class=\"selector\">a\u{200b}#docs</code>",
+            "a\\u{200b}#docs",
+        ),
+        flagged(
+            "<span class=\"text description\">open the docs\u{202e}llA eteleD</span>",
+            "open the docs\\u{202e}llA eteleD",
+        ),
+    ] {
+        assert!(
+            run.body.contains(&shown),
+            "the run page lacks `{shown}`:\n{}",
+            run.body
+        );
+    }
+    assert_eq!(run.body.matches("class=\"hidden-chars\"").count(), 4);
+
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    for shown in [
+        flagged(
+            "<code id=\"actor\">actor\u{202e}1</code>",
+            "actor\\u{202e}1",
+        ),
+        flagged("<code id=\"run\">run\u{2800}</code></a>", "run\\u{2800}"),
+        flagged(
+            "<code id=\"selector\">a\u{200b}#docs</code>",
+            "a\\u{200b}#docs",
+        ),
+        flagged(
+            "<span id=\"description\" class=\"text\">open the docs\u{202e}llA eteleD</span>",
+            "open the docs\\u{202e}llA eteleD",
+        ),
+        flagged(
+            "<code class=\"argument\">1\u{3000}000</code>",
+            "1\\u{3000}000",
+        ),
+    ] {
+        assert!(
+            page.body.contains(&shown),
+            "the proposal page lacks `{shown}`:\n{}",
+            page.body
+        );
+    }
+    assert_eq!(page.body.matches("class=\"hidden-chars\"").count(), 5);
+
+    // Who decided, from the host's authentication, too.
+    let bob = ApproverId::new("bob\u{200b}").unwrap();
+    host.store
+        .deny_proposal(&proposal.id, Some(&bob), host.clock_now())
+        .await
+        .unwrap();
+    let denied = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    let by = flagged("Denied by <strong>bob\u{200b}</strong>", "bob\\u{200b}");
+    assert!(denied.body.contains(&by), "{}", denied.body);
+
+    // And an error page quoting the address.
+    let filler = get(&app, "/proposals/prp%E3%85%A4", Some("alice")).await;
+    assert_eq!(filler.status, StatusCode::BAD_REQUEST);
+    let message = flagged(
+        "<p class=\"error\" data-status=\"400\">`prp\u{3164}` is not a proposal id",
+        "`prp\\u{3164}` is not a proposal id",
+    );
+    assert!(filler.body.contains(&message), "{}", filler.body);
 }
 
 #[tokio::test]
@@ -877,6 +974,78 @@ async fn a_live_snapshot_shows_its_screenshot_and_warns_when_the_target_was_miss
         .unwrap()
         .approval;
     assert_eq!(grant.page(), Some(snapshot(true).page));
+}
+
+#[tokio::test]
+async fn an_element_bound_snapshot_shows_what_the_target_is_and_the_grant_binds_it() {
+    use countersign_approval_core::{ElementIdentity, FrameIdentity};
+    let host = Host::new();
+    let app = host.router();
+    let element = ElementIdentity::new(
+        "button",
+        "Pay 120.00 EUR\u{202e}",
+        "button",
+        "Pay 120.00 EUR <b>now</b>",
+        std::collections::BTreeMap::from([
+            (
+                "formaction".to_owned(),
+                "https://shop.example/pay?to=\"a\"&x=1".to_owned(),
+            ),
+            ("type".to_owned(), "submit".to_owned()),
+        ]),
+        vec![
+            FrameIdentity::new("https://docs.example.com", "loader-1"),
+            FrameIdentity::new("https://pay.example", "loader-9"),
+        ],
+    )
+    .unwrap();
+    let snapshot = PageSnapshot {
+        page: PageBinding::new("ctx-1", "tab-1", "loader-1").with_element(element),
+        screenshot_png: Some(TINY_PNG.to_vec()),
+        target_found: true,
+    };
+    let proposal = host.propose_observed(&click(), snapshot.clone()).await;
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    for expected in [
+        "<p id=\"element-summary\" class=\"text\">button &#34;Pay 120.00 EUR\u{202e}&#34; \
+         (formaction https://shop.example/pay?to=&#34;a&#34;&#38;x=1, type submit)</p>",
+        "<code id=\"element-role\">button</code>",
+        "<span id=\"element-name\" class=\"text\">Pay 120.00 EUR\u{202e}</span>\
+         <span class=\"hidden-chars\">Holds invisible characters: <code>Pay 120.00 EUR\\u{202e}</code></span>",
+        "<code id=\"element-tag\">button</code>",
+        "<span id=\"element-text\" class=\"text\">Pay 120.00 EUR &#60;b&#62;now&#60;/b&#62;</span>",
+        "<tr><th scope=\"row\"><code>formaction</code></th><td><code class=\"element-attribute\">\
+         https://shop.example/pay?to=&#34;a&#34;&#38;x=1</code></td></tr>",
+        "<tr><th scope=\"row\">Main frame</th><td><code class=\"element-frame\">https://docs.example.com</code>, \
+         document <code>loader-1</code></td></tr>",
+        "<tr><th scope=\"row\">Frame 1</th><td><code class=\"element-frame\">https://pay.example</code>, \
+         document <code>loader-9</code></td></tr>",
+    ] {
+        assert!(page.body.contains(expected), "{expected}\n{}", page.body);
+    }
+    assert!(!page.body.contains("<b>now"));
+
+    // Approved, the grant binds the element exactly.
+    let token = form_token(&page.body, "/approve").unwrap();
+    post(
+        &app,
+        &format!("{}/approve", proposal_path(&proposal)),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}"),
+    )
+    .await;
+    let stored = host
+        .store
+        .get_proposal(&proposal.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let ProposalState::Approved { approval_id, .. } = stored.state else {
+        panic!("not approved: {:?}", stored.state)
+    };
+    let grant = host.store.get(&approval_id).await.unwrap().unwrap();
+    assert_eq!(grant.approval.page(), Some(snapshot.page));
 }
 
 #[tokio::test]
@@ -1099,13 +1268,72 @@ async fn runs_another_approver_may_not_review_are_403() {
         "{}",
         run.body
     );
+    // A proposal's page, screenshot and decisions name nothing of it: not
+    // its run, its actor or its action (nothing of a run is shown before
+    // `may_review` allows it).
     let base = proposal_path(&proposal);
+    let approve = form_token(&get(&app, &base, Some("alice")).await.body, "/approve");
+    assert_eq!(approve, None, "no form is shown");
     for answer in [
         get(&app, &base, Some("alice")).await,
         get(&app, &format!("{base}/screenshot.png"), Some("alice")).await,
     ] {
         assert_eq!(answer.status, StatusCode::FORBIDDEN);
-        assert!(!answer.body.contains("button#pay"));
+        assert_eq!(answer.body, PROPOSAL_FORBIDDEN);
+    }
+    assert_pending_without_grant(&host, &proposal).await;
+}
+
+/// The whole page refusing a proposal of a run its viewer may not review.
+const PROPOSAL_FORBIDDEN: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Not allowed · countersign approvals</title>\n<link rel=\"stylesheet\" href=\"/style.css\">\n</head>\n<body>\n<a class=\"skip\" href=\"#main\">Skip to the content</a>\n<header class=\"site\">\n<p class=\"brand\">countersign approvals</p>\n<p class=\"who\">Signed in as <strong>alice</strong></p>\n</header>\n<main id=\"main\">\n\n<h1>Not allowed</h1>\n<p class=\"error\" data-status=\"403\">you may not review this proposal</p>\n\n</main>\n</body>\n</html>";
+
+/// Another instance of the pages over `host`'s store and clock, with
+/// `approvers` and the form key `key`.
+fn pages_with_key(
+    host: &Host,
+    approvers: impl Approvers + 'static,
+    key: [u8; countersign_approval_web::FORM_KEY_BYTES],
+) -> Router {
+    ApprovalPages::builder(host.store.clone(), approvers)
+        .clock(host.clock.clone())
+        .form_key(key)
+        .build()
+        .unwrap()
+        .router()
+}
+
+/// The tests' authentication, letting everyone review every run.
+struct EveryRun;
+
+#[countersign_approval_web::async_trait]
+impl Approvers for EveryRun {
+    async fn approver(&self, request: &Parts) -> Option<ApproverId> {
+        CookieApprovers.approver(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_decision_on_a_proposal_of_a_run_not_theirs_is_403_and_names_nothing_of_it() {
+    let host = Host::for_run("actor-1", OFF_LIMITS_RUN);
+    let key = [7u8; countersign_approval_web::FORM_KEY_BYTES];
+    let open = pages_with_key(&host, EveryRun, key);
+    let restricted = pages_with_key(&host, CookieApprovers, key);
+    let proposal = host.propose(&click()).await;
+    // Alice holds valid forms (from pages that let her see the run); the
+    // pages that may not show her the run refuse them without a word of it.
+    let page = get(&open, &proposal_path(&proposal), Some("alice")).await;
+    for (what, suffix) in [("approve", "/approve"), ("deny", "/deny")] {
+        let token = form_token(&page.body, suffix).unwrap();
+        let refused = post(
+            &restricted,
+            &format!("{}{suffix}", proposal_path(&proposal)),
+            Some("alice"),
+            From::SameOrigin,
+            &format!("token={token}"),
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{what}");
+        assert_eq!(refused.body, PROPOSAL_FORBIDDEN, "{what}");
     }
     assert_pending_without_grant(&host, &proposal).await;
 }
@@ -1150,7 +1378,11 @@ async fn ids_with_slashes_and_spaces_round_trip_through_the_path() {
     let run = get(&app, &path, Some("alice")).await;
     assert_eq!(run.status, StatusCode::OK, "{}", run.body);
     assert!(run.body.contains(proposal.id.as_str()));
-    assert!(run.body.contains("<code>team/a b</code>"));
+    assert!(run.body.contains("<code id=\"actor\">team/a b</code></dd>"));
+    assert!(
+        run.body
+            .contains("<title>Run run #1?x=% · countersign approvals</title>")
+    );
     let stop = form_token(&run.body, "/stop").unwrap();
     let stopped = post(
         &app,
@@ -1205,18 +1437,8 @@ fn the_grant_lifetime_is_checked() {
 async fn a_shared_form_key_lets_two_instances_take_each_others_forms() {
     let host = Host::new();
     let key = [42u8; countersign_approval_web::FORM_KEY_BYTES];
-    let one = ApprovalPages::builder(host.store.clone(), CookieApprovers)
-        .clock(host.clock.clone())
-        .form_key(key)
-        .build()
-        .unwrap()
-        .router();
-    let two = ApprovalPages::builder(host.store.clone(), CookieApprovers)
-        .clock(host.clock.clone())
-        .form_key(key)
-        .build()
-        .unwrap()
-        .router();
+    let one = pages_with_key(&host, CookieApprovers, key);
+    let two = pages_with_key(&host, CookieApprovers, key);
     let three = host.router();
     let proposal = host.propose(&click()).await;
     let page = get(&one, &proposal_path(&proposal), Some("alice")).await;

@@ -21,8 +21,8 @@ use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
 use crate::script::On;
 use crate::{ChromiumError, ChromiumOptions};
 
-/// Flags every launch passes besides the egress and sandbox flags.
-const FLAGS: &[&str] = &[
+/// Flags every launch passes besides the egress, sandbox and feature flags.
+pub(crate) const FLAGS: &[&str] = &[
     "--disable-gpu",
     "--no-first-run",
     "--no-default-browser-check",
@@ -46,10 +46,33 @@ const FLAGS: &[&str] = &[
     // Without the back/forward cache every history step is a new document,
     // so it gets a new revision.
     "--disable-back-forward-cache",
-    // One switch (Chromium keeps only the last of a repeated one): the
-    // browser's own background traffic (autofill, hints, translation,
-    // media routing, certificate-transparency updates, lens).
-    "--disable-features=BackForwardCache,AutofillServerCommunication,OptimizationHints,Translate,MediaRouter,DialMediaRouteProvider,CertificateTransparencyComponentUpdater,LensOverlay,GlobalMediaControls,NetworkTimeServiceQuerying",
+];
+
+/// Features every launch disables, in one `--disable-features` switch with
+/// the host's (Chromium keeps only one of a repeated switch): the
+/// back/forward cache, and the browser's own background traffic (autofill,
+/// hints, translation, media routing, certificate-transparency updates,
+/// lens).
+pub(crate) const DISABLED_FEATURES: &[&str] = &[
+    "BackForwardCache",
+    "AutofillServerCommunication",
+    "OptimizationHints",
+    "Translate",
+    "MediaRouter",
+    "DialMediaRouteProvider",
+    "CertificateTransparencyComponentUpdater",
+    "LensOverlay",
+    "GlobalMediaControls",
+    "NetworkTimeServiceQuerying",
+];
+
+/// Flags the DevTools client adds to every launch besides the profile
+/// directory, the debugging port and the sandbox flags.
+pub(crate) const CLIENT_FLAGS: &[&str] = &[
+    "--headless",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--disable-extensions",
 ];
 
 struct Running {
@@ -85,10 +108,11 @@ impl Chromium {
     /// Launches headless Chromium with a fresh profile directory.
     ///
     /// Refused before anything starts when `options` chose no egress (see
-    /// [`ChromiumOptions::egress_proxy`]). Must run inside a Tokio runtime,
-    /// which drives the DevTools connection for the browser's lifetime.
+    /// [`ChromiumOptions::egress_proxy`]) or adds a flag it refuses (see
+    /// [`ChromiumOptions::arg`]). Must run inside a Tokio runtime, which
+    /// drives the DevTools connection for the browser's lifetime.
     pub async fn launch(options: ChromiumOptions) -> Result<Chromium, ChromiumError> {
-        let egress = options.egress_args()?;
+        let flags = options.launch_flags()?;
         let executable = options.executable_path().display().to_string();
         let launch_error = |reason: String| ChromiumError::Launch {
             executable: executable.clone(),
@@ -98,11 +122,10 @@ impl Chromium {
             .prefix("countersign-chromium-")
             .tempdir()
             .map_err(|e| launch_error(format!("no profile directory: {e}")))?;
-        // The config builder prefixes each flag with `--` itself.
-        let flags = FLAGS
-            .iter()
-            .map(|f| (*f).to_owned())
-            .chain(egress.iter().cloned())
+        // The config builder prefixes each flag with `--` itself, and passes
+        // them in no particular order: no two may name the same switch.
+        let flags = flags
+            .into_iter()
             .filter_map(|f| f.strip_prefix("--").map(str::to_owned));
         let mut builder = BrowserConfig::builder()
             .chrome_executable(options.executable_path())

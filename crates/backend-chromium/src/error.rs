@@ -18,6 +18,16 @@ pub enum ChromiumError {
         /// Why it was refused.
         reason: String,
     },
+    /// A flag the host added with
+    /// [`ChromiumOptions::arg`](crate::ChromiumOptions::arg) would reopen a
+    /// way around the egress proxy or undo a setting the backend relies on.
+    #[error("refusing chromium flag `{flag}`: {reason}")]
+    RefusedFlag {
+        /// The flag as given.
+        flag: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// The browser could not be started or reached.
     #[error("could not launch chromium `{executable}`: {reason}")]
     Launch {

@@ -3,7 +3,13 @@
 //! DevTools protocol (through the `chromiumoxide` client).
 //!
 //! Launching is refused unless the host chose how the browser reaches the
-//! network: through an egress proxy, or explicitly without one.
+//! network: through an egress proxy, or explicitly without one. Behind a
+//! proxy nothing else leaves the browser's network stack on its own: WebRTC
+//! may send no UDP outside the proxy
+//! (`--webrtc-ip-handling-policy=disable_non_proxied_udp`) and the browser
+//! resolves no name but the proxy's (`--host-resolver-rules`). The host may
+//! add flags of its own ([`ChromiumOptions::arg`]); one that would reopen a
+//! way around the proxy refuses the launch.
 //!
 //! ```
 //! use countersign_backend_chromium::{Chromium, ChromiumError, ChromiumOptions};
@@ -19,6 +25,17 @@
 //!     Chromium::launch(options).await,
 //!     Err(ChromiumError::InvalidEgressProxy { .. })
 //! ));
+//!
+//! // A flag that would route around the proxy is refused too.
+//! let options = ChromiumOptions::new()
+//!     .egress_proxy("http://127.0.0.1:3128")
+//!     .arg("--lang=fr")
+//!     .arg("--proxy-bypass-list=*");
+//! assert_eq!(
+//!     Chromium::launch(options).await.unwrap_err().to_string(),
+//!     "refusing chromium flag `--proxy-bypass-list=*`: it would change how the \
+//!      browser reaches the network; use `egress_proxy` or `allow_unproxied_egress`"
+//! );
 //! # });
 //! ```
 //!

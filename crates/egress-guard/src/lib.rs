@@ -73,6 +73,12 @@ use refusal::RefusalLog;
 /// `--proxy-bypass-list=<-loopback>`, which removes Chromium's implicit
 /// bypass for loopback names so that they are judged too.
 ///
+/// They confine neither WebRTC, whose UDP does not go through an HTTP
+/// proxy, nor the names the browser resolves itself: add
+/// `--webrtc-ip-handling-policy=disable_non_proxied_udp` and
+/// `--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE <guard address>` (the
+/// live backend, `countersign-backend-chromium`, passes both).
+///
 /// ```
 /// let args = countersign_egress_guard::chromium_proxy_args("127.0.0.1:8080".parse().unwrap());
 /// assert_eq!(args, ["--proxy-server=http://127.0.0.1:8080", "--proxy-bypass-list=<-loopback>"]);

@@ -1,13 +1,16 @@
 //! Actors, runs, URLs and actions the checks build grants from, and a small
 //! harness that turns every store answer into an expectation.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
+use countersign_approval_core::MAX_ATTRIBUTE_VALUE_BYTES;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding, Clock,
-    ConsumeOutcome, GrantState, IssueError, RevokeOutcome, RunId, StoredGrant, SystemClock,
-    Timestamp,
+    ConsumeOutcome, ELEMENT_ATTRIBUTES, ElementIdentity, FrameIdentity, GrantState, IssueError,
+    MAX_ACCESSIBLE_NAME_BYTES, MAX_ELEMENT_TEXT_BYTES, MAX_FRAME_FIELD_BYTES, MAX_FRAMES,
+    MAX_ROLE_BYTES, MAX_TAG_BYTES, RevokeOutcome, RunId, StoredGrant, SystemClock, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl, Policy, StaticResolver};
 
@@ -365,7 +368,8 @@ pub(crate) fn describe_difference(
         attempt_limit,
         page_revision,
         operation_id,
-        session_id
+        session_id,
+        element
     );
     if got.state != want.state {
         differences.push(format!(
@@ -388,4 +392,63 @@ pub(crate) fn describe_difference(
             differences.join("; ")
         )
     }
+}
+
+/// An element identity a record encoding must keep byte for byte: non-ASCII
+/// text, quotes and backslashes, a right-to-left override (U+202E) and its
+/// pop (U+202C), a four-byte character, bound attributes and two frames
+/// (the main frame and an iframe from another origin).
+pub(crate) fn element(check: &'static str) -> Result<ElementIdentity, CheckFailure> {
+    ElementIdentity::new(
+        "button",
+        "Pay «5,00 €» to \"Ünïcødé\" \\ \u{202E}gnp.exe\u{202C}",
+        "BUTTON",
+        "Zahlen \"jetzt\" 😀 \u{202E}txt\u{202C} \\n",
+        BTreeMap::from([
+            ("formaction".to_owned(), "/pay?to=\"ü\"&x=\\".to_owned()),
+            ("type".to_owned(), "submit".to_owned()),
+            ("value".to_owned(), "«\u{202E}»\n\t\"".to_owned()),
+        ]),
+        vec![
+            FrameIdentity::new("https://shop.example.com", "D0C-main"),
+            FrameIdentity::new("https://pay.example.net:8443", "LOADER\"\\1"),
+        ],
+    )
+    .map_err(|e| setup(check, "element", e))
+}
+
+/// An element identity with every field at or near its bound: a 64-byte
+/// role and tag, a 512-byte name and text, every bound attribute at 1024
+/// bytes full of characters JSON escapes, and eight frames with 256-byte
+/// origins and document ids.
+pub(crate) fn largest_element(check: &'static str) -> Result<ElementIdentity, CheckFailure> {
+    // Exactly `bytes` bytes: `pattern` repeated, then ASCII filler.
+    let sized = |pattern: &str, bytes: usize| {
+        let mut text = pattern.repeat(bytes / pattern.len());
+        text.push_str(&"z".repeat(bytes - text.len()));
+        text
+    };
+    let frames = (0..MAX_FRAMES)
+        .map(|i| {
+            FrameIdentity::new(
+                sized(&format!("https://f{i}.example\"\\"), MAX_FRAME_FIELD_BYTES),
+                sized(&format!("doc{i}\"\\{{}}"), MAX_FRAME_FIELD_BYTES),
+            )
+        })
+        .collect();
+    ElementIdentity::new(
+        sized("r\"\\", MAX_ROLE_BYTES),
+        &sized("«ü» \"\\ \u{202E} ", MAX_ACCESSIBLE_NAME_BYTES),
+        &sized("t-1", MAX_TAG_BYTES),
+        &sized("😀 \"\\ \u{2028} ", MAX_ELEMENT_TEXT_BYTES),
+        ELEMENT_ATTRIBUTES
+            .iter()
+            .map(|name| {
+                let value = sized("\"\\\u{0}\n\t\u{2028}😀é ", MAX_ATTRIBUTE_VALUE_BYTES);
+                ((*name).to_owned(), value)
+            })
+            .collect(),
+        frames,
+    )
+    .map_err(|e| setup(check, "largest element", e))
 }

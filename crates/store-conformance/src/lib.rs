@@ -64,7 +64,8 @@
 //! concurrency, nothing lost, both queries in order, the bound kept).
 //!
 //! The kit's own tests run it against deliberately broken stores (a
-//! check-then-mark with a yield in between, a store that burns grants on
+//! check-then-mark that waits between its read and its write until another
+//! call on the grant arrives, a store that burns grants on
 //! mismatch, one whose reads consume, one that ignores expiry) and assert
 //! that the checks named for each defect fail.
 

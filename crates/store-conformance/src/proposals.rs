@@ -92,6 +92,7 @@ impl<'a> Cx<'a> {
         .map_err(|e| self.fail(format!("could not build a proposal: {e}")))
     }
 
+    /// `proposal` with a snapshot of an element-bound page.
     fn observed(&self, proposal: Proposal) -> Result<Proposal, CheckFailure> {
         proposal
             .observed(PageSnapshot {
@@ -99,7 +100,7 @@ impl<'a> Cx<'a> {
                     session_id: "session-1".to_owned(),
                     target_id: "target-1".to_owned(),
                     page_revision: "revision-1".to_owned(),
-                    element: None,
+                    element: Some(crate::fixtures::element(self.check)?),
                 },
                 screenshot_png: Some(SCREENSHOT.to_vec()),
                 target_found: true,
@@ -299,7 +300,9 @@ pub async fn unknown_proposal_is_unknown(store: &dyn ProposalStore) -> Result<()
 }
 
 /// Every field, the snapshot and its screenshot bytes included, reads back
-/// unchanged, with and without a snapshot; reads change nothing.
+/// unchanged, with and without a snapshot, with and without a bound element
+/// (one full of quotes, non-ASCII and bidi characters in two frames); reads
+/// change nothing.
 pub async fn proposal_round_trips_every_field(
     store: &dyn ProposalStore,
 ) -> Result<(), CheckFailure> {
@@ -310,6 +313,7 @@ pub async fn proposal_round_trips_every_field(
     if let Some(snapshot) = unseen.snapshot.as_mut() {
         snapshot.screenshot_png = None;
         snapshot.target_found = false;
+        snapshot.page.element = None;
     }
     for proposal in [&plain, &observed, &unseen] {
         cx.propose(proposal).await?;
@@ -486,8 +490,9 @@ pub async fn a_second_decision_changes_nothing(
         .await
 }
 
-/// A grant that differs from the proposal in actor, run, URL, action or
-/// page is `NotForProposal`; the proposal stays pending, no grant stored.
+/// A grant that differs from the proposal in actor, run, URL, action,
+/// page or bound element is `NotForProposal`; the proposal stays pending,
+/// no grant stored.
 pub async fn a_grant_not_for_the_proposal_is_refused(
     store: &dyn ProposalStore,
 ) -> Result<(), CheckFailure> {
@@ -517,6 +522,12 @@ pub async fn a_grant_not_for_the_proposal_is_refused(
     let mut other_page = exact.clone();
     other_page.page_revision = Some("revision-2".to_owned());
     wrong.push(("another page revision", other_page));
+    let mut no_element = exact.clone();
+    no_element.element = None;
+    wrong.push(("no element", no_element));
+    let mut other_element = exact.clone();
+    other_element.element = Some(crate::fixtures::largest_element(cx.check)?);
+    wrong.push(("another element", other_element));
     for (what, grant) in wrong {
         match cx.approve(what, &proposal.id, &grant, now).await? {
             Err(ApproveError::NotForProposal) => {}
@@ -845,9 +856,24 @@ pub async fn pending_lists_one_run_oldest_first(
 const RACED_PROPOSALS: usize = 40;
 const CONTENDERS: usize = 24;
 
+/// Whether `contender` denies in `round` (the others approve).
+///
+/// Rounds alternate in pairs between approvals only and approvals mixed
+/// with denials (every fourth contender). Approvals-only rounds matter: a
+/// denial that goes first leaves every approval a plain `AlreadyDecided`,
+/// and the last contender to reach the start barrier releases it and goes
+/// on running on its thread, so on a busy machine it often does go first.
+/// A store whose approvals are not atomic with each other could then pass
+/// every mixed round. In mixed rounds which contender denies moves every
+/// four rounds, so the last one spawned is not always a denial.
+fn denies(round: usize, contender: usize) -> bool {
+    round % 4 >= 2 && (contender + round / 4) % 4 == 3
+}
+
 /// Many concurrent decisions (approvals with distinct grants, and denials)
-/// on each of many proposals: exactly one is taken per proposal, every
-/// other answers `AlreadyDecided` with it, and at most one grant exists.
+/// on each of many proposals — half the rounds approvals only, half mixed
+/// with denials: exactly one is taken per proposal, every other answers
+/// `AlreadyDecided` with it, and at most one grant exists.
 pub async fn concurrent_decisions_issue_one_grant(
     store: Arc<dyn ProposalStore>,
 ) -> Result<(), CheckFailure> {
@@ -875,7 +901,7 @@ pub async fn concurrent_decisions_issue_one_grant(
             let approver = cx.approver.clone();
             tasks.push(tokio::spawn(async move {
                 start.wait().await;
-                if contender % 4 == 3 {
+                if denies(round, contender) {
                     store
                         .deny_proposal(&id, Some(&approver), now)
                         .await
@@ -889,6 +915,7 @@ pub async fn concurrent_decisions_issue_one_grant(
             }));
         }
         let mut taken = Vec::new();
+        let mut already = Vec::new();
         for (contender, task) in tasks.into_iter().enumerate() {
             let answer = task
                 .await
@@ -898,7 +925,7 @@ pub async fn concurrent_decisions_issue_one_grant(
                 DecisionOutcome::Approved | DecisionOutcome::Denied => {
                     taken.push((contender, answer))
                 }
-                DecisionOutcome::AlreadyDecided(_) => {}
+                DecisionOutcome::AlreadyDecided(state) => already.push((contender, state)),
                 other => {
                     return Err(cx.fail(format!(
                         "round {round}: a contender answered {other:?}, expected a decision or AlreadyDecided"
@@ -945,6 +972,14 @@ pub async fn concurrent_decisions_issue_one_grant(
             return Err(cx.fail(format!(
                 "round {round}: the proposal reads {state:?}, which is not the decision taken ({:?})",
                 taken[0].1
+            )));
+        }
+        if let Some((contender, seen)) = already
+            .iter()
+            .find(|(_, seen)| Some(seen) != state.as_ref())
+        {
+            return Err(cx.fail(format!(
+                "round {round}: contender {contender} answered AlreadyDecided({seen:?}), but the decision taken is {state:?}"
             )));
         }
     }

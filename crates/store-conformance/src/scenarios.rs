@@ -667,8 +667,9 @@ pub async fn reads_never_consume(store: &dyn ApprovalStore) -> Result<(), CheckF
 
 /// `get` answers the grant exactly as issued, field for field (ids at their
 /// longest, non-ASCII text, an approver note at its longest, an empty note,
-/// no note, an action with arguments, a page binding at its longest), and the
-/// state exactly: `Active`, `Revoked`, `Consumed { at, by }`.
+/// no note, an action with arguments, a page binding at its longest with an
+/// element identity full of quotes, non-ASCII and bidi characters in two
+/// frames), and the state exactly: `Active`, `Revoked`, `Consumed { at, by }`.
 pub async fn get_round_trips_grant_and_state(
     store: &dyn ApprovalStore,
 ) -> Result<(), CheckFailure> {
@@ -721,7 +722,7 @@ pub async fn get_round_trips_grant_and_state(
         session_id: "S".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
         target_id: "T".repeat(countersign_approval_core::MAX_PAGE_ID_BYTES),
         page_revision: "R~!\"#$%&'()*+,-.:;<=>?@[]^_`{|}".to_owned(),
-        element: None,
+        element: Some(crate::fixtures::element(cx.check)?),
     };
     let approver = countersign_approval_core::ApproverId::new("host-user:42 «reviewer»")
         .map_err(|e| fail("the approver", &e))?;
@@ -1011,8 +1012,9 @@ pub async fn grants_are_independent(store: &dyn ApprovalStore) -> Result<(), Che
 /// consumed exactly once, like any other: ids of 128 and 256 bytes, a
 /// 1024-byte note, a long URL, a 2048-byte selector whose default
 /// description is longer than an explicit one may be, a 1024-byte explicit
-/// description, and 32 arguments with 64-byte keys and 8192-byte values
-/// full of characters JSON escapes. Every store must give the outcomes an
+/// description, 32 arguments with 64-byte keys and 8192-byte values full
+/// of characters JSON escapes, and a bound element with every field at its
+/// bound. Every store must give the outcomes an
 /// ordinary grant gets; one that cannot read such a grant back would fail
 /// here.
 pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(), CheckFailure> {
@@ -1078,6 +1080,7 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
         }))
         .map_err(|e| fail("the action with a description", &e))?;
 
+    let element = crate::fixtures::largest_element(cx.check)?;
     let approver = ApproverId::new(sized("approver «ü» \"\\ ", MAX_HOST_ID_BYTES))
         .map_err(|e| fail("the approver", &e))?;
     let longest_id = |prefix: &str| format!("{prefix}{}", "9".repeat(128 - prefix.len()));
@@ -1095,7 +1098,7 @@ pub async fn every_field_at_its_maximum(store: &dyn ApprovalStore) -> Result<(),
                         session_id: sized("s\"\\{}:", MAX_PAGE_ID_BYTES),
                         target_id: sized("t'\\,;", MAX_PAGE_ID_BYTES),
                         page_revision: sized("r\"%\\", MAX_PAGE_ID_BYTES),
-                        element: None,
+                        element: Some(element.clone()),
                     })
                 })
                 .map_err(|e| fail("the grant", &e))?;

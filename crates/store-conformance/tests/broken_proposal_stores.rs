@@ -1,6 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The proposal checks can fail: each deliberately broken proposal store is
 //! caught by the checks named for its defect, and the sound one passes all.
+//! The race check gets a store whose non-atomic approvals wait at a
+//! [`Rendezvous`] between their read and their write, so it catches them on
+//! every run, however the threads are scheduled.
+
+mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +19,7 @@ use countersign_approval_core::{
 };
 use countersign_store_conformance::{CheckFailure, PROPOSAL_CHECKS, proposals};
 use countersign_store_memory::InMemoryApprovalStore;
+use support::Rendezvous;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Defect {
@@ -22,19 +28,77 @@ enum Defect {
     /// A decided proposal is decided again: a second approve issues a
     /// second grant.
     DecidesTwice,
-    /// Reads the proposal, yields, then issues the grant without recording
-    /// the decision: check-then-act.
+    /// Reads the proposal, then issues the grant without recording the
+    /// decision: check-then-act.
     CheckThenIssue,
+    /// Reads the proposal, then issues the grant and records the decision
+    /// as a second step that does not look at what the read saw: when
+    /// another approval was recorded since the read, this one's record is
+    /// lost but its grant stays and it answers `Approved`. One call at a
+    /// time it answers exactly as a sound store.
+    CheckThenIssueAndRecord,
     /// Screenshots are not kept.
     DropsScreenshots,
     /// A proposal stopped with its run is approved anyway once the run is
     /// resumed.
     StopForgottenOnResume,
+    /// The record keeps the observed page but not its bound element.
+    DropsElement,
 }
 
 struct Broken {
     inner: InMemoryApprovalStore,
     defect: Defect,
+    /// On in the store the race check gets, off in the one the sequential
+    /// checks get (a lone call would wait for nobody).
+    rendezvous: Rendezvous<ProposalId>,
+}
+
+impl Broken {
+    fn new(defect: Defect, rendezvous: Rendezvous<ProposalId>) -> Self {
+        Broken {
+            inner: InMemoryApprovalStore::new(),
+            defect,
+            rendezvous,
+        }
+    }
+
+    /// The non-atomic approvals: read the proposal, then write in separate
+    /// steps. Under a race, one that would decide waits between the two
+    /// until another decision on the proposal has read it or finished.
+    async fn approve_after_reading(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        let read = self.inner.get_proposal(id).await?;
+        let decides = read.as_ref().is_some_and(|stored| {
+            stored.state == ProposalState::Pending && !stored.proposal.is_expired_at(now)
+        });
+        self.rendezvous.arrive_after_read(id, decides).await;
+        if !decides {
+            return self.inner.approve_proposal(id, approval, now).await;
+        }
+        if self.defect == Defect::CheckThenIssueAndRecord {
+            // One inner step issues and records when nothing was decided
+            // since the read. Otherwise the record is lost, but a store that
+            // issues before it records has issued this call's grant already:
+            // issue it all the same.
+            let answer = self
+                .inner
+                .approve_proposal(id, approval.clone(), now)
+                .await?;
+            if !matches!(answer, DecisionOutcome::AlreadyDecided(_)) {
+                return Ok(answer);
+            }
+        }
+        match self.inner.issue(approval).await {
+            Ok(()) => Ok(DecisionOutcome::Approved),
+            Err(IssueError::Stopped) => Ok(DecisionOutcome::Stopped),
+            Err(e) => Err(ApproveError::Store(StoreError::unavailable(e.to_string()))),
+        }
+    }
 }
 
 #[async_trait]
@@ -92,6 +156,9 @@ impl ProposalStore for Broken {
         {
             snapshot.screenshot_png = None;
         }
+        if let (Defect::DropsElement, Some(snapshot)) = (self.defect, proposal.snapshot.as_mut()) {
+            snapshot.page.element = None;
+        }
         self.inner.propose(proposal).await
     }
     async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
@@ -111,24 +178,15 @@ impl ProposalStore for Broken {
         approval: Approval,
         now: Timestamp,
     ) -> Result<DecisionOutcome, ApproveError> {
-        if self.defect == Defect::CheckThenIssue {
-            let Some(stored) = self.inner.get_proposal(id).await? else {
-                return Ok(DecisionOutcome::Unknown);
-            };
-            if stored.state != ProposalState::Pending || stored.proposal.is_expired_at(now) {
-                return self.inner.approve_proposal(id, approval, now).await;
-            }
-            tokio::task::yield_now().await;
-            return match self.inner.issue(approval).await {
-                Ok(()) => Ok(DecisionOutcome::Approved),
-                Err(IssueError::Stopped) => Ok(DecisionOutcome::Stopped),
-                Err(e) => Err(ApproveError::Store(StoreError::unavailable(e.to_string()))),
-            };
+        if matches!(
+            self.defect,
+            Defect::CheckThenIssue | Defect::CheckThenIssueAndRecord
+        ) {
+            return self.approve_after_reading(id, approval, now).await;
         }
-        let answer = self
-            .inner
-            .approve_proposal(id, approval.clone(), now)
-            .await?;
+        let answer = self.inner.approve_proposal(id, approval.clone(), now).await;
+        self.rendezvous.arrive(id);
+        let answer = answer?;
         let reissue = matches!(
             (&answer, self.defect),
             (DecisionOutcome::AlreadyDecided(_), Defect::DecidesTwice)
@@ -145,7 +203,9 @@ impl ProposalStore for Broken {
         by: Option<&ApproverId>,
         now: Timestamp,
     ) -> Result<DecisionOutcome, StoreError> {
-        self.inner.deny_proposal(id, by, now).await
+        let answer = self.inner.deny_proposal(id, by, now).await;
+        self.rendezvous.arrive(id);
+        answer
     }
 }
 
@@ -158,11 +218,9 @@ fn run_all(defect: Defect) -> HashMap<&'static str, CheckFailure> {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store = Arc::new(Broken {
-            inner: InMemoryApprovalStore::new(),
-            defect,
-        });
-        let s: &dyn ProposalStore = &*store;
+        let store = Broken::new(defect, Rendezvous::off());
+        let racing = Arc::new(Broken::new(defect, Rendezvous::on()));
+        let s: &dyn ProposalStore = &store;
         let results = [
             proposals::unknown_proposal_is_unknown(s).await,
             proposals::proposal_round_trips_every_field(s).await,
@@ -175,8 +233,11 @@ fn run_all(defect: Defect) -> HashMap<&'static str, CheckFailure> {
             proposals::stopping_a_run_ends_its_proposals(s).await,
             proposals::stopping_an_actor_ends_its_proposals(s).await,
             proposals::pending_lists_one_run_oldest_first(s).await,
-            proposals::concurrent_decisions_issue_one_grant(store.clone()).await,
+            proposals::concurrent_decisions_issue_one_grant(racing.clone()).await,
         ];
+        racing
+            .rendezvous
+            .assert_never_timed_out("concurrent_decisions_issue_one_grant");
         assert_eq!(results.len(), PROPOSAL_CHECKS.len());
         results
             .into_iter()
@@ -221,6 +282,30 @@ fn check_then_issue_is_caught() {
     ] {
         assert!(failures.contains_key(name), "{name} passed: {failures:#?}");
     }
+    // Round 0 races approvals only: every one reads the proposal pending.
+    let message = failures["concurrent_decisions_issue_one_grant"].to_string();
+    assert!(
+        message.contains("round 0: 24 of 24 concurrent decisions were taken"),
+        "unexpected message: {message}"
+    );
+}
+
+#[test]
+fn check_then_issue_and_record_is_caught_by_the_race_alone() {
+    let failures = run_all(Defect::CheckThenIssueAndRecord);
+    let mut failed: Vec<&str> = failures.keys().copied().collect();
+    failed.sort_unstable();
+    // One call at a time it is sound: only the race can tell.
+    assert_eq!(
+        failed,
+        ["concurrent_decisions_issue_one_grant"],
+        "{failures:#?}"
+    );
+    let message = failures["concurrent_decisions_issue_one_grant"].to_string();
+    assert!(
+        message.contains("round 0:") && message.contains("concurrent decisions were taken"),
+        "unexpected message: {message}"
+    );
 }
 
 #[test]
@@ -242,6 +327,18 @@ fn forgetting_a_stop_on_resume_is_caught() {
         &[
             "stopping_a_run_ends_its_proposals",
             "stopping_an_actor_ends_its_proposals",
+        ],
+    );
+}
+
+#[test]
+fn dropping_the_bound_element_is_caught() {
+    assert_fails_exactly(
+        Defect::DropsElement,
+        &[
+            "proposal_round_trips_every_field",
+            "approve_issues_exactly_the_proposed_grant",
+            "a_grant_not_for_the_proposal_is_refused",
         ],
     );
 }

@@ -1,6 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The kit can fail: each deliberately broken store is caught by the checks
 //! named for its defect, and only a sound store passes everything.
+//! The race checks get stores whose calls meet at a [`Rendezvous`], which
+//! forces the interleaving that exposes a non-atomic consume on every run,
+//! however the threads are scheduled.
+
+mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,13 +20,15 @@ use countersign_store_conformance::{
     CheckFailure, MODEL_CHECK, ModelConfig, RACE_CHECKS, RaceConfig, SCENARIO_CHECKS,
     check_against_model, races, scenarios,
 };
+use support::Rendezvous;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Defect {
     /// A correct store, to show the scaffolding itself is sound.
     None,
-    /// Reads the grant, yields, then writes the new state: not atomic.
-    CheckThenMarkWithYield,
+    /// Reads the grant, then writes the new state in a second step: not
+    /// atomic.
+    CheckThenMark,
     /// A mismatching consume marks the grant consumed.
     BurnsOnMismatch,
     /// `get` marks an active grant consumed (and answers the state before).
@@ -35,6 +42,8 @@ enum Defect {
     StopDoesNotFenceConsumes,
     /// Mismatches are never counted, so no grant ever locks.
     NoAttemptCap,
+    /// The record keeps the page but not the bound element.
+    DropsElement,
 }
 
 /// Stop fences: (generation, stopped) per run and per actor, and the
@@ -61,11 +70,21 @@ impl Fences {
     }
 }
 
+/// The race check whose contention is not on one grant (each grant is
+/// consumed once, racing a stop of its run): a call there has no other
+/// call on its grant to wait for, so its store has no rendezvous.
+const RACE_WITHOUT_RENDEZVOUS: &str = "stop_racing_consumes_orders_every_consume";
+
 struct TestStore {
     defect: Defect,
     grants: Mutex<HashMap<ApprovalId, StoredGrant>>,
     abandoned: Mutex<HashMap<ApprovalId, Vec<AttemptId>>>,
     fences: Mutex<Fences>,
+    /// On in the stores race checks get: a non-atomic consume that would
+    /// write waits between its read and its write until another call on the
+    /// grant has read it or finished, and a revoke waits until some call
+    /// has, so it lands between a consume's read and its write.
+    rendezvous: Rendezvous<ApprovalId>,
 }
 
 impl TestStore {
@@ -75,6 +94,7 @@ impl TestStore {
             grants: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(HashMap::new()),
             fences: Mutex::new(Fences::default()),
+            rendezvous: Rendezvous::off(),
         }
     }
 
@@ -102,6 +122,76 @@ impl TestStore {
         {
             grant.failed_attempts = failed;
         }
+    }
+
+    fn revoke_atomically(&self, id: &ApprovalId) -> RevokeOutcome {
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return RevokeOutcome::Unknown;
+        };
+        let mut shown = grant.state.clone();
+        if shown == GrantState::Active && self.fences.lock().unwrap().is_stopped(&grant.approval) {
+            shown = GrantState::Stopped;
+        }
+        let (outcome, next) = decide_revoke(&shown);
+        if let Some(next) = next {
+            grant.state = next;
+        }
+        outcome
+    }
+
+    fn consume_atomically(
+        &self,
+        id: &ApprovalId,
+        binding: &Binding,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> ConsumeOutcome {
+        let abandoned = self.abandoned(id);
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return ConsumeOutcome::Unknown;
+        };
+        let mut seen = grant.clone();
+        if self.defect == Defect::IgnoresExpiry {
+            seen.approval.expires_at = Timestamp::from_millis(u64::MAX);
+        }
+        let stopped = self.stopped_for_consume(&grant.approval);
+        let decision = decide_consume(&seen, &abandoned, stopped, binding, now, attempt);
+        let outcome = decision.outcome;
+        self.apply(grant, decision);
+        if self.defect == Defect::BurnsOnMismatch
+            && outcome == ConsumeOutcome::Stale(StaleReason::Mismatch)
+        {
+            grant.state = GrantState::Consumed {
+                at: now,
+                by: attempt.clone(),
+            };
+        }
+        outcome
+    }
+
+    fn abandon_atomically(
+        &self,
+        id: &ApprovalId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> AbandonOutcome {
+        let mut grants = self.grants.lock().unwrap();
+        let Some(grant) = grants.get_mut(id) else {
+            return AbandonOutcome::Unknown;
+        };
+        let stopped = self.stopped_for_consume(&grant.approval);
+        let mut abandoned = self.abandoned.lock().unwrap();
+        let list = abandoned.entry(id.clone()).or_default();
+        let decision = decide_abandon(grant, list, stopped, now, attempt);
+        if decision.remember && self.defect != Defect::ForgetsAbandonedAttempts {
+            list.push(attempt.clone());
+        }
+        if let Some(next) = decision.state {
+            grant.state = next;
+        }
+        decision.outcome
     }
 
     /// Counts the usable grants `selects` picks and stops them, holding the
@@ -135,7 +225,10 @@ impl TestStore {
 
 #[async_trait]
 impl ApprovalStore for TestStore {
-    async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+    async fn issue(&self, mut approval: Approval) -> Result<(), IssueError> {
+        if self.defect == Defect::DropsElement {
+            approval.element = None;
+        }
         let mut grants = self.grants.lock().unwrap();
         if grants.contains_key(&approval.id) {
             return Err(IssueError::AlreadyExists(approval.id));
@@ -162,18 +255,13 @@ impl ApprovalStore for TestStore {
     }
 
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
-        let mut grants = self.grants.lock().unwrap();
-        let Some(grant) = grants.get_mut(id) else {
-            return Ok(RevokeOutcome::Unknown);
-        };
-        let mut shown = grant.state.clone();
-        if shown == GrantState::Active && self.fences.lock().unwrap().is_stopped(&grant.approval) {
-            shown = GrantState::Stopped;
-        }
-        let (outcome, next) = decide_revoke(&shown);
-        if let Some(next) = next {
-            grant.state = next;
-        }
+        // Waits until some call on the grant has arrived: in a race of
+        // revokes and consumes that is a consume that has read the grant, so
+        // no revoke goes before every read, and one racing a non-atomic
+        // consume lands between its read and its write.
+        self.rendezvous.wait_for(id, 1).await;
+        let outcome = self.revoke_atomically(id);
+        self.rendezvous.arrive(id);
         Ok(outcome)
     }
 
@@ -204,41 +292,25 @@ impl ApprovalStore for TestStore {
         now: Timestamp,
         attempt: &AttemptId,
     ) -> Result<ConsumeOutcome, StoreError> {
-        if self.defect == Defect::CheckThenMarkWithYield {
-            let Some(grant) = self.grants.lock().unwrap().get(id).cloned() else {
+        if self.defect == Defect::CheckThenMark {
+            let read = self.grants.lock().unwrap().get(id).cloned();
+            let Some(grant) = read else {
+                self.rendezvous.arrive(id);
                 return Ok(ConsumeOutcome::Unknown);
             };
             let abandoned = self.abandoned(id);
             let stopped = self.stopped_for_consume(&grant.approval);
             let decision = decide_consume(&grant, &abandoned, stopped, binding, now, attempt);
-            tokio::task::yield_now().await;
+            let writes = decision.state.is_some() || decision.failed_attempts.is_some();
+            self.rendezvous.arrive_after_read(id, writes).await;
             let outcome = decision.outcome;
             if let Some(stored) = self.grants.lock().unwrap().get_mut(id) {
                 self.apply(stored, decision);
             }
             return Ok(outcome);
         }
-        let abandoned = self.abandoned(id);
-        let mut grants = self.grants.lock().unwrap();
-        let Some(grant) = grants.get_mut(id) else {
-            return Ok(ConsumeOutcome::Unknown);
-        };
-        let mut seen = grant.clone();
-        if self.defect == Defect::IgnoresExpiry {
-            seen.approval.expires_at = Timestamp::from_millis(u64::MAX);
-        }
-        let stopped = self.stopped_for_consume(&grant.approval);
-        let decision = decide_consume(&seen, &abandoned, stopped, binding, now, attempt);
-        let outcome = decision.outcome;
-        self.apply(grant, decision);
-        if self.defect == Defect::BurnsOnMismatch
-            && outcome == ConsumeOutcome::Stale(StaleReason::Mismatch)
-        {
-            grant.state = GrantState::Consumed {
-                at: now,
-                by: attempt.clone(),
-            };
-        }
+        let outcome = self.consume_atomically(id, binding, now, attempt);
+        self.rendezvous.arrive(id);
         Ok(outcome)
     }
 
@@ -248,21 +320,9 @@ impl ApprovalStore for TestStore {
         attempt: &AttemptId,
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError> {
-        let mut grants = self.grants.lock().unwrap();
-        let Some(grant) = grants.get_mut(id) else {
-            return Ok(AbandonOutcome::Unknown);
-        };
-        let stopped = self.stopped_for_consume(&grant.approval);
-        let mut abandoned = self.abandoned.lock().unwrap();
-        let list = abandoned.entry(id.clone()).or_default();
-        let decision = decide_abandon(grant, list, stopped, now, attempt);
-        if decision.remember && self.defect != Defect::ForgetsAbandonedAttempts {
-            list.push(attempt.clone());
-        }
-        if let Some(next) = decision.state {
-            grant.state = next;
-        }
-        Ok(decision.outcome)
+        let outcome = self.abandon_atomically(id, attempt, now);
+        self.rendezvous.arrive(id);
+        Ok(outcome)
     }
 
     async fn stop_run(
@@ -307,6 +367,28 @@ fn resume(fence: Option<&mut (u64, bool)>) -> ResumeOutcome {
     }
 }
 
+/// Runs one race check on a fresh store with `defect` (with a rendezvous
+/// unless the check is [`RACE_WITHOUT_RENDEZVOUS`]) and fails the test if a
+/// call gave up waiting at the rendezvous.
+fn race(
+    check: &str,
+    defect: Defect,
+    run: impl FnOnce(Arc<TestStore>) -> Result<(), CheckFailure>,
+) -> Result<(), CheckFailure> {
+    assert!(RACE_CHECKS.contains(&RACE_WITHOUT_RENDEZVOUS));
+    let store = Arc::new(TestStore {
+        rendezvous: if check == RACE_WITHOUT_RENDEZVOUS {
+            Rendezvous::off()
+        } else {
+            Rendezvous::on()
+        },
+        ..TestStore::new(defect)
+    });
+    let result = run(Arc::clone(&store));
+    store.rendezvous.assert_never_timed_out(check);
+    result
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -331,9 +413,9 @@ fn run_all(defect: Defect, config: &RaceConfig) -> HashMap<&'static str, CheckFa
     macro_rules! race {
         ($($name:ident),* $(,)?) => {
             vec![$(
-                (stringify!($name), runtime().block_on(async {
-                    races::$name(Arc::new(TestStore::new(defect)), config).await
-                })),
+                (stringify!($name), race(stringify!($name), defect, |store| runtime().block_on(async {
+                    races::$name(store, config).await
+                }))),
             )*]
         };
     }
@@ -391,7 +473,7 @@ fn a_sound_store_passes_every_check() {
 
 #[test]
 fn non_atomic_check_then_mark_is_caught_by_the_race_checks() {
-    let failures = run_all(Defect::CheckThenMarkWithYield, &RaceConfig::default());
+    let failures = run_all(Defect::CheckThenMark, &RaceConfig::default());
     assert_fails(
         &failures,
         &[
@@ -412,7 +494,7 @@ fn non_atomic_check_then_mark_is_caught_by_the_race_checks() {
         message.contains("expected exactly one"),
         "unexpected message: {message}"
     );
-    model(Defect::CheckThenMarkWithYield).unwrap();
+    model(Defect::CheckThenMark).unwrap();
 }
 
 #[test]
@@ -517,4 +599,23 @@ fn a_store_without_the_attempt_cap_is_caught() {
     );
     let model = model(Defect::NoAttemptCap).unwrap_err();
     assert_eq!(model.check(), MODEL_CHECK);
+}
+
+#[test]
+fn a_store_that_drops_the_bound_element_is_caught() {
+    let failures = run_all(Defect::DropsElement, &RaceConfig::default());
+    assert_fails(
+        &failures,
+        &[
+            "get_round_trips_grant_and_state",
+            "every_field_at_its_maximum",
+        ],
+    );
+    let message = failures["get_round_trips_grant_and_state"].to_string();
+    assert!(
+        message.contains("element: got None, expected Some("),
+        "unexpected message: {message}"
+    );
+    // The model's grants bind no page.
+    model(Defect::DropsElement).unwrap();
 }

@@ -1,18 +1,20 @@
-//! How a proposal is laid out in its row (format 1), its seal, and the
-//! strict reader of that layout.
+//! How a proposal is laid out in its row (format 1, with the `element`
+//! column of schema version 4), its seal, and the strict reader of that
+//! layout.
 
 use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, ApprovalId, ApproverId, MAX_SCREENSHOT_BYTES, PageBinding, PageSnapshot, Proposal,
-    ProposalId, ProposalState, RunId, StoreError, StoredProposal, Timestamp,
+    ActorId, ApprovalId, ApproverId, ElementIdentity, MAX_SCREENSHOT_BYTES, PageBinding,
+    PageSnapshot, Proposal, ProposalId, ProposalState, RunId, StoreError, StoredProposal,
+    Timestamp,
 };
 use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-use crate::record::{hex, millis, seal};
+use crate::record::{hex, millis, seal_with_element};
 
 /// The proposal row format written by this version of the store.
 pub(crate) const FORMAT: i16 = 1;
@@ -26,7 +28,7 @@ pub(crate) mod state {
 
 /// Every column of a proposal row, in the order [`decode`] reads them,
 /// before the current generations of its run's and actor's fences.
-const COLUMNS: [&str; 21] = [
+const COLUMNS: [&str; 22] = [
     "id",
     "format",
     "seal",
@@ -48,6 +50,7 @@ const COLUMNS: [&str; 21] = [
     "approval_id",
     "decided_by",
     "decided_at",
+    "element",
 ];
 
 /// The proposal columns [`decode`] reads, from the proposals table as
@@ -113,6 +116,7 @@ pub(crate) struct NewProposal {
     pub(crate) page_revision: Option<String>,
     pub(crate) screenshot_png: Option<Vec<u8>>,
     pub(crate) target_found: Option<bool>,
+    pub(crate) element: Option<String>,
 }
 
 /// The values of a new proposal, or [`StoreError::Rejected`] for one this
@@ -147,6 +151,9 @@ pub(crate) fn encode_new(proposal: &Proposal) -> Result<NewProposal, StoreError>
         page_revision: snapshot.map(|s| s.page.page_revision.clone()),
         screenshot_png: snapshot.and_then(|s| s.screenshot_png.clone()),
         target_found: snapshot.map(|s| s.target_found),
+        element: snapshot
+            .and_then(|s| s.page.element.as_ref())
+            .map(ElementIdentity::canonical_json),
     })
 }
 
@@ -190,7 +197,9 @@ pub(crate) struct ReadProposal {
 
 /// Reads a row selected with [`columns`] and then the run's and the actor's
 /// current fence generations, accepting only a complete, well-formed,
-/// correctly sealed format 1 row (the proposal `expected`, when given)
+/// correctly sealed format 1 row (the proposal `expected`, when given; its
+/// element, when set, the canonical JSON of a valid identity on a page, a
+/// row written before schema version 4 having none)
 /// whose run and actor fences exist at or past the generations it recorded.
 pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadProposal, StoreError> {
     let key = row
@@ -235,8 +244,9 @@ pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadPro
     let approval_id: Option<String> = column(row, 18, &corrupt)?;
     let decided_by: Option<String> = column(row, 19, &corrupt)?;
     let decided_at: Option<i64> = column(row, 20, &corrupt)?;
-    let run_fence_gen: Option<i64> = column(row, 21, &corrupt)?;
-    let actor_fence_gen: Option<i64> = column(row, 22, &corrupt)?;
+    let element_text: Option<String> = column(row, 21, &corrupt)?;
+    let run_fence_gen: Option<i64> = column(row, 22, &corrupt)?;
+    let actor_fence_gen: Option<i64> = column(row, 23, &corrupt)?;
 
     if format != FORMAT {
         return Err(corrupt("unsupported proposal row format"));
@@ -253,24 +263,27 @@ pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadPro
     );
     let screenshot_hash = screenshot.as_deref().map(|png| hex(&Sha256::digest(png)));
     let found_text = target_found.map(|found| found.to_string());
-    let expected_seal = seal(&[
-        Some(&format_text),
-        Some(&stored_id),
-        Some(&actor),
-        Some(&run),
-        Some(&url),
-        Some(&action_text),
-        Some(&digest_text),
-        Some(&proposed_text),
-        Some(&expires_text),
-        session_id.as_deref(),
-        target_id.as_deref(),
-        page_revision.as_deref(),
-        screenshot_hash.as_deref(),
-        found_text.as_deref(),
-        Some(&run_gen_text),
-        Some(&actor_gen_text),
-    ]);
+    let expected_seal = seal_with_element(
+        &[
+            Some(&format_text),
+            Some(&stored_id),
+            Some(&actor),
+            Some(&run),
+            Some(&url),
+            Some(&action_text),
+            Some(&digest_text),
+            Some(&proposed_text),
+            Some(&expires_text),
+            session_id.as_deref(),
+            target_id.as_deref(),
+            page_revision.as_deref(),
+            screenshot_hash.as_deref(),
+            found_text.as_deref(),
+            Some(&run_gen_text),
+            Some(&actor_gen_text),
+        ],
+        element_text.as_deref(),
+    );
     if stored_seal != expected_seal {
         return Err(corrupt(
             "seal does not match the row: a column written at propose was changed",
@@ -291,17 +304,23 @@ pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadPro
             .map(Timestamp::from_millis)
             .map_err(|_| corrupt(&format!("{name} is negative")))
     };
+    let element = element_text
+        .map(|json| {
+            ElementIdentity::from_canonical_json(&json)
+                .map_err(|_| corrupt("element is not the canonical json of an element identity"))
+        })
+        .transpose()?;
     let proposed_at = timestamp(proposed_at, "proposed_at")?;
     let expires_at = timestamp(expires_at, "expires_at")?;
     let snapshot = match (session_id, target_id, page_revision, target_found) {
-        (None, None, None, None) if screenshot.is_none() => None,
+        (None, None, None, None) if screenshot.is_none() && element.is_none() => None,
         (Some(session_id), Some(target_id), Some(page_revision), Some(target_found)) => {
             Some(PageSnapshot {
                 page: PageBinding {
                     session_id,
                     target_id,
                     page_revision,
-                    element: None,
+                    element,
                 },
                 screenshot_png: screenshot,
                 target_found,
@@ -395,9 +414,18 @@ mod tests {
                 })
             })
             .collect();
+        // The element is sealed after them, when set (see
+        // `seal_with_element`).
         assert_eq!(
             unsealed,
-            ["seal", "state", "approval_id", "decided_by", "decided_at"]
+            [
+                "seal",
+                "state",
+                "approval_id",
+                "decided_by",
+                "decided_at",
+                "element"
+            ]
         );
     }
 

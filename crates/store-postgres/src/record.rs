@@ -1,11 +1,11 @@
-//! How a grant is laid out in its row (format 2), its seal, and the strict
-//! reader of that layout.
+//! How a grant is laid out in its row (format 2, with the `element` column
+//! of schema version 4), its seal, and the strict reader of that layout.
 
 use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, GrantState,
+    ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, ElementIdentity, GrantState,
     MAX_ABANDONED_ATTEMPTS, RunId, StoreError, StoredGrant, Timestamp,
 };
 use sha2::{Digest, Sha256};
@@ -29,7 +29,7 @@ pub(crate) mod state {
 
 /// Every column of a grant row, in the order [`decode`] reads them, then
 /// the current generations of its run's and actor's fences.
-const GRANT_COLUMNS: [&str; 24] = [
+const GRANT_COLUMNS: [&str; 25] = [
     "id",
     "format",
     "seal",
@@ -54,6 +54,7 @@ const GRANT_COLUMNS: [&str; 24] = [
     "consumed_by",
     "abandoned_attempts",
     "failed_attempts",
+    "element",
 ];
 
 /// The columns [`decode`] reads, for a select from the grants table as `g`
@@ -108,30 +109,53 @@ pub(crate) const SEALED_SQL_V1: [&str; 13] = [
 ];
 
 /// The SQL expression of a seal over `values` (SQL text expressions, in
-/// seal order); equal to [`seal`] of the same values.
+/// seal order); equal to [`seal_with_element`] of the same values.
 pub(crate) fn seal_sql_over(values: &[&str]) -> String {
-    let parts: Vec<String> = values
+    seal_sql_with_element(values, None)
+}
+
+/// The SQL expression of a seal over `values` and then, when it is not
+/// null, the text expression `element` (the bound element's canonical
+/// JSON); equal to [`seal_with_element`] of the same values. A row whose
+/// element is null has the seal of its values alone: the seal rows had
+/// before schema version 4 added the column.
+pub(crate) fn seal_sql_with_element(values: &[&str], element: Option<&str>) -> String {
+    let mut parts: Vec<String> = values
         .iter()
         .map(|value| format!("coalesce(octet_length({value})::text || ':' || {value}, '-') || ';'"))
         .collect();
+    if let Some(element) = element {
+        parts.push(format!(
+            "coalesce(octet_length({element})::text || ':' || {element} || ';', '')"
+        ));
+    }
     format!(
         "encode(sha256(convert_to({}, 'UTF8')), 'hex')",
         parts.join(" || ")
     )
 }
 
-/// The SQL expression that recomputes a row's seal; equal to [`seal`] of
+/// The SQL expression that recomputes a row's seal; equal to [`seal_with_element`] of
 /// the same values. Statements that change a row require `seal = ` this.
 pub(crate) fn seal_sql() -> String {
-    seal_sql_over(&SEALED_SQL)
+    seal_sql_with_element(&SEALED_SQL, Some("element"))
+}
+
+/// The seal of a row without an element (see [`seal_with_element`]).
+#[cfg(test)]
+pub(crate) fn seal(values: &[Option<&str>]) -> String {
+    seal_with_element(values, None)
 }
 
 /// The seal of a row: sha-256, as lower-case hex, over every column
 /// written when it was created (for a grant, at issue), each as
-/// `<byte length>:<text>;` (`-;` when null).
-pub(crate) fn seal(values: &[Option<&str>]) -> String {
+/// `<byte length>:<text>;` (`-;` when null), then, when `element` is set,
+/// `<byte length>:<text>;` of it (nothing when it is
+/// not, so a row without an element keeps the seal it had before schema
+/// version 4).
+pub(crate) fn seal_with_element(values: &[Option<&str>], element: Option<&str>) -> String {
     let mut hasher = Sha256::new();
-    for value in values {
+    for value in values.iter().chain(element.map(Some).iter()) {
         match value {
             Some(text) => {
                 hasher.update(text.len().to_string());
@@ -170,6 +194,7 @@ pub(crate) struct Sealed<'a> {
     pub(crate) attempt_limit: i64,
     pub(crate) run_gen: i64,
     pub(crate) actor_gen: i64,
+    pub(crate) element: Option<&'a str>,
 }
 
 impl Sealed<'_> {
@@ -184,26 +209,29 @@ impl Sealed<'_> {
             self.run_gen.to_string(),
             self.actor_gen.to_string(),
         );
-        seal(&[
-            Some(&format),
-            Some(self.id),
-            Some(self.actor_id),
-            Some(self.run_id),
-            Some(self.url),
-            Some(self.action),
-            Some(self.action_digest),
-            Some(&issued),
-            Some(&expires),
-            self.approver_note,
-            self.page_revision,
-            self.operation_id,
-            self.session_id,
-            self.approver_id,
-            approved.as_deref(),
-            Some(&limit),
-            Some(&run_gen),
-            Some(&actor_gen),
-        ])
+        seal_with_element(
+            &[
+                Some(&format),
+                Some(self.id),
+                Some(self.actor_id),
+                Some(self.run_id),
+                Some(self.url),
+                Some(self.action),
+                Some(self.action_digest),
+                Some(&issued),
+                Some(&expires),
+                self.approver_note,
+                self.page_revision,
+                self.operation_id,
+                self.session_id,
+                self.approver_id,
+                approved.as_deref(),
+                Some(&limit),
+                Some(&run_gen),
+                Some(&actor_gen),
+            ],
+            self.element,
+        )
     }
 }
 
@@ -218,6 +246,7 @@ pub(crate) struct NewRow {
     pub(crate) approver_id: Option<String>,
     pub(crate) approved_at: Option<i64>,
     pub(crate) attempt_limit: i64,
+    pub(crate) element: Option<String>,
 }
 
 /// A timestamp as a `bigint`, or `None` past `i64::MAX`.
@@ -243,6 +272,10 @@ pub(crate) fn encode_new(approval: &Approval) -> Option<NewRow> {
             .map(|approver| approver.id.as_str().to_owned()),
         approved_at,
         attempt_limit: i64::from(approval.attempt_limit),
+        element: approval
+            .element
+            .as_ref()
+            .map(ElementIdentity::canonical_json),
     })
 }
 
@@ -258,6 +291,8 @@ pub(crate) struct ReadGrant {
 
 /// Reads a row selected with [`select_columns`] as the grant `id`,
 /// accepting only a complete, well-formed, correctly sealed format-2 row
+/// (its element, when set, the canonical JSON of a valid identity; a row
+/// written before schema version 4 has none and binds no element)
 /// whose abandoned list holds distinct attempt ids, at most
 /// [`MAX_ABANDONED_ATTEMPTS`], none of them the attempt that consumed it,
 /// and whose run and actor fences exist at or past the generations it
@@ -304,8 +339,9 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
     let consumed_by: Option<String> = column(row, 21, "consumed_by", id)?;
     let abandoned: Vec<Option<String>> = column(row, 22, "abandoned_attempts", id)?;
     let failed_attempts: i64 = column(row, 23, "failed_attempts", id)?;
-    let run_fence_gen: Option<i64> = column(row, 24, "the run fence's gen", id)?;
-    let actor_fence_gen: Option<i64> = column(row, 25, "the actor fence's gen", id)?;
+    let element_text: Option<String> = column(row, 24, "element", id)?;
+    let run_fence_gen: Option<i64> = column(row, 25, "the run fence's gen", id)?;
+    let actor_fence_gen: Option<i64> = column(row, 26, "the actor fence's gen", id)?;
 
     if format != FORMAT {
         return Err(corrupt("unsupported row format"));
@@ -332,6 +368,7 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
         attempt_limit,
         run_gen,
         actor_gen,
+        element: element_text.as_deref(),
     }
     .seal();
     if stored_seal != expected_seal {
@@ -341,6 +378,12 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
     }
     let actor_id = ActorId::new(actor).map_err(|_| corrupt("actor is not a valid actor id"))?;
     let run_id = RunId::new(run).map_err(|_| corrupt("run is not a valid run id"))?;
+    let element = element_text
+        .map(|json| {
+            ElementIdentity::from_canonical_json(&json)
+                .map_err(|_| corrupt("element is not the canonical json of an element identity"))
+        })
+        .transpose()?;
     let action = Action::from_canonical_json(&action_text)
         .map_err(|_| corrupt("action is not canonical action json"))?;
     let action_digest = ActionDigest::from_str(&digest_text)
@@ -400,11 +443,24 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
         (state::ACTIVE | state::REVOKED | state::LOCKED, _, _) => {
             return Err(corrupt("unconsumed row has consumed columns"));
         }
-        (state::CONSUMED, _, _) => {
-            return Err(corrupt("consumed row lacks consumed_at or consumed_by"));
-        }
+        (state::CONSUMED, None, _) => return Err(corrupt("consumed row lacks consumed_at")),
+        (state::CONSUMED, Some(_), None) => return Err(corrupt("consumed row lacks consumed_by")),
         _ => return Err(corrupt("unknown state")),
     };
+    // The mismatch that reaches the limit locks the grant, and nothing
+    // counts past it: a locked row counts exactly its limit, any other row
+    // less (the statements' integrity checks require the same).
+    if stored_state == GrantState::Locked {
+        if failed_attempts != attempt_limit {
+            return Err(corrupt(
+                "locked row does not count its limit of failed attempts",
+            ));
+        }
+    } else if failed_attempts >= attempt_limit {
+        return Err(corrupt(
+            "failed_attempts reaches the attempt limit of a row that is not locked",
+        ));
+    }
     if let GrantState::Consumed { by, .. } = &stored_state
         && abandoned_attempts.contains(by)
     {
@@ -444,7 +500,7 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
             page_revision,
             operation_id,
             session_id,
-            element: None,
+            element,
         },
         state,
         failed_attempts,
@@ -486,6 +542,47 @@ mod tests {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(a, expected);
+        // A null element adds nothing; a set one adds `<length>:<text>;`.
+        assert_eq!(
+            seal_with_element(&values(&[Some("ab"), Some("c")]), None),
+            a
+        );
+        let mut hasher = Sha256::new();
+        hasher.update(format!("2:ab;1:c;{}2:{{}};", "-;".repeat(SEALED - 2)));
+        let with: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            seal_with_element(&values(&[Some("ab"), Some("c")]), Some("{}")),
+            with
+        );
+        assert_ne!(
+            seal_with_element(&values(&[Some("ab"), Some("c")]), Some("")),
+            a
+        );
+    }
+
+    proptest::proptest! {
+        /// A null element leaves a row's seal as it was before schema
+        /// version 4; any element, empty text included, changes it, and
+        /// two different elements seal differently.
+        #[test]
+        fn the_element_extends_the_seal_only_when_set(
+            values in proptest::collection::vec(proptest::option::of(".{0,8}"), SEALED),
+            element in ".{0,16}",
+            other in ".{0,16}",
+        ) {
+            let values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
+            let plain = seal(&values);
+            proptest::prop_assert_eq!(seal_with_element(&values, None), plain.clone());
+            let sealed = seal_with_element(&values, Some(&element));
+            proptest::prop_assert_ne!(&sealed, &plain);
+            if other != element {
+                proptest::prop_assert_ne!(seal_with_element(&values, Some(&other)), sealed);
+            }
+        }
     }
 
     #[test]
@@ -496,12 +593,17 @@ mod tests {
             let found = sql[at..].find(&format!("octet_length({column})")).unwrap();
             at += found + 1;
         }
-        assert_eq!(sql.matches("octet_length(").count(), SEALED);
+        assert_eq!(sql.matches("octet_length(").count(), SEALED + 1);
+        // The element, when set, after them.
+        assert!(sql.ends_with(
+            "coalesce(octet_length(element)::text || ':' || element || ';', ''), 'UTF8')), 'hex')"
+        ));
         // Every column written at issue is sealed, except the state columns.
         let unsealed: Vec<&str> = GRANT_COLUMNS
             .iter()
             .copied()
             .filter(|c| !SEALED_SQL.iter().any(|s| s.split("::").next() == Some(*c)))
+            .filter(|c| *c != "element")
             .collect();
         assert_eq!(
             unsealed,

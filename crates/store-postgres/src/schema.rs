@@ -7,7 +7,7 @@ use crate::options::{InvalidOptions, PostgresStoreOptions};
 use crate::record;
 
 /// The schema version this library reads and writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// One step of the schema: its version, what it does, and its SQL with
 /// placeholders.
@@ -33,6 +33,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 3,
         description: "proposals",
         sql: include_str!("sql/0003_proposals.sql"),
+    },
+    Migration {
+        version: 4,
+        description: "element-bound grants and proposals",
+        sql: include_str!("sql/0004_element.sql"),
     },
 ];
 
@@ -181,8 +186,9 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
 ///
 /// Run it in one transaction. From version 1, stop every host on the older
 /// library first (the version 2 step converts every grant row); the
-/// version 3 step only adds the proposals table, so hosts already running
-/// the version 2 library keep working while it is applied (see
+/// version 3 step only adds the proposals table and the version 4 step
+/// only adds the nullable `element` columns, so hosts already running the
+/// previous library keep working while either is applied (see
 /// `docs/postgres.md`).
 ///
 /// ```
@@ -241,6 +247,7 @@ mod tests {
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (2, 'host controls: fences, attempt cap, approver');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (3, 'proposals');"));
+        assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (4, 'element-bound grants and proposals');"));
         assert!(
             sql.contains("encode(sha256("),
             "the seal placeholders are filled"
@@ -263,10 +270,23 @@ mod tests {
         // From version 2 only the proposals step runs: nothing else changes.
         let upgrade = names.setup_sql(2);
         assert!(upgrade.contains("CREATE TABLE \"countersign\".\"proposals\""));
-        assert!(!upgrade.contains("ALTER TABLE \"countersign\".\"grants\""));
+        assert!(!upgrade.contains("ADD COLUMN approver_id"));
         assert!(!upgrade.contains("UPDATE "));
         assert!(upgrade.contains("VALUES (3, "));
         assert!(!upgrade.contains("VALUES (2, "));
+        // From version 3 only the element columns are added: no row is
+        // rewritten.
+        let upgrade = names.setup_sql(3);
+        assert!(!upgrade.contains("CREATE TABLE \""));
+        assert!(
+            upgrade.contains("ALTER TABLE \"countersign\".\"grants\" ADD COLUMN element text;")
+        );
+        assert!(
+            upgrade.contains("ALTER TABLE \"countersign\".\"proposals\" ADD COLUMN element text;")
+        );
+        assert!(!upgrade.contains("UPDATE "));
+        assert!(upgrade.contains("VALUES (4, "));
+        assert!(!upgrade.contains("VALUES (3, "));
     }
 
     #[test]
@@ -279,8 +299,12 @@ mod tests {
         assert!(v1.contains("octet_length(format::text)"));
         assert!(v2.contains("octet_length('2'::text)"));
         assert!(!v2.contains("format::text"));
-        // The conversion seal is the format 2 seal with the format filled in.
-        assert_eq!(v2.replace("'2'::text", "format::text"), record::seal_sql());
+        // The conversion seal is the format 2 seal with the format filled in
+        // (of a row without an element: the column comes with version 4).
+        assert_eq!(
+            v2.replace("'2'::text", "format::text"),
+            record::seal_sql_over(&record::SEALED_SQL)
+        );
     }
 
     #[test]

@@ -182,17 +182,21 @@ impl Statements {
              (SELECT seq FROM {o} ORDER BY seq DESC LIMIT $2) AS newest) END)"
         );
         // A row is changeable only if it is format 2, its seal matches, its
-        // count of failed attempts is in range and its abandoned list holds
-        // at most the bound of distinct attempt ids: a row altered by hand
-        // is never changed, whatever else it holds.
+        // count of failed attempts is in range (exactly the attempt limit
+        // when locked, below it otherwise) and its abandoned list holds at
+        // most the bound of distinct attempt ids: a row altered by hand is
+        // never changed, whatever else it holds.
         let sound = format!(
             "format = {FORMAT} AND seal = {seal} \
              AND failed_attempts BETWEEN 0 AND {u32_max} \
+             AND CASE WHEN state = '{locked}' THEN failed_attempts = attempt_limit \
+             ELSE failed_attempts < attempt_limit END \
              AND cardinality(abandoned_attempts) <= {MAX_ABANDONED_ATTEMPTS} \
              AND NOT EXISTS (SELECT 1 FROM unnest(abandoned_attempts) AS a(attempt) \
              WHERE a.attempt IS NULL OR a.attempt !~ '{ATTEMPT_ID_PATTERN}') \
              AND (SELECT count(DISTINCT a.attempt) FROM unnest(abandoned_attempts) AS a(attempt)) \
-             = cardinality(abandoned_attempts)"
+             = cardinality(abandoned_attempts)",
+            locked = state::LOCKED
         );
         // Consume and revoke change only a sound row that is active without
         // consumed columns.
@@ -236,13 +240,13 @@ impl Statements {
                 })
                 .collect();
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
-            record::seal_sql_over(&values)
+            record::seal_sql_with_element(&values, Some("v.element"))
         };
         // The seal of the proposal being proposed, likewise.
         let propose_seal = {
             let values = proposal_record::insert_seal_values();
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
-            record::seal_sql_over(&values)
+            record::seal_sql_with_element(&values, Some("v.element"))
         };
         let proposal_columns = proposal_record::columns("p");
         Statements {
@@ -261,16 +265,17 @@ impl Statements {
                  $7::bigint AS issued_at, $8::bigint AS expires_at, $9::text AS approver_note, \
                  $10::text AS page_revision, $11::text AS operation_id, $12::text AS session_id, \
                  $13::text AS approver_id, $14::bigint AS approved_at, \
-                 $15::bigint AS attempt_limit",
+                 $15::bigint AS attempt_limit, $16::text AS element",
                 &format!(
                     "INSERT INTO {g} (id, format, seal, actor_id, run_id, url, action, \
                      action_digest, issued_at, expires_at, approver_note, page_revision, \
                      operation_id, session_id, approver_id, approved_at, attempt_limit, run_gen, \
-                     actor_gen, state, failed_attempts) \
+                     actor_gen, state, failed_attempts, element) \
                      SELECT v.id, {FORMAT}, {issue_seal}, v.actor_id, v.run_id, v.url, v.action, \
                      v.action_digest, v.issued_at, v.expires_at, v.approver_note, v.page_revision, \
                      v.operation_id, v.session_id, v.approver_id, v.approved_at, v.attempt_limit, \
-                     r.gen, a.gen, '{active}', 0 FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped",
+                     r.gen, a.gen, '{active}', 0, v.element FROM v, r, a \
+                     WHERE NOT r.stopped AND NOT a.stopped",
                     active = state::ACTIVE
                 ),
             ),
@@ -288,15 +293,17 @@ impl Statements {
                  $7::bigint AS proposed_at, $8::bigint AS expires_at, \
                  $9::text AS page_session_id, $10::text AS page_target_id, \
                  $11::text AS page_revision, $12::bytea AS screenshot_png, \
-                 $13::boolean AS target_found",
+                 $13::boolean AS target_found, $14::text AS element",
                 &format!(
                     "INSERT INTO {p} (id, format, seal, actor_id, run_id, url, action, \
                      action_digest, proposed_at, expires_at, page_session_id, page_target_id, \
-                     page_revision, screenshot_png, target_found, run_gen, actor_gen, state) \
+                     page_revision, screenshot_png, target_found, run_gen, actor_gen, state, \
+                     element) \
                      SELECT v.id, {proposal_format}, {propose_seal}, v.actor_id, v.run_id, v.url, \
                      v.action, v.action_digest, v.proposed_at, v.expires_at, v.page_session_id, \
                      v.page_target_id, v.page_revision, v.screenshot_png, v.target_found, \
-                     r.gen, a.gen, '{pending}' FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped",
+                     r.gen, a.gen, '{pending}', v.element FROM v, r, a \
+                     WHERE NOT r.stopped AND NOT a.stopped",
                     proposal_format = proposal_record::FORMAT,
                     pending = proposal_record::state::PENDING
                 ),
@@ -1392,7 +1399,7 @@ impl<'a> IssueArgs<'a> {
         })
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 16] {
         [
             &self.id,
             &self.actor,
@@ -1409,6 +1416,7 @@ impl<'a> IssueArgs<'a> {
             &self.row.approver_id,
             &self.row.approved_at,
             &self.row.attempt_limit,
+            &self.row.element,
         ]
     }
 }
@@ -1541,7 +1549,7 @@ impl ProposalStore for PostgresApprovalStore {
             proposal.actor_id.as_str(),
             proposal.run_id.as_str(),
         );
-        let params: [&(dyn ToSql + Sync); 13] = [
+        let params: [&(dyn ToSql + Sync); 14] = [
             &id,
             &actor,
             &run,
@@ -1555,6 +1563,7 @@ impl ProposalStore for PostgresApprovalStore {
             &row.page_revision,
             &row.screenshot_png,
             &row.target_found,
+            &row.element,
         ];
         for _ in 0..RECHECKS {
             let rows = self

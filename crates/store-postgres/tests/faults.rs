@@ -19,7 +19,9 @@ use countersign_approval_core::{
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
 use countersign_store_postgres::PostgresApprovalStore;
-use support::{Isolation, PgServer, act_over, call, grant, now, options_for, shared_server};
+use support::{
+    Isolation, KillGate, PgServer, act_over, call, grant, now, options_for, shared_server,
+};
 
 const TTL: Duration = Duration::from_secs(600);
 
@@ -456,21 +458,32 @@ async fn a_server_sigkilled_mid_burst_loses_no_ok_and_the_store_recovers_by_itse
         RetryPolicy::default(),
     ));
 
-    // Two tasks race for every grant; each task walks its half of the grants.
+    // Two tasks race for every grant; each task walks its half of the
+    // grants. Half the tasks wait half-way until the server is dead (the
+    // others run on through the kill), and it restarts only once a call
+    // failed against it, so the kill always hits some calls.
     let done = Arc::new(AtomicUsize::new(0));
+    let gate = KillGate::new();
     let mut tasks = Vec::new();
     for task in 0..BURST_TASKS {
-        let (act, done) = (act.clone(), done.clone());
+        let (act, done, gate) = (act.clone(), done.clone(), gate.clone());
         let mine: Vec<(usize, String)> = ids
             .iter()
             .enumerate()
             .filter(|(i, _)| i % (BURST_TASKS / 2) == task % (BURST_TASKS / 2))
             .map(|(i, id)| (i, id.clone()))
             .collect();
+        let waits_at = (task % 2 == 0).then_some(mine.len() / 2);
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
-            for (i, id) in mine {
+            for (k, (i, id)) in mine.into_iter().enumerate() {
+                if waits_at == Some(k) {
+                    gate.killed().await;
+                }
                 let result = act.execute_tool_call(&call(&id, &format!("a#k{i}"))).await;
+                if result.code() == OutcomeCode::StoreUnavailable {
+                    gate.hit();
+                }
                 results.push((id, result.code()));
                 done.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(4)).await;
@@ -482,12 +495,11 @@ async fn a_server_sigkilled_mid_burst_loses_no_ok_and_the_store_recovers_by_itse
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let killed_at = done.load(Ordering::SeqCst);
-    let restarter = tokio::task::spawn_blocking({
-        let server = server.clone();
-        move || {
-            server.kill();
-            std::thread::sleep(Duration::from_millis(700));
-            server.restart();
+    let restarter = tokio::spawn({
+        let (server, gate) = (server.clone(), gate.clone());
+        async move {
+            gate.kill_then_restart_after_a_hit(&server, Duration::from_millis(700))
+                .await
         }
     });
 

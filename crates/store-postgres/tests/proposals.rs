@@ -21,7 +21,9 @@ use countersign_store_postgres::{
     ConnectError, PostgresApprovalStore, SCHEMA_VERSION, SchemaSetup, schema_sql,
     schema_upgrade_sql,
 };
-use support::{Isolation, PgServer, now, options_for, shared_server, store_on, url_and_action};
+use support::{
+    Isolation, KillGate, PgServer, now, options_for, shared_server, store_on, url_and_action,
+};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -64,7 +66,7 @@ fn observed(proposal: Proposal, screenshot_png: Option<Vec<u8>>, target_found: b
                 session_id: "session-7".to_owned(),
                 target_id: "target-3".to_owned(),
                 page_revision: "revision-12".to_owned(),
-                element: None,
+                element: Some(support::element()),
             },
             screenshot_png,
             target_found,
@@ -865,7 +867,20 @@ async fn a_proposal_row_altered_by_hand_is_corrupt_and_never_decided() {
     let admin = server.admin().await;
     let t0 = now();
     let p = store.proposals_table().to_owned();
-    let tampers: [(&str, &str, String); 8] = [
+    let tampers: [(&str, &str, String); 10] = [
+        (
+            "element removed",
+            "run-element-removed",
+            format!("UPDATE {p} SET element = NULL"),
+        ),
+        (
+            "element changed to another valid identity",
+            "run-element",
+            format!(
+                "UPDATE {p} SET element = \
+                 replace(element, '\"role\":\"button\"', '\"role\":\"link\"')"
+            ),
+        ),
         (
             "url",
             "run-url",
@@ -1159,9 +1174,13 @@ fn version_2_sql(options: &countersign_store_postgres::PostgresStoreOptions) -> 
 /// grant rows are laid out as version 2 laid them out) into the version 2
 /// schema `to`.
 async fn copy_grants(admin: &tokio_postgres::Client, from: &PostgresApprovalStore, to: &str) {
+    // Without the `element` column version 4 added (null on every grant
+    // copied here).
     admin
         .batch_execute(&format!(
-            "INSERT INTO \"{to}\".grants SELECT * FROM {}; \
+            "CREATE TEMP TABLE copied AS SELECT * FROM {}; \
+             ALTER TABLE copied DROP COLUMN element; \
+             INSERT INTO \"{to}\".grants SELECT * FROM copied; DROP TABLE copied; \
              INSERT INTO \"{to}\".run_fences SELECT * FROM {}; \
              INSERT INTO \"{to}\".actor_fences SELECT * FROM {};",
             from.grants_table(),
@@ -1173,7 +1192,7 @@ async fn copy_grants(admin: &tokio_postgres::Client, from: &PostgresApprovalStor
 }
 
 #[tokio::test]
-async fn a_version_2_schema_is_upgraded_in_place_to_version_3() {
+async fn a_version_2_schema_is_upgraded_in_place_to_the_current_version() {
     let server = shared_server();
     let admin = server.admin().await;
     let options = options_for(server, "prp_upgrade", Isolation::ReadCommitted);
@@ -1221,7 +1240,7 @@ async fn a_version_2_schema_is_upgraded_in_place_to_version_3() {
     );
     let grants_before: String = admin
         .query_one(
-            &format!("SELECT string_agg(row_to_json(g)::text, ',' ORDER BY id) FROM \"{schema}\".grants g"),
+            &format!("SELECT string_agg(row_to_json(g)::jsonb::text, ',' ORDER BY id) FROM \"{schema}\".grants g"),
             &[],
         )
         .await
@@ -1232,21 +1251,12 @@ async fn a_version_2_schema_is_upgraded_in_place_to_version_3() {
     let store = PostgresApprovalStore::connect(options.clone())
         .await
         .unwrap();
-    let versions: Vec<i32> = admin
-        .query(
-            &format!("SELECT version FROM \"{schema}\".schema_version ORDER BY 1"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(versions, vec![1, 2, 3]);
-    assert_eq!(SCHEMA_VERSION, 3);
+    let versions = support::schema_versions(&admin, &schema).await;
+    assert_eq!(versions, vec![1, 2, 3, 4]);
+    assert_eq!(SCHEMA_VERSION, 4);
     let grants_after: String = admin
         .query_one(
-            &format!("SELECT string_agg(row_to_json(g)::text, ',' ORDER BY id) FROM \"{schema}\".grants g"),
+            &format!("SELECT string_agg((row_to_json(g)::jsonb - 'element')::text, ',' ORDER BY id) FROM \"{schema}\".grants g"),
             &[],
         )
         .await
@@ -1313,6 +1323,105 @@ async fn a_version_2_schema_is_upgraded_in_place_to_version_3() {
         .unwrap();
 }
 
+/// The schema at version 3, as the library before element-bound grants
+/// created it.
+fn version_3_sql(options: &countersign_store_postgres::PostgresStoreOptions) -> String {
+    let sql = schema_sql(options).unwrap();
+    let cut = sql
+        .find("-- countersign PostgreSQL store, schema version 4")
+        .expect("the version 4 step starts with its header");
+    let v3 = sql[..cut].to_owned();
+    assert!(v3.contains("VALUES (3, ") && !v3.contains("VALUES (4, "));
+    v3
+}
+
+/// Version 4 only adds the nullable `element` columns: the rows of version 3
+/// keep their seals and read as bound to no element (what they were
+/// approved with), and an element added to one by hand breaks its seal.
+#[tokio::test]
+async fn a_version_3_schema_gains_the_element_columns_and_its_rows_bind_no_element() {
+    let server = shared_server();
+    let admin = server.admin().await;
+    let options = options_for(server, "prp_upgrade_v3", Isolation::ReadCommitted);
+    let schema = options.schema_name().to_owned();
+    admin
+        .batch_execute(&format!("BEGIN;\n{}\nCOMMIT;", version_3_sql(&options)))
+        .await
+        .unwrap();
+    let source = store_on(server, "prp_upgrade_v3_src", Isolation::ReadCommitted).await;
+    let t0 = now();
+    let old = support::grant("a#v3-old", MINUTE, t0).await;
+    let tampered = support::grant("a#v3-tampered", MINUTE, t0).await;
+    for g in [&old, &tampered] {
+        source.issue(g.clone()).await.unwrap();
+    }
+    copy_grants(&admin, &source, &schema).await;
+    let pending = observed(proposal("a#v3-pending", MINUTE, t0).await, None, true);
+    let mut pending = pending;
+    if let Some(snapshot) = pending.snapshot.as_mut() {
+        snapshot.page.element = None;
+    }
+    source.propose(pending.clone()).await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE TEMP TABLE copied_p AS SELECT * FROM {}; \
+             ALTER TABLE copied_p DROP COLUMN element; \
+             INSERT INTO \"{schema}\".proposals SELECT * FROM copied_p; DROP TABLE copied_p;",
+            source.proposals_table()
+        ))
+        .await
+        .unwrap();
+
+    let store = PostgresApprovalStore::connect(options.clone())
+        .await
+        .unwrap();
+    let versions = support::schema_versions(&admin, &schema).await;
+    assert_eq!(versions, vec![1, 2, 3, 4]);
+    let read = store.get(&old.id).await.unwrap().unwrap();
+    assert_eq!(read, StoredGrant::issued(old.clone()));
+    assert_eq!(read.approval.element, None);
+    assert_eq!(
+        store.get_proposal(&pending.id).await.unwrap(),
+        Some(StoredProposal::pending(pending.clone()))
+    );
+    let grant = grant_for(&pending, t0);
+    assert_eq!(grant.element, None);
+    assert_eq!(
+        store
+            .approve_proposal(&pending.id, grant.clone(), t0)
+            .await
+            .unwrap(),
+        DecisionOutcome::Approved
+    );
+    assert_eq!(
+        store
+            .consume_once(&old.id, &old.binding(), t0, &AttemptId::generate().unwrap())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    // An element-bound grant on the upgraded schema keeps its element.
+    let page = PageBinding::new("session", "tab", "rev-1").with_element(support::element());
+    let bound = support::grant("a#v4-bound", MINUTE, t0)
+        .await
+        .bound_to_page(&page)
+        .unwrap();
+    store.issue(bound.clone()).await.unwrap();
+    assert_eq!(store.get(&bound.id).await.unwrap().unwrap().approval, bound);
+    // An element added by hand to an old row: the seal no longer holds.
+    admin
+        .execute(
+            &format!("UPDATE \"{schema}\".grants SET element = $2 WHERE id = $1"),
+            &[&tampered.id.as_str(), &support::element().canonical_json()],
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.get(&tampered.id).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+}
+
 #[tokio::test]
 async fn the_host_can_apply_the_printed_upgrade_from_version_2() {
     let server = shared_server();
@@ -1335,7 +1444,7 @@ async fn the_host_can_apply_the_printed_upgrade_from_version_2() {
         !sql.contains("VALUES (2, "),
         "only the step after version 2"
     );
-    assert!(!sql.contains(&format!("ALTER TABLE \"{schema}\".\"grants\"")));
+    assert!(!sql.contains("ADD COLUMN approver_id"));
     admin
         .batch_execute(&format!("BEGIN;\n{sql}\nCOMMIT;"))
         .await
@@ -1506,7 +1615,9 @@ const BURST_TASKS: usize = 8;
 /// recovery every proposal is either approved with the very grant its
 /// approval sent, which exists, or pending with that grant absent; every
 /// `Approved` answered before the kill is kept; a second pass approves the
-/// rest, each once.
+/// rest, each once. Half the tasks wait half-way until the server is dead
+/// (the others run on through the kill), and it restarts only once an
+/// approval failed against it, so the kill always hits some approvals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither() {
     let server = Arc::new(PgServer::start());
@@ -1519,6 +1630,7 @@ async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither
         proposals.push(p);
     }
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gate = KillGate::new();
     let mut tasks = Vec::new();
     for task in 0..BURST_TASKS {
         let mine: Vec<Proposal> = proposals
@@ -1527,12 +1639,19 @@ async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither
             .filter(|(i, _)| i % BURST_TASKS == task)
             .map(|(_, p)| p.clone())
             .collect();
-        let (store, done) = (store.clone(), done.clone());
+        let (store, done, gate) = (store.clone(), done.clone(), gate.clone());
+        let waits_at = (task % 2 == 0).then_some(mine.len() / 2);
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
-            for p in mine {
+            for (k, p) in mine.into_iter().enumerate() {
+                if waits_at == Some(k) {
+                    gate.killed().await;
+                }
                 let grant = grant_for(&p, t0);
                 let answer = store.approve_proposal(&p.id, grant.clone(), t0).await;
+                if answer.is_err() {
+                    gate.hit();
+                }
                 results.push((p.id.clone(), grant, answer));
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(3)).await;
@@ -1544,8 +1663,11 @@ async fn a_server_killed_mid_burst_of_approvals_leaves_each_with_both_or_neither
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let restarter = tokio::spawn({
-        let server = server.clone();
-        async move { kill_and_restart(&server, Duration::from_millis(700)).await }
+        let (server, gate) = (server.clone(), gate.clone());
+        async move {
+            gate.kill_then_restart_after_a_hit(&server, Duration::from_millis(700))
+                .await
+        }
     });
     let mut sent: HashMap<ProposalId, (Approval, Result<DecisionOutcome, ApproveError>)> =
         HashMap::new();

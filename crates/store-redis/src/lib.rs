@@ -49,7 +49,7 @@
 //! SHA-256 of the actor id (which may itself hold braces). In that slot:
 //!
 //! ```text
-//! {prefix}:{a<tag>}:grant:<id>      string: the grant, one record (format v=3)
+//! {prefix}:{a<tag>}:grant:<id>      string: the grant, one record (format v=4)
 //! {prefix}:{a<tag>}:actor           hash: the actor's stop fence (gen, stopped)
 //! {prefix}:{a<tag>}:run:<run id>    hash: the run's stop fence (gen, stopped)
 //! {prefix}:{a<tag>}:live:<run id>   zset: the run's grants a stop may find usable
@@ -65,13 +65,17 @@
 //! revoke, consume, abandon, stop and resume are each one Lua script in that
 //! one slot, sent with `EVALSHA` and resent with `EVAL` when the server
 //! answers `NOSCRIPT` (after a restart, a failover or `SCRIPT FLUSH`). The
-//! grant record is one string — a format byte `3`, then length-prefixed
+//! grant record is one string — a format byte `4`, then length-prefixed
 //! fields ([`RECORD_FIELDS`]) — holding every field of the
-//! [`Approval`](countersign_approval_core::Approval) (approver and attempt
-//! limit included), its state, its count of failed attempts and the
-//! recorded generations, so that a typical grant takes under 400 bytes
-//! whatever the server's hash encoding limits; a record that is not
-//! exactly such a record (an earlier version's v=2 hash included) is
+//! [`Approval`](countersign_approval_core::Approval) (approver, attempt
+//! limit and the bound element's canonical JSON included), its state, its
+//! count of failed attempts and the recorded generations, so that a
+//! typical grant takes under 400 bytes
+//! whatever the server's hash encoding limits. The previous version's v=3
+//! records (the same fields without the element) are read as grants with
+//! no element bound, which is what they were issued with; any other record
+//! that is not exactly such a record (an earlier version's v=2 hash
+//! included) is
 //! [`StoreError::Corrupt`](countersign_approval_core::StoreError), never an
 //! outcome. The consume and revoke scripts write only if the record's fixed
 //! fields still have the fingerprint of fields the library validated (and

@@ -1,5 +1,7 @@
-//! How a proposal is laid out in its record (proposal format 1: one string
-//! value per proposal), and the strict reader of that layout.
+//! How a proposal is laid out in its record (proposal format 2: one string
+//! value per proposal), and the strict reader of that layout (which also
+//! reads the format 1 records of the previous version: the same fields
+//! without `element`).
 //!
 //! A record is a format byte, the length of its head (4 bytes, big endian),
 //! the head, then the screenshot as one field (absent without one). The
@@ -8,16 +10,17 @@
 //! after propose (the record's fingerprint covers them), the last four are
 //! the decision. The screenshot sits outside the head so that a list and
 //! the read before a decision take the head alone and never copy megabytes
-//! of screenshots. `lua/proposal_prelude.lua` reads and rewrites the same
+//! of screenshots; the scripts reply with heads tagged by their record's
+//! format byte. `lua/proposal_prelude.lua` reads and rewrites the same
 //! layout.
 
 use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, ApprovalId, ApproverId, MAX_PAGE_ID_BYTES, MAX_SCREENSHOT_BYTES, PageBinding,
-    PageSnapshot, Proposal, ProposalId, ProposalState, RunId, StoreError, StoredProposal,
-    Timestamp,
+    ActorId, ApprovalId, ApproverId, ElementIdentity, MAX_PAGE_ID_BYTES, MAX_SCREENSHOT_BYTES,
+    PageBinding, PageSnapshot, Proposal, ProposalId, ProposalState, RunId, StoreError,
+    StoredProposal, Timestamp,
 };
 
 use crate::record::{self, ABSENT, Reader, parse_u64};
@@ -26,13 +29,23 @@ use crate::record::{LONG, SHORT_MAX};
 
 /// The proposal record format written by this version of the store: the
 /// first byte of every proposal record.
-pub(crate) const PROPOSAL_FORMAT: u8 = 1;
+pub(crate) const PROPOSAL_FORMAT: u8 = 2;
+
+/// The proposal record format of the previous version of the store: the
+/// fields of [`PROPOSAL_FIELDS`] but `element`. Read as a proposal whose
+/// page binds no element, which is what it was made with; scripts keep its
+/// format byte when they write its decision.
+pub(crate) const OLD_PROPOSAL_FORMAT: u8 = 1;
+
+/// Where `element` sits in [`PROPOSAL_FIELDS`] (a format 1 head has no
+/// such field: the fields after it sit one place earlier).
+const ELEMENT_FIELD: usize = 12;
 
 /// The bytes before the head: the format byte and the head's length.
 const HEAD_AT: usize = 5;
 
 /// The fields of a proposal record's head, in order.
-pub(crate) const PROPOSAL_FIELDS: [&str; 18] = [
+pub(crate) const PROPOSAL_FIELDS: [&str; 19] = [
     "id",
     "actor",
     "run",
@@ -45,6 +58,7 @@ pub(crate) const PROPOSAL_FIELDS: [&str; 18] = [
     "target_id",
     "page_revision",
     "target_found",
+    "element",
     "rgen",
     "agen",
     "state",
@@ -54,7 +68,7 @@ pub(crate) const PROPOSAL_FIELDS: [&str; 18] = [
 ];
 
 /// Fields `1..=FIXED_FIELDS` never change after propose.
-const FIXED_FIELDS: usize = 14;
+const FIXED_FIELDS: usize = 15;
 
 /// State codes, as stored: one byte each.
 pub(crate) mod state {
@@ -120,7 +134,7 @@ pub(crate) fn encode_new(proposal: &Proposal) -> Result<NewRecord, StoreError> {
     let mut screenshot = Vec::new();
     match &proposal.snapshot {
         None => {
-            fixed.extend_from_slice(&[ABSENT; 4]);
+            fixed.extend_from_slice(&[ABSENT; 5]);
             screenshot.push(ABSENT);
         }
         Some(snapshot) => {
@@ -137,6 +151,8 @@ pub(crate) fn encode_new(proposal: &Proposal) -> Result<NewRecord, StoreError> {
                 record::put(&mut fixed, value.as_bytes());
             }
             record::put(&mut fixed, if snapshot.target_found { b"1" } else { b"0" });
+            let element = page.element.as_ref().map(ElementIdentity::canonical_json);
+            put_opt(&mut fixed, element.as_deref().map(str::as_bytes));
             if let Some(png) = &snapshot.screenshot_png
                 && !screenshot_ok(png)
             {
@@ -148,19 +164,49 @@ pub(crate) fn encode_new(proposal: &Proposal) -> Result<NewRecord, StoreError> {
     Ok(NewRecord { fixed, screenshot })
 }
 
-/// Reads a proposal head (the bytes after the head's length) as the head
-/// of proposal `id` (`None`: whichever id it names), accepting only a
-/// complete, well-formed head: the proposal and its decision, a snapshot
-/// without its screenshot (which is outside the head).
+/// Reads a tagged head as the scripts reply with it (the record's format
+/// byte, then the head) as the head of proposal `id` (`None`: whichever id
+/// it names): see [`decode_head_of`].
 pub(crate) fn decode_head(
+    id: Option<&ProposalId>,
+    key: &str,
+    tagged: &[u8],
+) -> Result<StoredProposal, StoreError> {
+    let Some((&format, head)) = tagged.split_first() else {
+        return Err(StoreError::corrupt(key, "proposal head is empty"));
+    };
+    decode_head_of(format, id, key, head)
+}
+
+/// Whether `format` is a proposal record format this store reads.
+fn format_ok(format: u8) -> bool {
+    format == PROPOSAL_FORMAT || format == OLD_PROPOSAL_FORMAT
+}
+
+/// Reads a proposal head of record format `format` (the bytes after the
+/// head's length) as the head of proposal `id` (`None`: whichever id it
+/// names), accepting only a complete, well-formed head: the proposal and
+/// its decision, a snapshot without its screenshot (which is outside the
+/// head). A format 1 head binds no element.
+fn decode_head_of(
+    format: u8,
     id: Option<&ProposalId>,
     key: &str,
     head: &[u8],
 ) -> Result<StoredProposal, StoreError> {
     let corrupt = |message: &str| StoreError::corrupt(key, message);
+    if !format_ok(format) {
+        return Err(corrupt(&format!(
+            "unsupported proposal record format {format}"
+        )));
+    }
     let mut r = Reader::new(head);
     let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(PROPOSAL_FIELDS.len());
-    for name in PROPOSAL_FIELDS {
+    for (index, name) in PROPOSAL_FIELDS.into_iter().enumerate() {
+        if index == ELEMENT_FIELD && format == OLD_PROPOSAL_FORMAT {
+            values.push(None);
+            continue;
+        }
         values.push(
             r.field()
                 .ok_or_else(|| corrupt(&format!("proposal record is cut short at {name}")))?,
@@ -217,8 +263,15 @@ pub(crate) fn decode_head(
     }
     let proposed_at = timestamp(6, required(6)?)?;
     let expires_at = timestamp(7, required(7)?)?;
+    let element = optional(ELEMENT_FIELD)?
+        .map(|json| {
+            ElementIdentity::from_canonical_json(json)
+                .map_err(|_| corrupt("element is not the canonical json of an element identity"))
+        })
+        .transpose()?;
     let snapshot = match (optional(8)?, optional(9)?, optional(10)?, optional(11)?) {
-        (None, None, None, None) => None,
+        (None, None, None, None) if element.is_none() => None,
+        (None, None, None, None) => return Err(corrupt("element without a page")),
         (Some(session_id), Some(target_id), Some(page_revision), Some(found)) => {
             if ![session_id, target_id, page_revision]
                 .iter()
@@ -236,7 +289,7 @@ pub(crate) fn decode_head(
                     session_id: session_id.to_owned(),
                     target_id: target_id.to_owned(),
                     page_revision: page_revision.to_owned(),
-                    element: None,
+                    element,
                 },
                 screenshot_png: None,
                 target_found,
@@ -244,7 +297,7 @@ pub(crate) fn decode_head(
         }
         _ => return Err(corrupt("page fields must be set together")),
     };
-    for index in [12, 13] {
+    for index in [13, 14] {
         parse_u64(required(index)?)
             .ok_or_else(|| corrupt("generation is not a decimal integer"))?;
     }
@@ -298,7 +351,7 @@ pub(crate) fn decode(
     let Some((&version, _)) = record.split_first() else {
         return Err(corrupt("proposal record is empty"));
     };
-    if version != PROPOSAL_FORMAT {
+    if !format_ok(version) {
         return Err(corrupt(&format!(
             "unsupported proposal record format {version}"
         )));
@@ -314,7 +367,7 @@ pub(crate) fn decode(
     let head = record
         .get(HEAD_AT..head_end)
         .ok_or_else(|| corrupt("proposal record is cut short"))?;
-    let mut stored = decode_head(Some(id), key, head)?;
+    let mut stored = decode_head_of(version, Some(id), key, head)?;
     let mut tail = Reader::new(record.get(head_end..).unwrap_or_default());
     let screenshot = tail
         .field()
@@ -387,7 +440,7 @@ mod tests {
                 session_id: "session-1".to_owned(),
                 target_id: "target-1".to_owned(),
                 page_revision: "rev-1".to_owned(),
-                element: None,
+                element: Some(crate::record::tests::element()),
             },
             screenshot_png: screenshot,
             target_found: true,
@@ -413,6 +466,122 @@ mod tests {
     }
 
     const PENDING: [Option<&[u8]>; 4] = [Some(b"p"), None, None, None];
+
+    /// The head fields of record `raw` (of format 2), by position.
+    fn head_fields(raw: &[u8]) -> Vec<Option<Vec<u8>>> {
+        let len = usize::try_from(u32::from_be_bytes(raw[1..HEAD_AT].try_into().unwrap())).unwrap();
+        let mut r = Reader::new(&raw[HEAD_AT..HEAD_AT + len]);
+        let fields = PROPOSAL_FIELDS
+            .iter()
+            .map(|_| r.field().unwrap().map(<[u8]>::to_vec))
+            .collect();
+        assert!(r.done());
+        fields
+    }
+
+    /// A record of `format` with these head fields and the screenshot of
+    /// `raw`.
+    fn with_head(format: u8, fields: &[Option<Vec<u8>>], raw: &[u8]) -> Vec<u8> {
+        let len = usize::try_from(u32::from_be_bytes(raw[1..HEAD_AT].try_into().unwrap())).unwrap();
+        let mut head = Vec::new();
+        for value in fields {
+            put_opt(&mut head, value.as_deref());
+        }
+        let mut out = vec![format];
+        out.extend_from_slice(&u32::try_from(head.len()).unwrap().to_be_bytes());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&raw[HEAD_AT + len..]);
+        out
+    }
+
+    #[test]
+    fn the_element_is_kept_and_read_strictly() {
+        let p = proposal(true, Some(png(100)));
+        let raw = stored(&p, PENDING);
+        let mut fields = head_fields(&raw);
+        let json = crate::record::tests::element().canonical_json();
+        assert_eq!(fields[ELEMENT_FIELD].as_deref(), Some(json.as_bytes()));
+        let read = decode(&p.id, "k", &raw).unwrap();
+        assert_eq!(read, StoredProposal::pending(p.clone()));
+        // The tagged head a script replies with reads the same, without
+        // the screenshot.
+        let mut tagged = vec![PROPOSAL_FORMAT];
+        tagged.extend_from_slice(&raw[HEAD_AT..raw.len() - 101]);
+        let head = decode_head(Some(&p.id), "k", &tagged).unwrap();
+        assert_eq!(
+            head.proposal.snapshot.map(|s| s.page),
+            p.snapshot.as_ref().map(|s| s.page.clone())
+        );
+        let canonical = fields[ELEMENT_FIELD].take();
+        for bad in [&b""[..], b"{}", b"null", b"\xff", b" {}"] {
+            fields[ELEMENT_FIELD] = Some(bad.to_vec());
+            let err = decode(&p.id, "k", &with_head(PROPOSAL_FORMAT, &fields, &raw)).err();
+            assert!(
+                matches!(&err, Some(StoreError::Corrupt { message, .. }) if message.contains("element")),
+                "{bad:?}: {err:?}"
+            );
+        }
+        // An element without a page.
+        let bare = proposal(false, None);
+        let bare_raw = stored(&bare, PENDING);
+        let mut bare_fields = head_fields(&bare_raw);
+        bare_fields[ELEMENT_FIELD] = canonical;
+        assert!(matches!(
+            decode(&bare.id, "k", &with_head(PROPOSAL_FORMAT, &bare_fields, &bare_raw)),
+            Err(StoreError::Corrupt { message, .. }) if message == "element without a page"
+        ));
+    }
+
+    proptest::proptest! {
+        /// Any element identity a proposal's page binds reads back as it
+        /// was, from the whole record and from the tagged head.
+        #[test]
+        fn any_element_round_trips_through_the_record(
+            element in crate::record::tests::any_element()
+        ) {
+            let mut p = proposal(true, Some(png(100)));
+            if let Some(s) = p.snapshot.as_mut() {
+                s.page.element = Some(element);
+            }
+            let raw = stored(&p, PENDING);
+            proptest::prop_assert_eq!(decode(&p.id, "k", &raw).unwrap(), StoredProposal::pending(p.clone()));
+            let mut tagged = vec![PROPOSAL_FORMAT];
+            tagged.extend_from_slice(&raw[HEAD_AT..raw.len() - 101]);
+            let head = decode_head(Some(&p.id), "k", &tagged).unwrap();
+            proptest::prop_assert_eq!(
+                head.proposal.snapshot.map(|s| s.page),
+                p.snapshot.map(|s| s.page)
+            );
+        }
+    }
+
+    #[test]
+    fn a_format_1_record_reads_as_a_proposal_with_no_element() {
+        for observed in [false, true] {
+            let mut p = proposal(observed, Some(png(100)).filter(|_| observed));
+            if let Some(s) = p.snapshot.as_mut() {
+                s.page.element = None;
+            }
+            let raw = stored(&p, PENDING);
+            let mut fields = head_fields(&raw);
+            assert_eq!(fields.remove(ELEMENT_FIELD), None);
+            let old = with_head(OLD_PROPOSAL_FORMAT, &fields, &raw);
+            assert_eq!(
+                decode(&p.id, "k", &old).unwrap(),
+                StoredProposal::pending(p.clone())
+            );
+            // Read as format 2, the same bytes are cut short; other formats
+            // are refused.
+            for format in [0u8, PROPOSAL_FORMAT, 3, 0xFF] {
+                let mut relabelled = old.clone();
+                relabelled[0] = format;
+                assert!(matches!(
+                    decode(&p.id, "k", &relabelled),
+                    Err(StoreError::Corrupt { .. })
+                ));
+            }
+        }
+    }
 
     fn png(len: usize) -> Vec<u8> {
         let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
@@ -541,7 +710,10 @@ mod tests {
         assert!(prelude.contains(&format!("local LONG = {LONG}\n")));
         let proposals = include_str!("lua/proposal_prelude.lua");
         assert!(proposals.contains(&format!("local P_FORMAT = {PROPOSAL_FORMAT}\n")));
-        assert!(proposals.contains(&format!("local P_FIXED = {FIXED_FIELDS}\n")));
+        assert!(proposals.contains(&format!("local P_OLD_FORMAT = {OLD_PROPOSAL_FORMAT}\n")));
+        assert_eq!(PROPOSAL_FIELDS[FIXED_FIELDS - 1], "agen");
+        assert!(proposals.contains("local P_LAST_FIXED = 'agen'\n"));
+        assert_eq!(PROPOSAL_FIELDS[ELEMENT_FIELD], "element");
         assert!(proposals.contains(&format!("local HEAD_AT = {}\n", HEAD_AT + 1)));
         assert!(proposals.contains(&format!("local MAX_SCREENSHOT = {MAX_SCREENSHOT_BYTES}\n")));
         let layout = proposals

@@ -4,7 +4,7 @@
 //! fences, so that approving it and issuing its grant is one Lua script:
 //!
 //! ```text
-//! {prefix}:{a<tag>}:proposal:<id>     string: the proposal, one record (proposal format 1)
+//! {prefix}:{a<tag>}:proposal:<id>     string: the proposal, one record (proposal format 2)
 //! {prefix}:{a<tag>}:pending:<run id>  zset: the run's undecided proposals, oldest first
 //! {prefix}:pid:{<id>}                 string: the actor tag of proposal <id> (its own slot)
 //! ```

@@ -1,9 +1,11 @@
-//! How a grant is laid out in its record (format `v=3`: one string value per
-//! grant), and the strict reader of that layout.
+//! How a grant is laid out in its record (format `v=4`: one string value per
+//! grant), and the strict reader of that layout (which also reads the `v=3`
+//! records of the previous version: the same fields without `element`).
 //!
 //! A record is a format byte followed by fields in a fixed order, each a
 //! length and that many bytes (see [`put`]). The first part, up to the
-//! actor's generation, never changes after issue and is what the record's
+//! actor's generation (the bound element's canonical JSON included), never
+//! changes after issue and is what the record's
 //! fingerprint covers; the last five fields are the ones writes change. The
 //! Lua scripts (`lua/prelude.lua`) read and rewrite the same layout.
 
@@ -12,14 +14,24 @@ use std::str::FromStr;
 
 use countersign_approval_core::policy::{Action, ActionDigest};
 use countersign_approval_core::{
-    ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, GrantState,
+    ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, ElementIdentity, GrantState,
     MAX_ABANDONED_ATTEMPTS, MAX_ATTEMPT_LIMIT, RunId, StoreError, StoredGrant, Timestamp,
 };
 use redis::Value;
 
 /// The record format written by this version of the store: the first byte
 /// of every record.
-pub(crate) const FORMAT_VERSION: u8 = 3;
+pub(crate) const FORMAT_VERSION: u8 = 4;
+
+/// The record format of the previous version of the store: the fields of
+/// [`RECORD_FIELDS`] but `element`. Read as a grant with no element bound,
+/// which is what it was issued with; scripts keep its format byte when
+/// they rewrite its changing fields.
+pub(crate) const OLD_FORMAT_VERSION: u8 = 3;
+
+/// Where `element` sits in [`RECORD_FIELDS`] (a `v=3` record has no such
+/// field: the fields after it sit one place earlier).
+const ELEMENT_FIELD: usize = 16;
 
 /// Fields of at most this many bytes carry their length in one byte.
 pub(crate) const SHORT_MAX: usize = 0xFC;
@@ -120,6 +132,11 @@ pub(crate) fn encode_new(approval: &Approval, issue_token: &[u8]) -> Vec<u8> {
     ] {
         put_opt(&mut out, value.as_deref().map(str::as_bytes));
     }
+    let element = approval
+        .element
+        .as_ref()
+        .map(ElementIdentity::canonical_json);
+    put_opt(&mut out, element.as_deref().map(str::as_bytes));
     out
 }
 
@@ -262,13 +279,13 @@ pub(crate) struct Decoded {
 }
 
 /// Reads a record (the key's string value) as a grant of id `id`, accepting
-/// only a complete, well-formed v=3 record.
+/// only a complete, well-formed v=4 record, or a v=3 one (no element bound).
 pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decoded, StoreError> {
     let corrupt = |message: &str| StoreError::corrupt(key, message);
     let Some((&version, rest)) = record.split_first() else {
         return Err(corrupt("record is empty"));
     };
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != OLD_FORMAT_VERSION {
         return Err(corrupt(&format!(
             "unsupported record format version {version}"
         )));
@@ -280,7 +297,11 @@ pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decode
     };
     // Every field in record order (RECORD_FIELDS), then nothing.
     let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(RECORD_FIELDS.len());
-    for name in RECORD_FIELDS {
+    for (index, name) in RECORD_FIELDS.into_iter().enumerate() {
+        if index == ELEMENT_FIELD && version == OLD_FORMAT_VERSION {
+            values.push(None);
+            continue;
+        }
         values.push(next(name)?);
     }
     if !r.done() {
@@ -325,13 +346,14 @@ pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decode
     let page_revision = optional(13)?;
     let operation_id = optional(14)?;
     let session_id = optional(15)?;
-    let rgen = required(16)?;
-    let agen = required(17)?;
-    let state = raw(18)?;
-    let failed = required(19)?;
-    let consumed_at = optional(20)?;
-    let consumed_by = optional(21)?;
-    let abandoned = optional(22)?;
+    let element = optional(ELEMENT_FIELD)?;
+    let rgen = required(17)?;
+    let agen = required(18)?;
+    let state = raw(19)?;
+    let failed = required(20)?;
+    let consumed_at = optional(21)?;
+    let consumed_by = optional(22)?;
+    let abandoned = optional(23)?;
 
     if stored_id != id.as_str() {
         return Err(corrupt("id field does not match the key"));
@@ -366,6 +388,12 @@ pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decode
         }),
         _ => return Err(corrupt("approver and approved_at must be set together")),
     };
+    let element = element
+        .map(|json| {
+            ElementIdentity::from_canonical_json(&json)
+                .map_err(|_| corrupt("element is not the canonical json of an element identity"))
+        })
+        .transpose()?;
     let attempt_limit = parse_u64(&attempt_limit)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| (1..=MAX_ATTEMPT_LIMIT).contains(n))
@@ -399,7 +427,7 @@ pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decode
                 page_revision,
                 operation_id,
                 session_id,
-                element: None,
+                element,
             },
             state,
             failed_attempts,
@@ -430,8 +458,9 @@ fn decode_changing(
         (state::ACTIVE | state::REVOKED | state::LOCKED, _, _) => {
             return Err(corrupt("unconsumed record has consumed fields"));
         }
-        (state::CONSUMED, _, _) => {
-            return Err(corrupt("consumed record lacks consumed_at or consumed_by"));
+        (state::CONSUMED, None, _) => return Err(corrupt("consumed record lacks consumed_at")),
+        (state::CONSUMED, Some(_), None) => {
+            return Err(corrupt("consumed record lacks consumed_by"));
         }
         _ => return Err(corrupt("unknown state")),
     };
@@ -478,7 +507,7 @@ pub type RecordField = (&'static str, Option<Vec<u8>>);
 
 /// A record's fields by name, for tests and tools that look at or damage
 /// records: every field in record order with its stored bytes (`None` when
-/// absent), or `None` when the bytes are not a v=3 record's layout. It
+/// absent), or `None` when the bytes are not a v=4 record's layout. It
 /// checks the layout only, not the values (the store's reader does).
 pub fn record_fields(record: &[u8]) -> Option<Vec<RecordField>> {
     let (&version, rest) = record.split_first()?;
@@ -505,8 +534,9 @@ pub fn record_from_fields(fields: &[(&str, Option<Vec<u8>>)]) -> Vec<u8> {
     out
 }
 
-/// The fields of a v=3 record, in order, after its format byte.
-pub const RECORD_FIELDS: [&str; 23] = [
+/// The fields of a v=4 record, in order, after its format byte (a v=3
+/// record, written by the previous version, has all but `element`).
+pub const RECORD_FIELDS: [&str; 24] = [
     "id",
     "actor",
     "run",
@@ -523,6 +553,7 @@ pub const RECORD_FIELDS: [&str; 23] = [
     "page_revision",
     "operation_id",
     "session_id",
+    "element",
     "rgen",
     "agen",
     "state",
@@ -533,7 +564,7 @@ pub const RECORD_FIELDS: [&str; 23] = [
 ];
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
@@ -635,8 +666,176 @@ mod tests {
         .unwrap();
         approval.page_revision = Some("rev-9".to_owned());
         approval.operation_id = Some("op_1".to_owned());
-        approval.session_id = Some("sess".to_owned());
+        approval.session_id = Some("sess/tab".to_owned());
+        approval.element = Some(element());
         approval
+    }
+
+    /// An element identity with quotes, non-ASCII, a bidi override and two
+    /// frames.
+    pub(crate) fn element() -> ElementIdentity {
+        use countersign_approval_core::FrameIdentity;
+        ElementIdentity::new(
+            "button",
+            "Pay «5 €» \"now\" \u{202E}gnp.exe",
+            "button",
+            "Pay",
+            std::collections::BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
+            vec![
+                FrameIdentity::new("https://shop.example", "D0C"),
+                FrameIdentity::new("https://pay.example", "D1\"\\"),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// `raw` as the previous version wrote it: format byte 3 and no
+    /// `element` field (which `raw` must hold absent).
+    fn as_v3(raw: &[u8]) -> Vec<u8> {
+        let mut fields = record_fields(raw).unwrap();
+        let (name, value) = fields.remove(ELEMENT_FIELD);
+        assert_eq!((name, value), ("element", None));
+        let mut old = record_from_fields(&fields);
+        old[0] = OLD_FORMAT_VERSION;
+        old
+    }
+
+    #[test]
+    fn the_element_is_kept_and_read_strictly() {
+        let approval = full_grant();
+        let raw = stored(&approval);
+        let fields = record_fields(&raw).unwrap();
+        let json = element().canonical_json();
+        assert_eq!(
+            fields[ELEMENT_FIELD],
+            ("element", Some(json.clone().into_bytes()))
+        );
+        // Without an element: absent, one byte.
+        let mut bare = approval.clone();
+        bare.element = None;
+        let bare_raw = stored(&bare);
+        let header = if json.len() <= SHORT_MAX { 1 } else { 5 };
+        assert_eq!(raw.len() - bare_raw.len(), header + json.len() - 1);
+        assert_eq!(
+            decode(&bare.id, "k", &bare_raw).unwrap().grant.approval,
+            bare
+        );
+        // Anything but the exact canonical JSON of a valid identity: corrupt.
+        let spaced = json.replacen(':', ": ", 1);
+        let unknown_key = json.replacen("{", "{\"x\":1,", 1);
+        let bad_tag = json.replace("\"tag\":\"button\"", "\"tag\":\"BUTTON\"");
+        for bad in [
+            &b""[..],
+            b"null",
+            b"{}",
+            spaced.as_bytes(),
+            unknown_key.as_bytes(),
+            bad_tag.as_bytes(),
+            b"\xff",
+        ] {
+            let mut damaged = fields.clone();
+            damaged[ELEMENT_FIELD].1 = Some(bad.to_vec());
+            let err = decode(&approval.id, "k", &record_from_fields(&damaged)).err();
+            assert!(
+                matches!(&err, Some(StoreError::Corrupt { message, .. }) if message.contains("element")),
+                "{:?}: {err:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    /// Text of up to `max` characters drawn from the ones an encoding could
+    /// get wrong: quotes, backslashes, controls, white space, bidi
+    /// controls, two-, three- and four-byte characters.
+    fn tricky_text(max: usize) -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let chars = prop::sample::select(vec![
+            'a', 'Z', '0', ' ', '"', '\\', '/', '{', '}', ':', ',', '\n', '\t', '\u{0}', '\u{1f}',
+            '\u{7f}', 'é', '«', '€', '\u{2028}', '\u{202E}', '\u{202C}', '\u{200F}', '😀',
+        ]);
+        prop::collection::vec(chars, 0..max).prop_map(|c| c.into_iter().collect())
+    }
+
+    /// Printable ASCII of 1 to `max` characters (a frame's origin or
+    /// document id).
+    fn graphic(max: usize) -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex(&format!("[!-~]{{1,{max}}}")).unwrap()
+    }
+
+    /// Any element identity `ElementIdentity::new` accepts.
+    pub(crate) fn any_element() -> impl proptest::strategy::Strategy<Value = ElementIdentity> {
+        use countersign_approval_core::{ELEMENT_ATTRIBUTES, FrameIdentity};
+        use proptest::prelude::*;
+        let attributes = prop::collection::btree_map(
+            prop::sample::select(ELEMENT_ATTRIBUTES.to_vec()).prop_map(str::to_owned),
+            tricky_text(40),
+            0..=ELEMENT_ATTRIBUTES.len(),
+        );
+        let frames = prop::collection::vec(
+            (graphic(40), graphic(40)).prop_map(|(o, d)| FrameIdentity::new(o, d)),
+            1..=countersign_approval_core::MAX_FRAMES,
+        );
+        (
+            proptest::string::string_regex("[!-~]{0,20}").unwrap(),
+            tricky_text(60),
+            proptest::string::string_regex("[a-zA-Z0-9-]{1,20}").unwrap(),
+            tricky_text(60),
+            attributes,
+            frames,
+        )
+            .prop_map(|(role, name, tag, text, attributes, frames)| {
+                ElementIdentity::new(role, &name, &tag, &text, attributes, frames).unwrap()
+            })
+    }
+
+    proptest::proptest! {
+        /// Any element identity is kept byte for byte: the record reads
+        /// back as the grant it was written from, and its element field is
+        /// the canonical JSON; the same grant without an element reads the
+        /// same from a v=3 record.
+        #[test]
+        fn any_element_round_trips_through_the_record(element in any_element()) {
+            let mut approval = full_grant();
+            approval.element = Some(element.clone());
+            let raw = stored(&approval);
+            proptest::prop_assert_eq!(
+                &decode(&approval.id, "k", &raw).unwrap().grant.approval,
+                &approval
+            );
+            let fields = record_fields(&raw).unwrap();
+            let json = element.canonical_json();
+            proptest::prop_assert_eq!(
+                fields[ELEMENT_FIELD].1.as_deref(),
+                Some(json.as_bytes())
+            );
+            approval.element = None;
+            let old = as_v3(&stored(&approval));
+            proptest::prop_assert_eq!(decode(&approval.id, "k", &old).unwrap().grant.approval, approval);
+        }
+    }
+
+    #[test]
+    fn a_v3_record_reads_as_a_grant_with_no_element() {
+        let mut approval = full_grant();
+        approval.element = None;
+        let old = as_v3(&stored(&approval));
+        assert_eq!(old[0], 3);
+        let decoded = decode(&approval.id, "k", &old).unwrap();
+        assert_eq!(decoded.grant.approval, approval);
+        assert_eq!(decoded.grant.failed_attempts, 2);
+        // Not a v=4 layout, and a v=4 byte on a v=3 layout is cut short.
+        assert_eq!(record_fields(&old), None);
+        let mut relabelled = old.clone();
+        relabelled[0] = FORMAT_VERSION;
+        assert!(decode(&approval.id, "k", &relabelled).is_err());
+        for version in [0u8, 2, 5, 0xFF] {
+            let mut other = old.clone();
+            other[0] = version;
+            assert!(matches!(
+                decode(&approval.id, "k", &other),
+                Err(StoreError::Corrupt { .. })
+            ));
+        }
     }
 
     /// The record the issue script makes of `encode_new`'s bytes, then
@@ -710,6 +909,9 @@ mod tests {
     fn the_lua_layout_matches_the_rust_one() {
         let prelude = include_str!("lua/prelude.lua");
         assert!(prelude.contains(&format!("local FORMAT = {FORMAT_VERSION}\n")));
+        assert!(prelude.contains(&format!("local OLD_FORMAT = {OLD_FORMAT_VERSION}\n")));
+        assert!(prelude.contains("local LAST_FIXED = 'agen'\n"));
+        assert_eq!(RECORD_FIELDS[ELEMENT_FIELD], "element");
         assert!(prelude.contains(&format!("local SHORT_MAX = {SHORT_MAX}\n")));
         assert!(prelude.contains(&format!("local ABSENT = {ABSENT}\n")));
         assert!(prelude.contains(&format!("local LONG = {LONG}\n")));
@@ -727,6 +929,88 @@ mod tests {
             .filter(|n| !n.is_empty())
             .collect();
         assert_eq!(names, RECORD_FIELDS);
+    }
+
+    /// What `decode_changing` says of a record's changing fields: the
+    /// state it reads, or the corrupt record's message.
+    fn changing(
+        state: &[u8],
+        failed: &str,
+        consumed_at: Option<&str>,
+        consumed_by: Option<&str>,
+    ) -> Result<(GrantState, u32), String> {
+        let fields = Changing {
+            state,
+            failed,
+            consumed_at,
+            consumed_by,
+            abandoned: None,
+        };
+        decode_changing("k", &fields, 5).map_err(|e| match e {
+            StoreError::Corrupt { key, message } if key == "k" => message,
+            other => format!("not corrupt: {other:?}"),
+        })
+    }
+
+    #[test]
+    fn consumed_fields_say_what_is_missing_or_malformed() {
+        let at = Timestamp::from_millis(5);
+        let by = AttemptId::parse("att_x").unwrap();
+        assert_eq!(
+            changing(state::CONSUMED, "0", Some("5"), Some("att_x")),
+            Ok((GrantState::Consumed { at, by }, 0))
+        );
+        for (consumed_at, consumed_by, message) in [
+            (None, None, "consumed record lacks consumed_at"),
+            (None, Some("att_x"), "consumed record lacks consumed_at"),
+            (Some("5"), None, "consumed record lacks consumed_by"),
+            (Some("soon"), None, "consumed record lacks consumed_by"),
+            (
+                Some("soon"),
+                Some("att_x"),
+                "consumed_at is not a timestamp",
+            ),
+            (Some("05"), Some("att_x"), "consumed_at is not a timestamp"),
+            (
+                Some("5"),
+                Some("not an id!"),
+                "consumed_by is not an attempt id",
+            ),
+            (Some("5"), Some(""), "consumed_by is not an attempt id"),
+        ] {
+            assert_eq!(
+                changing(state::CONSUMED, "0", consumed_at, consumed_by),
+                Err(message.to_owned()),
+                "{consumed_at:?} {consumed_by:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn failed_attempts_are_checked_against_the_limit() {
+        assert_eq!(
+            changing(state::ACTIVE, "4", None, None),
+            Ok((GrantState::Active, 4))
+        );
+        assert_eq!(
+            changing(state::LOCKED, "5", None, None),
+            Ok((GrantState::Locked, 5))
+        );
+        for (state, failed) in [
+            (state::ACTIVE, "5"),
+            (state::ACTIVE, "999"),
+            (state::REVOKED, "5"),
+        ] {
+            assert_eq!(
+                changing(state, failed, None, None),
+                Err("failed attempts reach the limit of a record that is not locked".to_owned()),
+                "{failed}"
+            );
+        }
+        assert_eq!(
+            changing(state::LOCKED, "4", None, None),
+            Err("locked record does not count its limit of failed attempts".to_owned())
+        );
     }
 
     #[test]

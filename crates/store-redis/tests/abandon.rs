@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use countersign_act_tool::{ActResult, RetryPolicy};
 use countersign_approval_core::{
-    AbandonOutcome, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode,
-    StaleReason, StoreError,
+    AbandonOutcome, ApprovalId, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, IssueError,
+    OutcomeCode, StaleReason, StoreError,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
@@ -73,6 +73,33 @@ async fn issue(store: &RedisApprovalStore, n: usize) -> Vec<(ApprovalId, String)
         let approval = grant(&selector, TTL, t0).await;
         grants.push((approval.id.clone(), selector));
         store.issue(approval).await.unwrap();
+    }
+    grants
+}
+
+/// As [`issue`], through a store that waits for a replica: on a busy
+/// machine the replica may confirm a write later than the store's WAIT
+/// allows. Such an issue is applied all the same (only its confirmation is
+/// missing), so it is accepted once `reader` sees the grant active; the
+/// test is about what the calls after it do.
+async fn issue_applied(
+    store: &RedisApprovalStore,
+    reader: &RedisApprovalStore,
+    n: usize,
+) -> Vec<(ApprovalId, String)> {
+    let t0 = now();
+    let mut grants = Vec::with_capacity(n);
+    for i in 0..n {
+        let selector = format!("a#g{i}");
+        let approval = grant(&selector, TTL, t0).await;
+        let id = approval.id.clone();
+        match store.issue(approval).await {
+            Ok(()) | Err(IssueError::Store(StoreError::DurabilityUnconfirmed { .. })) => {}
+            Err(e) => panic!("issuing `{id}` failed: {e}"),
+        }
+        let stored = reader.get(&id).await.unwrap().unwrap();
+        assert_eq!(stored.state, GrantState::Active);
+        grants.push((id, selector));
     }
     grants
 }
@@ -198,14 +225,13 @@ async fn a_server_paused_past_the_timeout_leaves_no_grant_consumed_without_an_ac
     let pid = server_pid(&server);
     signal(pid, "STOP");
     let paused_at = Instant::now();
-    // Resume 3 s after the pause, whatever the calls are doing.
-    let resume = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(3).saturating_sub(paused_at.elapsed()));
-        signal(pid, "CONT");
-    });
     let results = act_on_all(&store, &backend, &grants).await;
     let answered_after = paused_at.elapsed();
-    resume.join().unwrap();
+    // Resume 3 s after the pause, and never before every call answered: then
+    // each gave up while the server was stopped, however slowly the calls
+    // ran on a busy machine.
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(paused_at.elapsed())).await;
+    signal(pid, "CONT");
 
     // Every call gave up while the server was stopped, and performed nothing.
     assert!(backend.is_empty());
@@ -254,7 +280,8 @@ async fn unconfirmed_wait_leaves_no_grant_consumed_without_an_action() {
     )
     .await
     .unwrap();
-    let grants = issue(&store, GRANTS).await;
+    let grants = issue_applied(&store, &reader, GRANTS).await;
+    wait_for_replica(&primary);
 
     // The replica stops: every write from now on is applied on the primary
     // and answered DurabilityUnconfirmed.

@@ -18,6 +18,7 @@ use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
 use countersign_store_redis::{ConnectError, GrantScript, RedisApprovalStore, RedisStoreOptions};
 use support::{RedisServer, ReplyDropper, act_over, call, grant, now};
+use tokio::sync::Notify;
 
 const TTL: Duration = Duration::from_secs(600);
 
@@ -69,21 +70,36 @@ async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
         RetryPolicy::default(),
     ));
 
-    // 8 tasks walk their share of the grants, one Act call each, a little apart.
+    // 8 tasks walk their share of the grants, one Act call each, a little
+    // apart. The kill is forced into the burst: half the tasks wait half-way
+    // until the server is dead (the others run on through the kill), and it
+    // restarts only once an Act call and a direct read have failed against
+    // it, however the threads are scheduled.
     let done = Arc::new(AtomicUsize::new(0));
+    let (killed_tx, killed) = tokio::sync::watch::channel(false);
+    let (call_hit, read_hit) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     let mut tasks = Vec::new();
     for task in 0..8 {
-        let (act, done) = (act.clone(), done.clone());
+        let (act, done, call_hit) = (act.clone(), done.clone(), call_hit.clone());
+        let mut killed = killed.clone();
         let mine: Vec<(usize, String)> = ids
             .iter()
             .enumerate()
             .filter(|(i, _)| i % 8 == task)
             .map(|(i, id)| (i, id.clone()))
             .collect();
+        let waits_at = (task % 2 == 0).then_some(mine.len() / 2);
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
-            for (i, id) in mine {
+            for (k, (i, id)) in mine.into_iter().enumerate() {
+                if waits_at == Some(k) {
+                    killed.wait_for(|k| *k).await.unwrap();
+                }
                 let result = act.execute_tool_call(&call(&id, &format!("a#k{i}"))).await;
+                if result.code() == OutcomeCode::StoreUnavailable {
+                    // Kept when nobody waits yet.
+                    call_hit.notify_one();
+                }
                 results.push((id, result.code()));
                 done.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(8)).await;
@@ -93,19 +109,22 @@ async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
     }
     // Alongside, direct store calls: each ends in an outcome or a retryable
     // store error, never anything else.
+    // It reads on until it has failed once, so the restart never waits for a
+    // reader that already stopped.
     let reader = {
-        let (store, done) = (store.clone(), done.clone());
+        let (store, done, read_hit) = (store.clone(), done.clone(), read_hit.clone());
         let ids: Vec<String> = ids.clone();
         tokio::spawn(async move {
             let mut errors = 0;
             let mut i = 0;
-            while done.load(Ordering::SeqCst) < 240 {
+            while done.load(Ordering::SeqCst) < 240 || errors == 0 {
                 let id = countersign_approval_core::ApprovalId::parse(&ids[i % ids.len()]).unwrap();
                 match store.get(&id).await {
                     Ok(grant) => assert!(grant.is_some()),
                     Err(e @ (StoreError::Unavailable { .. } | StoreError::Timeout { .. })) => {
                         assert!(e.is_retryable());
                         errors += 1;
+                        read_hit.notify_one();
                     }
                     Err(other) => panic!("unexpected store error: {other}"),
                 }
@@ -121,6 +140,9 @@ async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
     }
     server.kill();
     let killed_at = done.load(Ordering::SeqCst);
+    killed_tx.send_replace(true);
+    call_hit.notified().await;
+    read_hit.notified().await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     let server = tokio::task::spawn_blocking(move || {
         server.restart();

@@ -36,7 +36,8 @@ fn approver(n: usize) -> ApproverId {
 }
 
 /// A proposal of `actor` in `run` clicking `selector` on the test URL,
-/// made at `at` for `ttl`, with a snapshot and a screenshot.
+/// made at `at` for `ttl`, with a snapshot of an element-bound page and a
+/// screenshot.
 async fn observed(
     actor: &ActorId,
     run: &RunId,
@@ -52,7 +53,7 @@ async fn observed(
                 session_id: "session-1".to_owned(),
                 target_id: "target-1".to_owned(),
                 page_revision: "revision-1".to_owned(),
-                element: None,
+                element: Some(support::element()),
             },
             screenshot_png: Some(SCREENSHOT.to_vec()),
             target_found: true,
@@ -193,8 +194,18 @@ async fn a_proposal_altered_by_hand_is_corrupt_and_never_decided() {
     store.propose(proposal.clone()).await.unwrap();
     let key = store.proposal_key(&who, &proposal.id);
     let raw: Vec<u8> = conn.get(&key).unwrap();
-    let damages: [(&str, Damage, bool); 8] = [
-        ("another format", |r| [&[2u8][..], &r[1..]].concat(), true),
+    let damages: [(&str, Damage, bool); 10] = [
+        ("another format", |r| [&[3u8][..], &r[1..]].concat(), true),
+        (
+            "a format 1 byte on a format 2 record",
+            |r| [&[1u8][..], &r[1..]].concat(),
+            true,
+        ),
+        (
+            "an element not in its canonical form",
+            |r| replaced(r, b"\"tag\":\"button\"", b"\"tag\":\"BUTTON\""),
+            true,
+        ),
         (
             "a head one byte longer",
             |r| {
@@ -423,9 +434,15 @@ async fn a_proposal_lives_in_its_actors_slot_and_is_indexed_oldest_first() {
         members,
         vec![(format!("{:020}:{}", t0.as_millis(), proposal.id), 0.0)]
     );
-    // The record: format 1, the head's length, the head, the screenshot last.
+    // The record: format 2, the head's length, the head, the screenshot last.
     let raw: Vec<u8> = conn.get(store.proposal_key(&who, &proposal.id)).unwrap();
-    assert_eq!(raw[0], 1);
+    assert_eq!(raw[0], 2);
+    let element = support::element().canonical_json();
+    assert!(
+        raw.windows(element.len() + 1)
+            .any(|w| w[0] as usize == element.len() && &w[1..] == element.as_bytes()),
+        "the head holds the element's canonical json as one field"
+    );
     assert!(raw.ends_with(SCREENSHOT));
     assert_eq!(5 + head_len(&raw) + 1 + SCREENSHOT.len(), raw.len());
     // A listed proposal comes without its screenshot, everything else as stored.
@@ -439,6 +456,96 @@ async fn a_proposal_lives_in_its_actors_slot_and_is_indexed_oldest_first() {
     store.deny_proposal(&proposal.id, None, t0).await.unwrap();
     let left: usize = conn.zcard(store.pending_key(&who, &run)).unwrap();
     assert_eq!(left, 0);
+}
+
+/// The fields of a proposal head, as their encoded bytes (length and value).
+fn head_fields(head: &[u8]) -> Vec<&[u8]> {
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < head.len() {
+        let len = match head[at] {
+            0xFD => 0,
+            0xFE => {
+                4 + usize::try_from(u32::from_be_bytes(head[at + 1..at + 5].try_into().unwrap()))
+                    .unwrap()
+            }
+            n => usize::from(n),
+        };
+        fields.push(&head[at..at + 1 + len]);
+        at += 1 + len;
+    }
+    fields
+}
+
+/// A format 1 record, written by the previous version of the store, has no
+/// element field: it reads as a page binding no element (what it was made
+/// with), is listed, approved and denied, and a decision keeps it format 1.
+#[tokio::test]
+async fn format_1_records_read_as_binding_no_element() {
+    let store = store_on(shared_server(), "format-1").await;
+    let mut conn = shared_server().conn();
+    let (who, run) = (actor("format-1"), run("format-1"));
+    let t0 = now();
+    let mut made = Vec::new();
+    for selector in ["a#approved", "a#denied"] {
+        let mut proposal = observed(&who, &run, selector, MINUTE, t0).await;
+        if let Some(snapshot) = proposal.snapshot.as_mut() {
+            snapshot.page.element = None;
+        }
+        store.propose(proposal.clone()).await.unwrap();
+        let key = store.proposal_key(&who, &proposal.id);
+        let raw: Vec<u8> = conn.get(&key).unwrap();
+        assert_eq!(raw[0], 2);
+        let n = head_len(&raw);
+        let mut fields = head_fields(&raw[5..5 + n]);
+        assert_eq!(fields.len(), 19);
+        // `element`, absent, after `target_found`.
+        assert_eq!(fields.remove(12), [0xFD]);
+        let head = fields.concat();
+        let len = u32::try_from(head.len()).unwrap().to_be_bytes();
+        let old = [&[1u8][..], &len[..], &head, &raw[5 + n..]].concat();
+        support::set_raw(&mut conn, &key, &old);
+        assert_eq!(
+            store.get_proposal(&proposal.id).await.unwrap(),
+            Some(StoredProposal::pending(proposal.clone()))
+        );
+        made.push(proposal);
+    }
+    let listed = store.pending_proposals(&who, &run, t0).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|p| {
+        p.proposal
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| s.page.element.is_none())
+    }));
+    let grant = made[0].grant(MINUTE, t0, Some(approver(1))).unwrap();
+    assert_eq!(grant.element, None);
+    assert_eq!(
+        store
+            .approve_proposal(&made[0].id, grant.clone(), t0)
+            .await
+            .unwrap(),
+        DecisionOutcome::Approved
+    );
+    assert_eq!(
+        store.get(&grant.id).await.unwrap(),
+        Some(StoredGrant::issued(grant.clone()))
+    );
+    assert_eq!(
+        store
+            .deny_proposal(&made[1].id, Some(&approver(2)), t0)
+            .await
+            .unwrap(),
+        DecisionOutcome::Denied
+    );
+    for proposal in &made {
+        let raw: Vec<u8> = conn.get(store.proposal_key(&who, &proposal.id)).unwrap();
+        assert_eq!(raw[0], 1, "a decision keeps the record's format");
+        let read = store.get_proposal(&proposal.id).await.unwrap().unwrap();
+        assert_eq!(read.proposal, *proposal);
+        assert_ne!(read.state, ProposalState::Pending);
+    }
 }
 
 #[tokio::test]

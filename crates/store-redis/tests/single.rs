@@ -12,7 +12,7 @@ use countersign_approval_core::Approval;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding,
     ConsumeOutcome, GrantState, IssueError, ResumeOutcome, RevokeOutcome, RunId, StaleReason,
-    StopOutcome, StoreError, Timestamp,
+    StopOutcome, StoreError, StoredGrant, Timestamp,
 };
 use countersign_store_redis::{
     ConnectError, Durability, GrantScript, RedisApprovalStore, RedisStoreOptions,
@@ -78,7 +78,7 @@ async fn record_layout_holds_every_field_and_a_version() {
     let mut conn = server.conn();
     // One string: the format byte, then every field in order.
     let raw: Vec<u8> = conn.get(&key).unwrap();
-    assert_eq!(raw[0], 3);
+    assert_eq!(raw[0], 4);
     let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).unwrap();
     assert_eq!(kind, "string");
     let fields = support::record(&mut conn, &key);
@@ -445,8 +445,24 @@ fn damages() -> Vec<(&'static str, Damage)> {
         }),
         ("other version", |c, k| {
             let mut r = raw(c, &k.grant);
-            r[0] = 4;
+            r[0] = 5;
             support::set_raw(c, &k.grant, &r);
+        }),
+        ("v=3 format byte on a v=4 record", |c, k| {
+            let mut r = raw(c, &k.grant);
+            r[0] = 3;
+            support::set_raw(c, &k.grant, &r);
+        }),
+        ("element not an element identity", |c, k| {
+            set(c, &k.grant, "element", "{}")
+        }),
+        ("element not in its canonical form", |c, k| {
+            let spaced = support::element().canonical_json().replacen(':', ": ", 1);
+            set(c, &k.grant, "element", &spaced)
+        }),
+        ("element empty", |c, k| set(c, &k.grant, "element", "")),
+        ("element not utf-8", |c, k| {
+            support::set_field(c, &k.grant, "element", Some(&[0xff, b'{']));
         }),
         ("cut short", |c, k| {
             let r = raw(c, &k.grant);
@@ -723,6 +739,91 @@ async fn corrupt_or_foreign_records_are_errors_never_outcomes() {
     }
 }
 
+/// A consumed record whose `consumed_at` or `consumed_by` is missing or
+/// malformed is refused with a message that says which, and the same one
+/// whether a script (a consume by the store that issued the grant, a
+/// revoke) or the library's reader (a consume by another store, a get)
+/// finds it.
+#[tokio::test]
+async fn a_damaged_consumed_record_says_what_is_wrong() {
+    let server = shared_server();
+    let options = support::options_for(server, "consumed_fields");
+    let issuer = RedisApprovalStore::connect(options.clone()).await.unwrap();
+    let other = RedisApprovalStore::connect(options).await.unwrap();
+    let mut conn = server.conn();
+    let t0 = now();
+    let cases: [(Option<&str>, Option<&str>, &str); 7] = [
+        (None, None, "consumed record lacks consumed_at"),
+        (None, Some("att_x"), "consumed record lacks consumed_at"),
+        (Some("5"), None, "consumed record lacks consumed_by"),
+        (
+            Some("soon"),
+            Some("att_x"),
+            "consumed_at is not a timestamp",
+        ),
+        (
+            Some("99999999999999999999"),
+            Some("att_x"),
+            "consumed_at is not a timestamp",
+        ),
+        (
+            Some("5"),
+            Some("not an id!"),
+            "consumed_by is not an attempt id",
+        ),
+        (Some("5"), Some(""), "consumed_by is not an attempt id"),
+    ];
+    for (consumed_at, consumed_by, message) in cases {
+        let approval = grant("a#c", MINUTE, t0).await;
+        let (id, binding) = (approval.id.clone(), approval.binding());
+        issuer.issue(approval).await.unwrap();
+        let key = support::grant_key(&issuer, &id);
+        support::set_field(&mut conn, &key, "state", Some(b"c"));
+        support::set_field(
+            &mut conn,
+            &key,
+            "consumed_at",
+            consumed_at.map(str::as_bytes),
+        );
+        support::set_field(
+            &mut conn,
+            &key,
+            "consumed_by",
+            consumed_by.map(str::as_bytes),
+        );
+        let answers = [
+            (
+                "the issuer's consume",
+                issuer
+                    .consume_once(&id, &binding, t0, &attempt())
+                    .await
+                    .map(|o| format!("{o:?}")),
+            ),
+            (
+                "another store's consume",
+                other
+                    .consume_once(&id, &binding, t0, &attempt())
+                    .await
+                    .map(|o| format!("{o:?}")),
+            ),
+            ("revoke", issuer.revoke(&id).await.map(|o| format!("{o:?}"))),
+            ("get", other.get(&id).await.map(|g| format!("{g:?}"))),
+        ];
+        for (who, answer) in answers {
+            match answer {
+                Err(StoreError::Corrupt {
+                    key: named,
+                    message: said,
+                }) => {
+                    assert_eq!(said, message, "{consumed_at:?} {consumed_by:?}: {who}");
+                    assert_eq!(named, key, "{consumed_at:?} {consumed_by:?}: {who}");
+                }
+                other => panic!("{consumed_at:?} {consumed_by:?}: {who} answered {other:?}"),
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_record_changed_after_it_was_read_is_not_written() {
     // The consume and revoke scripts write only to the record the library
@@ -849,6 +950,100 @@ async fn a_record_changed_after_it_was_read_is_not_written() {
     );
     let read = store.get(&third.id).await.unwrap().unwrap();
     assert_eq!(read.approval.approver_note.as_deref(), Some("added later"));
+}
+
+/// A v=3 record, written by the previous version of the store, has no
+/// element field: it reads as a grant bound to no element (what it was
+/// issued with), every script reads and writes it, and a write keeps it a
+/// v=3 record. An element-bound grant keeps its element byte for byte.
+#[tokio::test]
+async fn v3_records_read_as_bound_to_no_element() {
+    let server = shared_server();
+    let options = support::options_for(server, "v3");
+    let issuer = RedisApprovalStore::connect(options.clone()).await.unwrap();
+    let other = RedisApprovalStore::connect(options).await.unwrap();
+    let mut conn = server.conn();
+    let t0 = now();
+    let as_v3 = |conn: &mut redis::Connection, key: &str| {
+        let raw: Vec<u8> = conn.get(key).unwrap();
+        assert_eq!(raw[0], 4);
+        let mut fields = countersign_store_redis::record_fields(&raw).unwrap();
+        let (name, value) = fields.remove(16);
+        assert_eq!((name, value), ("element", None));
+        let mut old = countersign_store_redis::record_from_fields(&fields);
+        old[0] = 3;
+        assert_eq!(old.len(), raw.len() - 1);
+        support::set_raw(conn, key, &old);
+    };
+    for store in [&issuer, &other] {
+        let consumed = grant("a#v3-consumed", MINUTE, t0).await;
+        let revoked = grant("a#v3-revoked", MINUTE, t0).await;
+        for approval in [&consumed, &revoked] {
+            issuer.issue(approval.clone()).await.unwrap();
+            as_v3(&mut conn, &support::grant_key(&issuer, &approval.id));
+            assert_eq!(
+                store.get(&approval.id).await.unwrap(),
+                Some(StoredGrant::issued(approval.clone()))
+            );
+        }
+        let mut mismatched = consumed.binding();
+        mismatched.url = "https://docs.example.com/other".to_owned();
+        assert!(matches!(
+            store
+                .consume_once(&consumed.id, &mismatched, t0, &attempt())
+                .await
+                .unwrap(),
+            ConsumeOutcome::Stale(_)
+        ));
+        let by = attempt();
+        assert_eq!(
+            store
+                .consume_once(&consumed.id, &consumed.binding(), t0, &by)
+                .await
+                .unwrap(),
+            ConsumeOutcome::Consumed { replay: false }
+        );
+        assert_eq!(
+            store.revoke(&revoked.id).await.unwrap(),
+            RevokeOutcome::Revoked
+        );
+        let key = support::grant_key(&issuer, &consumed.id);
+        let raw: Vec<u8> = conn.get(&key).unwrap();
+        assert_eq!(raw[0], 3, "a write keeps the record's format");
+        let read = store.get(&consumed.id).await.unwrap().unwrap();
+        assert_eq!(read.approval, consumed);
+        assert_eq!(read.failed_attempts, 1);
+        assert_eq!(read.state, GrantState::Consumed { at: t0, by });
+        let read = other.get(&revoked.id).await.unwrap().unwrap();
+        assert_eq!((read.approval, read.state), (revoked, GrantState::Revoked));
+    }
+
+    // An element-bound grant: the element's canonical JSON, as it is, in
+    // the fixed fields the fingerprint covers.
+    let page = countersign_approval_core::PageBinding::new("session", "tab", "rev-1")
+        .with_element(support::element());
+    let bound = grant("a#v4-element", MINUTE, t0)
+        .await
+        .bound_to_page(&page)
+        .unwrap();
+    issuer.issue(bound.clone()).await.unwrap();
+    let key = support::grant_key(&issuer, &bound.id);
+    assert_eq!(
+        support::record(&mut conn, &key)["element"],
+        support::element().canonical_json().into_bytes()
+    );
+    assert_eq!(
+        other.get(&bound.id).await.unwrap(),
+        Some(StoredGrant::issued(bound.clone()))
+    );
+    assert_eq!(
+        issuer
+            .consume_once(&bound.id, &bound.binding(), t0, &attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+    assert_eq!(other.get(&bound.id).await.unwrap().unwrap().approval, bound);
 }
 
 #[tokio::test]
@@ -1233,7 +1428,7 @@ async fn the_issue_script_recognises_its_own_resent_call() {
     let issue = |token: &[u8; 16]| {
         let at = now().as_millis();
         // The record up to the generations, with only its id and token.
-        let fields: Vec<(&str, Option<Vec<u8>>)> = countersign_store_redis::RECORD_FIELDS[..16]
+        let fields: Vec<(&str, Option<Vec<u8>>)> = countersign_store_redis::RECORD_FIELDS[..17]
             .iter()
             .map(|&name| match name {
                 "id" => (name, Some(id.as_str().as_bytes().to_vec())),

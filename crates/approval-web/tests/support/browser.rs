@@ -11,6 +11,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use chromiumoxide::cdp::browser_protocol::network::CookieParam;
 use chromiumoxide::handler::viewport::Viewport;
+use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
@@ -242,4 +243,19 @@ pub async fn text(page: &Page, selector: &str) -> String {
         &format!("(document.querySelector({selector:?}) || {{textContent: ''}}).textContent"),
     )
     .await
+}
+
+/// A full-page screenshot of `page`, also written to the tests' temporary
+/// directory as `name`.
+pub async fn photograph(page: &Page, name: &str) -> Vec<u8> {
+    let picture = page
+        .screenshot(ScreenshotParams::builder().full_page(true).build())
+        .await
+        .unwrap();
+    std::fs::write(
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name),
+        &picture,
+    )
+    .unwrap();
+    picture
 }

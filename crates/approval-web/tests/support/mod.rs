@@ -143,8 +143,20 @@ impl Host {
         proposal
     }
 
+    /// A proposal of `action` on `url` (on `docs.example.com`), stored
+    /// pending.
+    pub async fn propose_at(&self, url: &str, action: &Value) -> Proposal {
+        let proposal = self.proposal_at(url, action).await;
+        self.store.propose(proposal.clone()).await.unwrap();
+        proposal
+    }
+
     async fn proposal(&self, action: &Value) -> Proposal {
-        let url = self.policy.authorize_destination(URL).await.unwrap();
+        self.proposal_at(URL, action).await
+    }
+
+    async fn proposal_at(&self, url: &str, action: &Value) -> Proposal {
+        let url = self.policy.authorize_destination(url).await.unwrap();
         let action = self.policy.authorize_action(action).unwrap();
         Proposal::for_action(
             self.actor.clone(),

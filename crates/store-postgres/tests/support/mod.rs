@@ -426,6 +426,38 @@ pub async fn url_and_action(selector: &str) -> (AuthorizedUrl, Action) {
     (url, action)
 }
 
+/// The versions recorded in `schema`'s version table (no table prefix),
+/// in order.
+pub async fn schema_versions(admin: &tokio_postgres::Client, schema: &str) -> Vec<i32> {
+    admin
+        .query(
+            &format!("SELECT version FROM \"{schema}\".schema_version ORDER BY 1"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// An element identity with quotes, non-ASCII, a bidi override and two
+/// frames.
+pub fn element() -> countersign_approval_core::ElementIdentity {
+    countersign_approval_core::ElementIdentity::new(
+        "button",
+        "Pay «5 €» \"now\" \u{202E}gnp.exe",
+        "button",
+        "Pay \\ now",
+        std::collections::BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
+        vec![
+            countersign_approval_core::FrameIdentity::new("https://docs.example.com", "D0C"),
+            countersign_approval_core::FrameIdentity::new("https://pay.example", "D1\"\\"),
+        ],
+    )
+    .unwrap()
+}
+
 /// A fresh grant for `ACTOR`/`RUN` on `URL` clicking `selector`, valid for `ttl` from `now`.
 pub async fn grant(selector: &str, ttl: Duration, now: Timestamp) -> Approval {
     let (url, action) = url_and_action(selector).await;
@@ -468,4 +500,52 @@ pub fn call(approval_id: &str, selector: &str) -> serde_json::Value {
         "method": "click",
         "selector": selector,
     })
+}
+
+/// Forces a server kill into a burst of calls, so that "the kill hit some
+/// calls" holds however the threads are scheduled: tasks that must meet
+/// the dead server wait in [`KillGate::killed`] until it is dead, and
+/// [`KillGate::kill_then_restart_after_a_hit`] brings it back only once a
+/// call has failed against it ([`KillGate::hit`]).
+pub struct KillGate {
+    killed: tokio::sync::watch::Sender<bool>,
+    hit: tokio::sync::Notify,
+}
+
+impl KillGate {
+    pub fn new() -> Arc<KillGate> {
+        Arc::new(KillGate {
+            killed: tokio::sync::watch::Sender::new(false),
+            hit: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Waits until the server is dead.
+    pub async fn killed(&self) {
+        self.killed.subscribe().wait_for(|k| *k).await.unwrap();
+    }
+
+    /// Tells the gate a call failed against the dead server.
+    pub fn hit(&self) {
+        // `notify_one` keeps the wake-up when nobody waits yet.
+        self.hit.notify_one();
+    }
+
+    /// SIGKILLs the server, lets the waiting tasks go, and restarts it
+    /// `pause` after the first call failed against it.
+    pub async fn kill_then_restart_after_a_hit(&self, server: &Arc<PgServer>, pause: Duration) {
+        let dead = Arc::clone(server);
+        tokio::task::spawn_blocking(move || dead.kill())
+            .await
+            .unwrap();
+        self.killed.send_replace(true);
+        self.hit.notified().await;
+        let back = Arc::clone(server);
+        tokio::task::spawn_blocking(move || {
+            thread::sleep(pause);
+            back.restart();
+        })
+        .await
+        .unwrap();
+    }
 }

@@ -14,7 +14,7 @@
 -- 'grant_exists' and nothing is written (issue writes nothing when it
 -- refuses). Otherwise the grant is issued exactly as issue does, and only
 -- once it is, the proposal turns approved, kept as long as its grant.
--- Replies carry the proposal's head as it was before the call and what the
+-- Replies carry the proposal's tagged head as it was before the call and what the
 -- script saw (stopped, and the record's new expiry when it moved).
 local key, id, now, slot = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 local err = check_proposal_key(key, slot, id)
@@ -33,7 +33,7 @@ if KEYS[2] ~= pending_key(slot, p.run) or KEYS[3] ~= grant_key(slot, ARGV[6])
 end
 local fs, stopped, fkey = proposal_stopped(slot, p)
 if fs ~= 'ok' then return {'corrupt', stopped, fkey} end
-local seen = p.head
+local seen = tagged_head(p)
 if p.state ~= PENDING then return {'decided', seen, meta(stopped)} end
 if uint_ge(now, p.expires_at) then return {'expired', seen, meta(stopped)} end
 if stopped then return {'stopped', seen, meta(stopped)} end

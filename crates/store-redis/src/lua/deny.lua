@@ -6,7 +6,7 @@
 -- answers 'changed'. In the order of decide_proposal: decided and expired
 -- answer with nothing written; otherwise the proposal turns denied, also in
 -- a stopped run (a denial stores no grant). Replies carry the proposal's
--- head as it was before the call and what the script saw.
+-- tagged head as it was before the call and what the script saw.
 local key, id, now, slot = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 local err = check_proposal_key(key, slot, id)
 if err then return err end
@@ -20,7 +20,7 @@ if KEYS[2] ~= pending_key(slot, p.run) then
 end
 local fs, stopped, fkey = proposal_stopped(slot, p)
 if fs ~= 'ok' then return {'corrupt', stopped, fkey} end
-local seen = p.head
+local seen = tagged_head(p)
 if p.state ~= PENDING then return {'decided', seen, meta(stopped)} end
 if uint_ge(now, p.expires_at) then return {'expired', seen, meta(stopped)} end
 local by = ARGV[5]

@@ -1,6 +1,6 @@
 -- get_proposal: KEYS[1] = proposal key; ARGV[1] = id, ARGV[2] = the actor's
 -- slot prefix, ARGV[3] = 'full' (the whole record, screenshot included) or
--- 'head' (the head alone, read with GETRANGE: what a decision needs).
+-- 'head' (the tagged head alone, read with GETRANGE: what a decision needs).
 -- Reads only. A found proposal comes with the fingerprint of its fixed
 -- fields and whether its run or actor was stopped since it was made.
 local key, id, slot = KEYS[1], ARGV[1], ARGV[2]
@@ -18,6 +18,6 @@ if status == 'missing' then return {'missing'} end
 if status == 'corrupt' then return {'corrupt', p} end
 local fs, stopped, fkey = proposal_stopped(slot, p)
 if fs ~= 'ok' then return {'corrupt', stopped, fkey} end
-local shown = p.head
+local shown = tagged_head(p)
 if ARGV[3] == 'full' then shown = p.raw end
 return {'found', shown, proposal_fingerprint(p), meta(stopped, nil)}

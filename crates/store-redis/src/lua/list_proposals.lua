@@ -1,7 +1,7 @@
 -- list_proposals: KEYS[1] = the run's pending index; ARGV[1] = run id,
 -- ARGV[2] = the actor's slot prefix, ARGV[3] = caller's now (ms), ARGV[4] =
 -- the most to list. Walks the index oldest first (by proposed_at, then id)
--- and replies {'listed', heads}: the heads of the proposals that are
+-- and replies {'listed', heads}: the tagged heads of the proposals that are
 -- pending, unexpired at now and not stopped since they were made, at most
 -- ARGV[4] of them, without screenshots (read with GETRANGE, so a list
 -- never copies them). Entries that can never be listed again are dropped
@@ -33,7 +33,7 @@ for _, member in ipairs(redis.call('ZRANGE', index, 0, -1)) do
   elseif p.state ~= PENDING or stopped_by(p, a, r) then
     redis.call('ZREM', index, member)
   elseif not uint_ge(now, p.expires_at) then
-    heads[#heads + 1] = p.head
+    heads[#heads + 1] = tagged_head(p)
   end
 end
 return {'listed', heads}

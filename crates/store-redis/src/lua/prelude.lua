@@ -1,4 +1,5 @@
--- countersign record helpers, shared by every script. Record format v=3.
+-- countersign record helpers, shared by every script. Record format v=4
+-- (v=3 records, the previous version's, are read and kept as v=3).
 -- A script touches only keys of one actor's slot: the keys start with the
 -- slot prefix `{prefix}:{a<tag>}`, whose hash tag names one cluster slot.
 --   <slot>:grant:<id>   a grant (string: one record, see below)
@@ -12,15 +13,17 @@
 -- FIELDS in order, each a length and that many bytes. A length up to
 -- SHORT_MAX is one byte; LONG is followed by a 4-byte big-endian length
 -- (only for longer fields); ABSENT is an optional field that is not set.
--- The first FIXED fields never change after issue (the fingerprint covers
--- them); writes rewrite only the fields after them.
+-- The fields up to `agen` never change after issue (the fingerprint covers
+-- them); writes rewrite only the fields after them. A v=3 record has every
+-- field but `element` (it binds no element); a write keeps its format byte.
 
 local MAX_MS = 9007199254740991 -- 2^53 - 1: largest integer a Lua number holds exactly
 local U64_MAX = '18446744073709551615'
 local U32_MAX = 4294967295
 local MAX_ABANDONED = 16
 local MAX_ATTEMPT_LIMIT = 100
-local FORMAT = 3
+local FORMAT = 4
+local OLD_FORMAT = 3
 local SHORT_MAX = 252
 local ABSENT = 253
 local LONG = 254
@@ -29,15 +32,17 @@ local DIGEST_BYTES = 32
 local FIELDS = {
   'id', 'actor', 'run', 'url', 'action', 'digest', 'issued_at', 'expires_at',
   'attempt_limit', 'issue_token', 'approver', 'approved_at', 'note',
-  'page_revision', 'operation_id', 'session_id', 'rgen', 'agen',
+  'page_revision', 'operation_id', 'session_id', 'element', 'rgen', 'agen',
   'state', 'failed', 'consumed_at', 'consumed_by', 'abandoned',
 }
--- Fields 1..FIXED are written at issue and never change.
-local FIXED = 18
--- Where each optional field sits: every other field must be present.
+-- The last field written at issue: it and every field before it never
+-- change.
+local LAST_FIXED = 'agen'
+-- The optional fields: every other field must be present.
 local OPTIONAL = {
-  [11] = true, [12] = true, [13] = true, [14] = true, [15] = true, [16] = true,
-  [21] = true, [22] = true, [23] = true,
+  approver = true, approved_at = true, note = true, page_revision = true,
+  operation_id = true, session_id = true, element = true,
+  consumed_at = true, consumed_by = true, abandoned = true,
 }
 -- State codes, one byte each.
 local ACTIVE, REVOKED, LOCKED, CONSUMED = 'a', 'r', 'l', 'c'
@@ -183,7 +188,9 @@ end
 -- The issue token of record s, or nil when s is not laid out as a record
 -- up to it (the issue script's check for a resent call of its own).
 local function token_of(s)
-  if type(s) ~= 'string' or string.byte(s, 1) ~= FORMAT then return nil end
+  if type(s) ~= 'string' then return nil end
+  local version = string.byte(s, 1)
+  if version ~= FORMAT and version ~= OLD_FORMAT then return nil end
   local pos, value = 2, nil
   for _ = 1, 10 do
     value, pos = read_field(s, pos)
@@ -221,9 +228,12 @@ local function check_mutable(f)
   if not is_u32(f.failed) then return 'failed is not a decimal integer' end
   local failed = tonumber(f.failed)
   if f.state == CONSUMED then
-    if not is_u64(f.consumed_at) or not is_token(f.consumed_by) then
-      return 'consumed record lacks consumed_at or consumed_by'
-    end
+    -- The same checks in the same order as the library's reader, with
+    -- the same messages: what is missing, else what is malformed.
+    if f.consumed_at == nil then return 'consumed record lacks consumed_at' end
+    if f.consumed_by == nil then return 'consumed record lacks consumed_by' end
+    if not is_u64(f.consumed_at) then return 'consumed_at is not a timestamp' end
+    if not is_token(f.consumed_by) then return 'consumed_by is not an attempt id' end
   elseif f.state == ACTIVE or f.state == REVOKED or f.state == LOCKED then
     if f.consumed_at ~= nil or f.consumed_by ~= nil then
       return 'unconsumed record has consumed fields'
@@ -254,25 +264,28 @@ local function check_mutable(f)
   return nil
 end
 
--- Reads record s as a v=3 record for id. Returns 'ok' and its fields by
+-- Reads record s as a v=4 (or v=3) record for id. Returns 'ok' and its fields by
 -- name (absent ones nil; `raw` the record, `fixed_end` where its fixed
 -- fields end); or 'corrupt' and a reason.
 local function parse(s, id)
   if #s == 0 then return 'corrupt', 'record is empty' end
-  if string.byte(s, 1) ~= FORMAT then
-    return 'corrupt', 'unsupported record format version ' .. string.byte(s, 1)
+  local version = string.byte(s, 1)
+  if version ~= FORMAT and version ~= OLD_FORMAT then
+    return 'corrupt', 'unsupported record format version ' .. version
   end
   local f, pos = {raw = s}, 2
-  for i, name in ipairs(FIELDS) do
-    local value, after = read_field(s, pos)
-    if value == nil then return 'corrupt', 'record is cut short at ' .. name end
-    if value == false then
-      if not OPTIONAL[i] then return 'corrupt', 'missing field ' .. name end
-    else
-      f[name] = value
+  for _, name in ipairs(FIELDS) do
+    if name ~= 'element' or version == FORMAT then
+      local value, after = read_field(s, pos)
+      if value == nil then return 'corrupt', 'record is cut short at ' .. name end
+      if value == false then
+        if not OPTIONAL[name] then return 'corrupt', 'missing field ' .. name end
+      else
+        f[name] = value
+      end
+      pos = after
+      if name == LAST_FIXED then f.fixed_end = pos - 1 end
     end
-    pos = after
-    if i == FIXED then f.fixed_end = pos - 1 end
   end
   if pos ~= #s + 1 then return 'corrupt', 'record has bytes after its last field' end
   if f.id ~= id then return 'corrupt', 'id field does not match the key' end
@@ -289,7 +302,7 @@ local function parse(s, id)
   return 'ok', f
 end
 
--- Reads the grant at key and checks that it is a v=3 record for id.
+-- Reads the grant at key and checks that it is a v=4 (or v=3) record for id.
 -- Returns 'missing'; or 'corrupt' and a reason; or 'ok' and the fields.
 -- (GET first, TYPE only when it fails: every command a script calls costs
 -- a few microseconds, and a sound record needs one.)
@@ -301,7 +314,7 @@ local function load(key, id)
     if kind == 'hash' then
       -- The records of store versions before format 3 were hashes.
       return 'corrupt', 'record is a hash (format v=2 or earlier, written by an earlier version '
-        .. 'of the store), not a format v=3 string: it cannot be read, issue the grant again'
+        .. 'of the store), not a format v=4 string: it cannot be read, issue the grant again'
     end
     return 'corrupt', 'key holds a ' .. kind .. ', not a record'
   end

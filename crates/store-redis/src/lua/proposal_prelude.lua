@@ -1,5 +1,6 @@
 -- countersign proposal records, shared by the proposal scripts (it follows
--- the grant prelude and uses its helpers). Proposal record format 1.
+-- the grant prelude and uses its helpers). Proposal record format 2 (format
+-- 1 records, the previous version's, are read and kept as format 1).
 -- A proposal lives in its actor's slot, beside the actor's grants and
 -- fences, so that approving it and issuing its grant is one script:
 --   <slot>:proposal:<id>   a proposal (string: one record, see below)
@@ -10,21 +11,26 @@
 -- A record is a format byte, the length of its head (4 bytes, big endian),
 -- the head, then the screenshot as one field (ABSENT without one). The
 -- head is the P_FIELDS in order, in the grant record's field encoding. Its
--- first P_FIXED fields never change (the fingerprint covers them); a
--- decision rewrites the rest. The screenshot comes last and outside the
+-- fields up to P_LAST_FIXED never change (the fingerprint covers them); a
+-- decision rewrites the rest. A format 1 head has every field but
+-- `element` (it binds no element). Heads a script replies with are tagged:
+-- the record's format byte, then the head. The screenshot comes last and outside the
 -- head so that a list, or the read before a decision, takes the head alone
 -- (GETRANGE) and never copies megabytes of screenshots.
 
-local P_FORMAT = 1
+local P_FORMAT = 2
+local P_OLD_FORMAT = 1
 local P_FIELDS = {
   'id', 'actor', 'run', 'url', 'action', 'digest', 'proposed_at', 'expires_at',
-  'session_id', 'target_id', 'page_revision', 'target_found', 'rgen', 'agen',
+  'session_id', 'target_id', 'page_revision', 'target_found', 'element', 'rgen', 'agen',
   'state', 'approval_id', 'decided_by', 'decided_at',
 }
--- Fields 1..P_FIXED are written at propose and never change.
-local P_FIXED = 14
+-- The last field written at propose: it and every field before it never
+-- change.
+local P_LAST_FIXED = 'agen'
 local P_OPTIONAL = {
-  [9] = true, [10] = true, [11] = true, [12] = true, [16] = true, [17] = true, [18] = true,
+  session_id = true, target_id = true, page_revision = true, target_found = true,
+  element = true, approval_id = true, decided_by = true, decided_at = true,
 }
 -- Proposal states, one byte each.
 local PENDING, APPROVED, DENIED = 'p', 'a', 'd'
@@ -61,28 +67,40 @@ local function head_length(s)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- The record of `head` and the screenshot field `tail`.
-local function proposal_record(head, tail)
-  return string.char(P_FORMAT) .. u32_bytes(#head) .. head .. tail
+-- The record of format `format` of `head` and the screenshot field `tail`.
+local function proposal_record(format, head, tail)
+  return string.char(format) .. u32_bytes(#head) .. head .. tail
 end
 
--- Reads a proposal head for id (nil: any id). Returns 'ok' and the fields
--- by name (`head` the bytes, `fixed_end` where its fixed fields end); or
+-- Proposal p's head as replies carry it: its format byte, then the head.
+local function tagged_head(p)
+  return string.char(p.format) .. p.head
+end
+
+local function is_proposal_format(version)
+  return version == P_FORMAT or version == P_OLD_FORMAT
+end
+
+-- Reads a proposal head of format `format` for id (nil: any id). Returns
+-- 'ok' and the fields by name (`head` the bytes, `format`, `fixed_end`
+-- where its fixed fields end); or
 -- 'corrupt' and a reason. A pending proposal's decision fields are
 -- checked exactly as strictly as the library reads them: a script decides
 -- only a pending proposal, so it never writes to one the library refuses.
-local function parse_head(head, id)
-  local p, pos = {head = head}, 1
-  for i, name in ipairs(P_FIELDS) do
-    local value, after = read_field(head, pos)
-    if value == nil then return 'corrupt', 'proposal record is cut short at ' .. name end
-    if value == false then
-      if not P_OPTIONAL[i] then return 'corrupt', 'proposal record lacks ' .. name end
-    else
-      p[name] = value
+local function parse_head(head, id, format)
+  local p, pos = {head = head, format = format}, 1
+  for _, name in ipairs(P_FIELDS) do
+    if name ~= 'element' or format == P_FORMAT then
+      local value, after = read_field(head, pos)
+      if value == nil then return 'corrupt', 'proposal record is cut short at ' .. name end
+      if value == false then
+        if not P_OPTIONAL[name] then return 'corrupt', 'proposal record lacks ' .. name end
+      else
+        p[name] = value
+      end
+      pos = after
+      if name == P_LAST_FIXED then p.fixed_end = pos - 1 end
     end
-    pos = after
-    if i == P_FIXED then p.fixed_end = pos - 1 end
   end
   if pos ~= #head + 1 then return 'corrupt', 'proposal head has bytes after its last field' end
   if id ~= nil and p.id ~= id then return 'corrupt', 'id field does not match the key' end
@@ -101,6 +119,7 @@ local function parse_head(head, id)
   if page and p.target_found ~= '0' and p.target_found ~= '1' then
     return 'corrupt', 'target_found is not 0 or 1'
   end
+  if p.element ~= nil and not page then return 'corrupt', 'element without a page' end
   if p.state == PENDING then
     if p.approval_id ~= nil or p.decided_by ~= nil or p.decided_at ~= nil then
       return 'corrupt', 'pending proposal has decision fields'
@@ -126,12 +145,13 @@ end
 -- field); or 'corrupt' and a reason.
 local function parse_proposal(s, id)
   if #s == 0 then return 'corrupt', 'proposal record is empty' end
-  if string.byte(s, 1) ~= P_FORMAT then
-    return 'corrupt', 'unsupported proposal record format ' .. string.byte(s, 1)
+  local format = string.byte(s, 1)
+  if not is_proposal_format(format) then
+    return 'corrupt', 'unsupported proposal record format ' .. format
   end
   local n = head_length(s)
   if n == nil or HEAD_AT + n > #s then return 'corrupt', 'proposal record is cut short' end
-  local status, p = parse_head(string.sub(s, HEAD_AT, HEAD_AT + n - 1), id)
+  local status, p = parse_head(string.sub(s, HEAD_AT, HEAD_AT + n - 1), id, format)
   if status ~= 'ok' then return status, p end
   local shot, after = read_field(s, HEAD_AT + n)
   if shot == nil or after ~= #s + 1 then
@@ -166,8 +186,9 @@ local function load_head(key, id)
   if kind ~= 'string' then return 'corrupt', 'key holds a ' .. kind .. ', not a proposal' end
   local start = redis.call('GETRANGE', key, 0, HEAD_AT - 2)
   if #start == 0 then return 'corrupt', 'proposal record is empty' end
-  if string.byte(start, 1) ~= P_FORMAT then
-    return 'corrupt', 'unsupported proposal record format ' .. string.byte(start, 1)
+  local format = string.byte(start, 1)
+  if not is_proposal_format(format) then
+    return 'corrupt', 'unsupported proposal record format ' .. format
   end
   local n = head_length(start)
   if n == nil or redis.call('STRLEN', key) < HEAD_AT + n then
@@ -175,7 +196,7 @@ local function load_head(key, id)
   end
   local head = ''
   if n > 0 then head = redis.call('GETRANGE', key, HEAD_AT - 1, HEAD_AT + n - 2) end
-  return parse_head(head, id)
+  return parse_head(head, id, format)
 end
 
 -- The digest of a proposal's fixed fields: the SHA-1 of the bytes they
@@ -218,7 +239,7 @@ local function save_decision(key, p, state, approval_id, by, at, keep_at)
   local head = string.sub(p.head, 1, p.fixed_end) .. field(state) .. field(approval_id)
     .. field(by) .. field(at)
   local kept = expiry_of(key)
-  redis.call('SET', key, proposal_record(head, p.tail))
+  redis.call('SET', key, proposal_record(p.format, head, p.tail))
   if kept == nil or kept == 0 then return nil end
   if keep_at ~= nil and keep_at > kept then
     redis.call('PEXPIREAT', key, fmt(keep_at))

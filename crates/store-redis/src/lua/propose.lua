@@ -28,7 +28,7 @@ if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
 -- A new proposal: pending, nothing decided.
 local head = ARGV[7] .. field(r.gen) .. field(a.gen) .. field(PENDING) .. field(nil)
   .. field(nil) .. field(nil)
-local record = proposal_record(head, ARGV[8])
+local record = proposal_record(P_FORMAT, head, ARGV[8])
 -- Only what the library reads back is stored.
 local status, p = parse_proposal(record, id)
 if status ~= 'ok' then

@@ -420,6 +420,23 @@ pub async fn grant(selector: &str, ttl: Duration, now: Timestamp) -> Approval {
     .unwrap()
 }
 
+/// An element identity with quotes, non-ASCII, a bidi override and two
+/// frames.
+pub fn element() -> countersign_approval_core::ElementIdentity {
+    countersign_approval_core::ElementIdentity::new(
+        "button",
+        "Pay «5 €» \"now\" \u{202E}gnp.exe",
+        "button",
+        "Pay \\ now",
+        std::collections::BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
+        vec![
+            countersign_approval_core::FrameIdentity::new("https://docs.example.com", "D0C"),
+            countersign_approval_core::FrameIdentity::new("https://pay.example", "D1\"\\"),
+        ],
+    )
+    .unwrap()
+}
+
 /// The Act tool for `ACTOR`/`RUN` over `store`, performing on `backend`.
 pub fn act_over(
     store: Arc<RedisApprovalStore>,
@@ -724,14 +741,14 @@ pub fn wait_for_children(children: Vec<Child>, limit: Duration) {
 }
 
 /// The fields of the record at `key` by name, with their stored bytes
-/// (absent ones left out); panics when the key holds no v=3 record.
+/// (absent ones left out); panics when the key holds no v=4 record.
 pub fn record(
     conn: &mut redis::Connection,
     key: &str,
 ) -> std::collections::HashMap<&'static str, Vec<u8>> {
     let raw: Vec<u8> = redis::cmd("GET").arg(key).query(conn).unwrap();
     countersign_store_redis::record_fields(&raw)
-        .unwrap_or_else(|| panic!("{key} holds no v=3 record"))
+        .unwrap_or_else(|| panic!("{key} holds no v=4 record"))
         .into_iter()
         .filter_map(|(name, value)| value.map(|v| (name, v)))
         .collect()
@@ -750,7 +767,7 @@ pub fn record_text(conn: &mut redis::Connection, key: &str, name: &str) -> Strin
 pub fn set_field(conn: &mut redis::Connection, key: &str, name: &str, value: Option<&[u8]>) {
     let raw: Vec<u8> = redis::cmd("GET").arg(key).query(conn).unwrap();
     let mut fields = countersign_store_redis::record_fields(&raw)
-        .unwrap_or_else(|| panic!("{key} holds no v=3 record"));
+        .unwrap_or_else(|| panic!("{key} holds no v=4 record"));
     let field = fields
         .iter_mut()
         .find(|(n, _)| *n == name)
