@@ -293,25 +293,7 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
         },
         |n| {
             rt.block_on(async {
-                // Issuing is the host's side, untimed.
-                let mut calls = Vec::new();
-                for _ in 0..n {
-                    match issue_page_grant(
-                        &context,
-                        &page,
-                        &site,
-                        &action,
-                        Duration::from_secs(600),
-                    )
-                    .await
-                    {
-                        Ok(grant) => calls.push(serde_json::json!({
-                            "url": site, "approval_id": grant.id.as_str(),
-                            "method": "click", "selector": "#count",
-                        })),
-                        Err(_) => failures += 1,
-                    }
-                }
+                let calls = issue_clicks(&context, &page, &site, n, &mut failures).await;
                 let start = Instant::now();
                 for call in &calls {
                     if act.execute_json(call).await["status"] == "ok" {
@@ -361,6 +343,30 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// Issues `n` grants bound to `page` for a click on `#count` (the host's
+/// side, kept out of the timed part) and returns the Act calls that use
+/// them; a grant that could not be issued counts in `failures`.
+async fn issue_clicks(
+    context: &Context,
+    page: &countersign_approval_core::PageBinding,
+    site: &str,
+    n: u64,
+    failures: &mut u64,
+) -> Vec<serde_json::Value> {
+    let action = serde_json::json!({"method": "click", "selector": "#count"});
+    let mut calls = Vec::new();
+    for _ in 0..n {
+        match issue_page_grant(context, page, site, &action, Duration::from_secs(600)).await {
+            Ok(grant) => calls.push(serde_json::json!({
+                "url": site, "approval_id": grant.id.as_str(),
+                "method": "click", "selector": "#count",
+            })),
+            Err(_) => *failures += 1,
+        }
+    }
+    calls
+}
+
 /// Act's element-bound click against Playwright's `locator.click()` on the
 /// same page: samples alternate between the two, each on its own tab and
 /// browser process (the peer starts its own from the same binary).
@@ -376,7 +382,6 @@ fn against_playwright(
     let Some(mut peer) = Playwright::start(site, executable)? else {
         return Ok(None);
     };
-    let action = serde_json::json!({"method": "click", "selector": "#count"});
     let mut failures = 0u64;
     let mut first_failure = None;
     let mut peer_clicks = 0u64;
@@ -395,18 +400,7 @@ fn against_playwright(
         },
         |n| {
             rt.block_on(async {
-                let mut calls = Vec::new();
-                for _ in 0..n {
-                    match issue_page_grant(context, page, site, &action, Duration::from_secs(600))
-                        .await
-                    {
-                        Ok(grant) => calls.push(serde_json::json!({
-                            "url": site, "approval_id": grant.id.as_str(),
-                            "method": "click", "selector": "#count",
-                        })),
-                        Err(_) => failures += 1,
-                    }
-                }
+                let calls = issue_clicks(context, page, site, n, &mut failures).await;
                 let start = Instant::now();
                 for call in &calls {
                     let result = act.execute_json(call).await;
