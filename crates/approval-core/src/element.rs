@@ -307,7 +307,14 @@ impl ElementIdentity {
             let attributes: Vec<String> = self
                 .attributes
                 .iter()
-                .map(|(k, v)| format!("{k} {v}"))
+                // An empty value is shown as one, not as nothing.
+                .map(|(k, v)| {
+                    if v.is_empty() {
+                        format!("{k} \"\"")
+                    } else {
+                        format!("{k} {v}")
+                    }
+                })
                 .collect();
             summary.push_str(&format!(" ({})", attributes.join(", ")));
         }
@@ -472,13 +479,14 @@ mod tests {
                     "https://shop.example/pay".to_owned(),
                 ),
                 ("type".to_owned(), "submit".to_owned()),
+                ("value".to_owned(), String::new()),
             ]),
             main_frame(),
         )
         .unwrap();
         assert_eq!(
             id.summary(),
-            "button \"Pay 120.00 EUR\" (formaction https://shop.example/pay, type submit)"
+            "button \"Pay 120.00 EUR\" (formaction https://shop.example/pay, type submit, value \"\")"
         );
     }
 }

@@ -82,6 +82,7 @@ fn live_backend_in_headless_chromium() {
             a_document_rewritten_in_place_is_stale,
             a_relabel_on_our_pointer_move_is_refused_before_the_press,
             a_ticking_clock_and_an_unrelated_rerender_still_click_once,
+            a_subframe_navigated_since_approval_gets_no_click,
         ] {
             eprintln!("case {name}");
             if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
@@ -1038,4 +1039,94 @@ async fn a_ticking_clock_and_an_unrelated_rerender_still_click_once(f: &Fixture)
     bound.assert_clicked_once("pay").await;
     // The clock did tick meanwhile.
     assert_ne!(read_on(&bound.tab, "el('#clock').textContent").await, "0");
+}
+
+/// Polls `expression` on `tab` until it is `true`, for at most 10 s.
+async fn wait_on(tab: &Tab, expression: &str) {
+    for _ in 0..200 {
+        if read_on(tab, expression).await == Value::Bool(true) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("`{expression}` never held");
+}
+
+async fn a_subframe_navigated_since_approval_gets_no_click(f: &Fixture) {
+    // The checkout frame comes from another origin (another port): its
+    // document is not the main frame's, and it may navigate on its own.
+    let other = support::serve().await;
+    let tab = front_tab(f, "/element").await;
+    read_on(
+        &tab,
+        &format!(
+            "(document.body.dataset.frameClicks = '0', \
+             window.addEventListener('message', (e) => {{ \
+             if (String(e.data).startsWith('click:')) document.body.dataset.frameClicks = \
+             String(Number(document.body.dataset.frameClicks) + 1); }}), \
+             document.body.insertAdjacentHTML('afterbegin', '<iframe id=\"checkout\" \
+             src=\"http://{other}/frame-pay5\" onload=\"this.dataset.loads = Number(this.dataset.loads || 0) + 1\" \
+             style=\"width: 300px; height: 100px; border: 0\"></iframe>'), 0)"
+        ),
+    )
+    .await;
+    wait_on(&tab, "el('#checkout').dataset.loads === '1'").await;
+
+    // What the approver is shown for `click iframe#checkout`: the frame's
+    // contents are another document, so no element of the page is at the
+    // action point, and the page warns that the action would be refused.
+    let host = host_on(f, tab.backend(), false);
+    let action = json!({"method": "click", "selector": "iframe#checkout"});
+    let url = f
+        .policy
+        .authorize_destination(&f.url("/element"))
+        .await
+        .unwrap();
+    let snapshot = tab
+        .backend()
+        .snapshot(&url, &f.policy.authorize_action(&action).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!snapshot.target_found);
+    assert_eq!(snapshot.page.element, None);
+    let grant = issue_page_grant(
+        &host.context,
+        &snapshot.page,
+        &f.url("/element"),
+        &action,
+        TTL,
+    )
+    .await
+    .unwrap();
+
+    // After approval the frame navigates to another offer.
+    read_on(
+        &tab,
+        &format!("(el('#checkout').src = 'http://{other}/frame-pay5000', 0)"),
+    )
+    .await;
+    wait_on(&tab, "el('#checkout').dataset.loads === '2'").await;
+
+    let mut call = action.clone();
+    call["url"] = Value::from(f.url("/element"));
+    call["approval_id"] = Value::from(grant.id.as_str());
+    let answer = host.act.execute_json(&call).await;
+    let outcome = Outcome::of(&host, tab, &grant.id, answer).await;
+    // Nothing of the frame is clicked: the point the person saw is not an
+    // element of the page but another document, so the strict target
+    // refuses before any input, and the grant is given back.
+    outcome
+        .assert_refused(
+            "BACKEND_FAILED",
+            KEPT,
+            "backend refused before dispatching: `iframe#checkout` is covered by another \
+             element at its centre; nothing was dispatched; abandon: restored",
+            true,
+        )
+        .await;
+    assert_eq!(
+        read_on(&outcome.tab, "document.body.dataset.frameClicks").await,
+        json!("0")
+    );
 }

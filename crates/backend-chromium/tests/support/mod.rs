@@ -30,6 +30,17 @@ pub const ATTACK_SITE: &str = include_str!("attacks.html");
 /// page does.
 pub const ELEMENT_SITE: &str = include_str!("element.html");
 
+/// A checkout frame whose one button reads `label`; it tells its parent of
+/// every trusted click it receives (`click:<id>` by `postMessage`), so a
+/// test can count clicks that land in a frame of another origin.
+fn frame_page(label: &str) -> String {
+    format!(
+        "<!doctype html><style>body {{ margin: 0; }} button {{ width: 280px; height: 80px; }}</style>\
+         <button id=\"buy\">{label}</button><script>document.addEventListener(\"click\", (e) => \
+         {{ if (e.isTrusted) parent.postMessage(\"click:\" + e.target.id, \"*\"); }}, true);</script>"
+    )
+}
+
 /// The loopback address the tests serve on; 127.0.0.1 stays refused.
 pub const SITE_IP: &str = "127.0.0.2";
 
@@ -47,6 +58,11 @@ pub async fn serve() -> SocketAddr {
         .route("/snapshot", get(|| async { Html(SNAPSHOT_SITE) }))
         .route("/attacks", get(|| async { Html(ATTACK_SITE) }))
         .route("/element", get(|| async { Html(ELEMENT_SITE) }))
+        .route("/frame-pay5", get(|| async { Html(frame_page("Pay $5")) }))
+        .route(
+            "/frame-pay5000",
+            get(|| async { Html(frame_page("Pay $5000 to attacker")) }),
+        )
         .route("/redirect", get(|| async { Redirect::to("/landed") }))
         .route(
             "/landed",
