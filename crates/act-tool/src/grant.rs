@@ -143,8 +143,15 @@ pub async fn issue_grant_with(
 /// As [`issue_grant`], and binds the grant to `page`: the browser session,
 /// tab and document revision the host observed when it approved (a live
 /// backend reports them). Act performs the grant only while the backend's
-/// current page is that page; on any other page the call is
+/// current page shows that document; on any other page the call is
 /// `APPROVAL_STALE` and the grant stays unused.
+///
+/// A page with an element ([`PageBinding::element`]) binds the target too:
+/// take it from the live backend's
+/// [`snapshot`](countersign_approval_core::Backend::snapshot) of the action
+/// the person approved (a `current_page` names the document only). The
+/// backend then re-reads the element before each input event and refuses,
+/// `APPROVAL_STALE`, if it is no longer what was approved.
 pub async fn issue_page_grant(
     context: &Context,
     page: &PageBinding,
