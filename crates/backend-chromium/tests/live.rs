@@ -918,21 +918,29 @@ async fn a_target_below_the_fold_is_scrolled_to_and_clicked_once(f: &Fixture) {
 /// Approves a click on `selector` from a snapshot of a fresh `/element` tab
 /// (so the grant binds the element's identity), runs `change` against the
 /// page, then calls Act.
-async fn act_on_element(f: &Fixture, selector: &str, change: &str) -> Outcome {
-    let tab = front_tab(f, "/element").await;
-    let host = host_on(f, tab.backend(), false);
-    let action = json!({"method": "click", "selector": selector});
+/// The approver's snapshot of `action` on `/element` in `tab`.
+async fn element_snapshot(
+    f: &Fixture,
+    tab: &Tab,
+    action: &Value,
+) -> countersign_approval_core::PageSnapshot {
     let url = f
         .policy
         .authorize_destination(&f.url("/element"))
         .await
         .unwrap();
-    let snapshot = tab
-        .backend()
-        .snapshot(&url, &f.policy.authorize_action(&action).unwrap())
+    tab.backend()
+        .snapshot(&url, &f.policy.authorize_action(action).unwrap())
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+}
+
+async fn act_on_element(f: &Fixture, selector: &str, change: &str) -> Outcome {
+    let tab = front_tab(f, "/element").await;
+    let host = host_on(f, tab.backend(), false);
+    let action = json!({"method": "click", "selector": selector});
+    let snapshot = element_snapshot(f, &tab, &action).await;
     assert!(snapshot.target_found);
     let element = snapshot
         .page
@@ -1077,17 +1085,7 @@ async fn a_subframe_navigated_since_approval_gets_no_click(f: &Fixture) {
     // action point, and the page warns that the action would be refused.
     let host = host_on(f, tab.backend(), false);
     let action = json!({"method": "click", "selector": "iframe#checkout"});
-    let url = f
-        .policy
-        .authorize_destination(&f.url("/element"))
-        .await
-        .unwrap();
-    let snapshot = tab
-        .backend()
-        .snapshot(&url, &f.policy.authorize_action(&action).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let snapshot = element_snapshot(f, &tab, &action).await;
     assert!(!snapshot.target_found);
     assert_eq!(snapshot.page.element, None);
     let grant = issue_page_grant(
