@@ -3,7 +3,9 @@
 use async_trait::async_trait;
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
-use crate::{ActorId, ApprovalId, OperationId, PageBinding, PageSnapshot, RunId};
+use crate::{
+    ActorId, ApprovalId, Navigation, ObservedPage, OperationId, PageBinding, PageSnapshot, RunId,
+};
 
 /// One approved action, handed to a backend after its grant was consumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +151,35 @@ pub trait Backend: Send + Sync {
             "this backend cannot perform a page-bound approval",
         ))
     }
+
+    /// Goes to `url` (already accepted by the caller's policy) and answers
+    /// where the browser landed, after redirects. The caller judges the
+    /// landed URL with its policy before showing anything of the page.
+    ///
+    /// A navigation that cannot finish answers an error and never hangs:
+    /// the backend bounds how long it waits. Nothing is accepted on the
+    /// model's behalf: a dialog is dismissed (so a `beforeunload` prompt
+    /// keeps the old page), a download is refused, a new tab a page opens
+    /// is closed. A failure raised before the browser was asked to go
+    /// anywhere is [`BackendError::not_dispatched`]. The default refuses,
+    /// not dispatched: a backend without pages cannot navigate.
+    async fn navigate(&self, url: &AuthorizedUrl) -> Result<Navigation, BackendError> {
+        let _ = url;
+        Err(BackendError::not_dispatched(
+            "this backend has no pages to navigate",
+        ))
+    }
+
+    /// The page as a model may see it: URL, title and accessibility tree,
+    /// with a [ref](crate::ElementRef) on each element an action can target,
+    /// read from the browser's own accessibility tree (not from a script
+    /// the page can replace). Dispatches no input. The default refuses: a
+    /// backend without pages has nothing to show.
+    async fn observe(&self) -> Result<ObservedPage, BackendError> {
+        Err(BackendError::not_dispatched(
+            "this backend has no pages to observe",
+        ))
+    }
 }
 
 #[async_trait]
@@ -175,6 +206,14 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         page: &PageBinding,
     ) -> Result<(), BackendError> {
         (**self).perform_on_page(request, page).await
+    }
+
+    async fn navigate(&self, url: &AuthorizedUrl) -> Result<Navigation, BackendError> {
+        (**self).navigate(url).await
+    }
+
+    async fn observe(&self) -> Result<ObservedPage, BackendError> {
+        (**self).observe().await
     }
 }
 

@@ -45,6 +45,7 @@ mod control;
 mod element;
 mod grant;
 mod ids;
+mod observe;
 mod operation;
 mod page;
 mod proposal;
@@ -67,6 +68,10 @@ pub use grant::{
 pub use ids::{
     ActorId, ApprovalId, ApproverId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId,
     ProposalId, RandomnessError, RunId,
+};
+pub use observe::{
+    ElementRef, MAX_NODE_STATES, MAX_NODE_TEXT_BYTES, MalformedRef, Navigation, ObservedNode,
+    ObservedPage, REF_SELECTOR_PREFIX, RefPage, RenderedSnapshot, SnapshotLimits,
 };
 pub use operation::{GivenApprovalId, OperationLog, OperationRecord, OutcomeCode};
 pub use page::{MAX_PAGE_ID_BYTES, PageBinding};
