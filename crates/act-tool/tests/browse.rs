@@ -688,3 +688,38 @@ async fn a_granted_navigation_redirected_to_a_refused_site_shows_nothing_and_use
         "APPROVAL_STALE"
     );
 }
+
+/// The definitions with refs are valid schemas that accept a call by ref
+/// in every shape and refuse what the tool refuses where a schema can say it.
+#[test]
+fn the_definitions_with_refs_accept_calls_by_ref_in_every_shape() {
+    let host = host();
+    for format in [
+        ToolFormat::JsonSchema,
+        ToolFormat::OpenAiStrict,
+        ToolFormat::AnthropicStrict,
+    ] {
+        let definitions = host.tools.definitions_for(format);
+        let act = jsonschema::draft202012::new(&definitions[2].parameters).unwrap();
+        let observe = jsonschema::draft202012::new(&definitions[1].parameters).unwrap();
+        let navigate = jsonschema::draft202012::new(&definitions[0].parameters).unwrap();
+        let strict = format != ToolFormat::JsonSchema;
+        let by_ref = if strict {
+            json!({"url": CART, "approval_id": "apr_1", "method": "click", "selector": null,
+                   "ref": "p3e12", "description": null, "arguments": null})
+        } else {
+            json!({"url": CART, "approval_id": "apr_1", "method": "click", "ref": "p3e12"})
+        };
+        assert!(act.is_valid(&by_ref), "{format:?}");
+        let mut bad = by_ref.clone();
+        bad["ref"] = json!("e12");
+        assert!(!act.is_valid(&bad), "{format:?}");
+        bad["ref"] = json!("p01e2");
+        assert!(!act.is_valid(&bad), "{format:?}");
+        assert!(observe.is_valid(&json!({})));
+        assert!(!observe.is_valid(&json!({"ref": "p1e1"})));
+        assert!(navigate.is_valid(&json!({"url": DOCS})));
+        assert!(!navigate.is_valid(&json!({"url": DOCS, "actor_id": "x"})));
+        assert!(!navigate.is_valid(&json!({})));
+    }
+}
