@@ -108,13 +108,16 @@
 //! that changes in between (a timer, a server push) is not caught. A
 //! page-bound grant shortens the window; it cannot close it.
 
+mod axtree;
 mod backend;
 mod browser;
 mod error;
 mod identity;
+mod navigate;
 mod observation;
 mod options;
 mod perform;
+mod refs;
 mod screenshot;
 mod script;
 mod snapshot;
@@ -124,6 +127,8 @@ pub use backend::ChromiumBackend;
 pub use browser::{Chromium, Session, Tab};
 pub use error::ChromiumError;
 pub use observation::{PageObservation, PageRevision, SessionId, TargetId};
-pub use options::{ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT};
+pub use options::{
+    ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT, DEFAULT_NAVIGATION_TIMEOUT,
+};
 pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};
 pub use target::MIN_OPACITY;
