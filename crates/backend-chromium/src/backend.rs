@@ -158,7 +158,8 @@ impl Backend for ChromiumBackend {
     /// | what happens | answer |
     /// | --- | --- |
     /// | the page loads (after any redirects) | `Ok`, the URL the main frame shows and its binding |
-    /// | the browser cannot load it (connection refused, the egress proxy refused a redirect's host, …) | `Ok(Navigation::failed(…))`: the URL is the one the browser tried last (a redirect's target, not the address asked for), the failure Chromium's error code in lower case (`net::err_…`); the tab shows Chromium's error page |
+    /// | a redirect to a host the egress guard refuses | the guard answers with its own 403 page, which Chromium shows at the refused URL: `Ok`, that URL, no failure (the caller's policy refuses it, and `observe` shows nothing of it) |
+    /// | the browser cannot load it (an unsafe redirect, a connection refused without a proxy, …) | `Ok(Navigation::failed(…))`: the main frame shows Chromium's error page, whose own URL is `chrome-error://chromewebdata/`; the answer's URL is the one it stands for (the frame's `unreachableUrl`: the address, or where a redirect led), the failure Chromium's error code as it gives it (`net::ERR_UNSAFE_REDIRECT`) |
     /// | no load within the timeout (a server that never answers, a page whose `load` never fires) | loading is stopped; `Err`, "the page did not finish loading within … s" (may have acted) |
     /// | the old page's `beforeunload` asks to confirm leaving | the prompt is dismissed, the old page stays; `Err` saying so |
     /// | the address is a download | refused by the session (downloads are denied); `Err` saying so, the old page stays |

@@ -76,6 +76,29 @@
 //! does not scroll and injects nothing into the page (see
 //! [`ChromiumBackend`]).
 //!
+//! # Navigating and observing
+//!
+//! The backend's [`navigate`](countersign_approval_core::Backend::navigate)
+//! goes to a URL the caller's policy accepted and waits, bounded by
+//! [`ChromiumOptions::navigation_timeout`] ([`DEFAULT_NAVIGATION_TIMEOUT`]),
+//! for the page to load; every way it can end has a defined answer (see
+//! [`ChromiumBackend`]'s `navigate`). Nothing is accepted on the model's
+//! behalf, in any tab the backend opened and for as long as it is open:
+//! JavaScript dialogs are dismissed, downloads are denied for the whole
+//! session (`Browser.setDownloadBehavior`), and a tab or popup a page
+//! opens is closed as soon as the browser reports it.
+//!
+//! Its [`observe`](countersign_approval_core::Backend::observe) reads the
+//! main frame's accessibility tree from the browser
+//! (`Accessibility.getFullAXTree`, never from page script) and gives each
+//! element shown a ref (`p3e12`). An action's selector `aria-ref=p3e12`
+//! then names that exact DOM node, through the tab's table of refs, and
+//! goes through the same strict checks (and element binding) as a CSS
+//! selector; a ref of an earlier page, of another tab, never handed out or
+//! whose node has left the page is refused as a stale target, so the model
+//! observes again. Iframes are not walked: only the main frame's document
+//! is observed, and refs name elements of the main frame only.
+//!
 //! # Methods and their arguments
 //!
 //! Every method performs the protocol's input events (`Input.dispatchMouseEvent`,
@@ -96,7 +119,8 @@
 //! Any other argument, a missing one, an unknown key or another method is
 //! refused before the page is touched. Selectors are CSS selectors
 //! (`document.querySelectorAll`), evaluated in an isolated world that page
-//! scripts cannot reach.
+//! scripts cannot reach, or refs from the last observation of the page
+//! (`aria-ref=p3e12`, resolved by the browser's node id).
 //!
 //! # What it promises
 //!
