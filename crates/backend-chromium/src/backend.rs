@@ -1,7 +1,9 @@
 //! The [`Backend`] implementation.
 
 use async_trait::async_trait;
-use countersign_approval_core::{ActionRequest, Backend, BackendError, PageBinding, PageSnapshot};
+use countersign_approval_core::{
+    ActionRequest, Backend, BackendError, Navigation, ObservedPage, PageBinding, PageSnapshot,
+};
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::Tab;
@@ -145,5 +147,65 @@ impl Backend for ChromiumBackend {
                 page.element.as_ref(),
             )
             .await
+    }
+
+    /// Goes to `url` with `Page.navigate` and waits for the new document's
+    /// `load` event, at most the navigation timeout
+    /// ([`ChromiumOptions::navigation_timeout`](crate::ChromiumOptions::navigation_timeout),
+    /// [`DEFAULT_NAVIGATION_TIMEOUT`](crate::DEFAULT_NAVIGATION_TIMEOUT)
+    /// unless set). How it ends:
+    ///
+    /// | what happens | answer |
+    /// | --- | --- |
+    /// | the page loads (after any redirects) | `Ok`, the URL the main frame shows and its binding |
+    /// | a redirect to a host the egress guard refuses | the guard answers with its own 403 page, which Chromium shows at the refused URL: `Ok`, that URL, no failure (the caller's policy refuses it, and `observe` shows nothing of it) |
+    /// | the browser cannot load it (an unsafe redirect, a connection refused without a proxy, …) | `Ok(Navigation::failed(…))`: the main frame shows Chromium's error page, whose own URL is `chrome-error://chromewebdata/`; the answer's URL is the one it stands for (the frame's `unreachableUrl`: the address, or where a redirect led), the failure Chromium's error code as it gives it (`net::ERR_UNSAFE_REDIRECT`) |
+    /// | no load within the timeout (a server that never answers, a page whose `load` never fires) | loading is stopped; `Err`, "the page did not finish loading within … s" (may have acted) |
+    /// | the old page's `beforeunload` asks to confirm leaving | the prompt is dismissed, the old page stays; `Err` saying so |
+    /// | the address is a download | refused by the session (downloads are denied); `Err` saying so, the old page stays |
+    /// | the navigation is stopped before a page loads (`net::ERR_ABORTED` and no new document) | `Err` saying so, the old page stays |
+    ///
+    /// Whenever the tab is open, every JavaScript dialog (`alert`,
+    /// `confirm`, `prompt`, `beforeunload`) is dismissed as it opens
+    /// (`Page.handleJavaScriptDialog` with `accept: false`: nothing is
+    /// accepted on the model's behalf), and every tab or popup the page
+    /// opens (`window.open`, a `target=_blank` link) is closed as soon as
+    /// the browser reports it; neither is reported. Only a failure before
+    /// the browser was asked anything is not dispatched.
+    async fn navigate(&self, url: &AuthorizedUrl) -> Result<Navigation, BackendError> {
+        self.tab.go(url).await
+    }
+
+    /// The main frame's accessibility tree as the browser computes it
+    /// (`Accessibility.getFullAXTree`; no page script takes part, so a page
+    /// that replaces DOM functions is still observed truly), its URL,
+    /// title (the document's accessible name) and binding.
+    ///
+    /// Refused, showing nothing, when the tab's policy refuses the page's
+    /// URL, or when the page loads a new document while it is read. Only
+    /// the main frame's document is shown: an iframe is its `Iframe` node,
+    /// without its content.
+    ///
+    /// Shown: every node that is not ignored, except nameless `generic`
+    /// and `none` nodes and the document itself (their children take their
+    /// place), `InlineTextBox` nodes, and `StaticText` that repeats its
+    /// parent's name. Each with its role, name, value (when not empty) and
+    /// states (`checked`, `pressed` and `checked=mixed`/`pressed=mixed`,
+    /// `expanded` or `collapsed`, `disabled`, `focused`, `modal`,
+    /// `multiselectable`, `readonly`, `required`, `selected`, `invalid`,
+    /// `level=N`).
+    ///
+    /// Every element shown (a node with a DOM node that is not text, the
+    /// document or a list marker) gets a ref. The tab numbers each
+    /// document once: observing the same document again gives the same
+    /// element the same ref; a new document gets a new page number. An
+    /// action's selector `aria-ref=p3e12` names that exact DOM node, then
+    /// passes the same strict checks and identity binding as a CSS
+    /// selector. A ref of an earlier page (or another tab), one never
+    /// handed out on this page, or one whose element has left the document
+    /// is [`BackendError::stale_target`] ("… observe again"); a malformed
+    /// one is refused as not dispatched.
+    async fn observe(&self) -> Result<ObservedPage, BackendError> {
+        self.tab.observe_page().await
     }
 }

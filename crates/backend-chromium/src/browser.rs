@@ -2,12 +2,16 @@
 
 use std::sync::Arc;
 
-use chromiumoxide::cdp::browser_protocol::browser::{BrowserContextId, CloseParams};
+use chromiumoxide::cdp::browser_protocol::browser::{
+    BrowserContextId, CloseParams, EventDownloadWillBegin, SetDownloadBehaviorBehavior,
+    SetDownloadBehaviorParams,
+};
 use chromiumoxide::cdp::browser_protocol::page::{
-    CreateIsolatedWorldParams, FrameId, GetFrameTreeParams, NavigateParams,
+    CreateIsolatedWorldParams, DialogType, EventJavascriptDialogOpening, FrameId,
+    GetFrameTreeParams, HandleJavaScriptDialogParams, NavigateParams,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
-    CreateBrowserContextParams, CreateTargetParams,
+    CloseTargetParams, CreateBrowserContextParams, CreateTargetParams, EventTargetCreated,
 };
 use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
 use chromiumoxide::{Browser, BrowserConfig, Page};
@@ -18,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::ChromiumBackend;
 use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
+use crate::refs::Refs;
 use crate::script::On;
 use crate::{ChromiumError, ChromiumOptions};
 
@@ -79,6 +84,7 @@ struct Running {
     browser: Browser,
     handler: JoinHandle<()>,
     proxy: Option<(String, String)>,
+    navigation_timeout: std::time::Duration,
     // Dropped after the browser, which kills the child process.
     _profile: tempfile::TempDir,
 }
@@ -148,6 +154,7 @@ impl Chromium {
                 }
             }
         });
+        let navigation_timeout = options.navigation_wait();
         let proxy = options
             .proxy()
             .map(|p| (p.to_owned(), "<-loopback>".to_owned()));
@@ -156,6 +163,7 @@ impl Chromium {
                 browser,
                 handler,
                 proxy,
+                navigation_timeout,
                 _profile: profile,
             }),
         })
@@ -175,6 +183,20 @@ impl Chromium {
             .create_browser_context(params)
             .await
             .map_err(|e| ChromiumError::protocol("Target.createBrowserContext", e))?;
+        // No download reaches the disk: a page (or a navigation) that
+        // starts one is refused by the browser itself. Events on, so a tab
+        // can tell that a navigation became a refused download.
+        let deny = SetDownloadBehaviorParams {
+            behavior: SetDownloadBehaviorBehavior::Deny,
+            browser_context_id: Some(context.clone()),
+            download_path: None,
+            events_enabled: Some(true),
+        };
+        self.running
+            .browser
+            .execute(deny)
+            .await
+            .map_err(|e| ChromiumError::protocol("Browser.setDownloadBehavior", e))?;
         Ok(Session {
             chromium: self.clone(),
             id: SessionId::new(context.inner().clone()),
@@ -228,14 +250,21 @@ impl Session {
             .new_page(params)
             .await
             .map_err(|e| ChromiumError::protocol("Target.createTarget", e))?;
+        let target = TargetId::new(page.target_id().inner().clone());
+        let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+        let watchers = watch(&self.chromium, &page, &target, &seen).await?;
         let tab = Tab {
             inner: Arc::new(TabInner {
-                target: TargetId::new(page.target_id().inner().clone()),
+                target,
                 session: self.id.clone(),
                 page,
                 policy: self.policy.clone(),
-                _chromium: self.chromium.clone(),
+                chromium: self.chromium.clone(),
                 input: tokio::sync::Mutex::new(()),
+                refs: tokio::sync::Mutex::new(Refs::default()),
+                seen,
+                navigation_timeout: self.chromium.running.navigation_timeout,
+                watchers,
             }),
         };
         tab.navigate(url).await?;
@@ -250,7 +279,137 @@ pub(crate) struct TabInner {
     pub(crate) policy: Policy,
     /// One action at a time per tab: input sequences never interleave.
     pub(crate) input: tokio::sync::Mutex<()>,
-    _chromium: Chromium,
+    /// The refs of the document last observed.
+    pub(crate) refs: tokio::sync::Mutex<Refs>,
+    /// What the watchers dismissed, closed or refused since a navigation
+    /// began.
+    pub(crate) seen: Arc<std::sync::Mutex<Seen>>,
+    /// How long a navigation may take.
+    pub(crate) navigation_timeout: std::time::Duration,
+    watchers: Vec<JoinHandle<()>>,
+    pub(crate) chromium: Chromium,
+}
+
+impl Drop for TabInner {
+    fn drop(&mut self) {
+        for watcher in &self.watchers {
+            watcher.abort();
+        }
+    }
+}
+
+/// What a tab's watchers did for it, counted since the last
+/// [`take`](Seen::take).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The kinds of the JavaScript dialogs dismissed.
+    pub(crate) dialogs: Vec<DialogType>,
+    /// How many tabs or popups the page opened, each closed.
+    pub(crate) popups: u32,
+    /// How many downloads the main frame began, each refused.
+    pub(crate) downloads: u32,
+}
+
+impl Seen {
+    /// Everything counted so far.
+    pub(crate) fn peek(shared: &std::sync::Mutex<Seen>) -> Seen {
+        shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Everything counted so far, leaving nothing counted.
+    pub(crate) fn take(shared: &std::sync::Mutex<Seen>) -> Seen {
+        let mut seen = shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *seen)
+    }
+
+    fn note(shared: &std::sync::Mutex<Seen>, f: impl FnOnce(&mut Seen)) {
+        let mut seen = shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut seen);
+    }
+}
+
+/// Starts a tab's watchers, for the tab's lifetime: nothing a page opens is
+/// accepted on the model's behalf. Every JavaScript dialog (`alert`,
+/// `confirm`, `prompt`, `beforeunload`) is dismissed as it opens; every
+/// target the tab opens (a `window.open` popup, a `target=_blank` link) is
+/// closed as it is created; downloads the main frame begins are counted
+/// (the session's download behaviour already refuses them).
+async fn watch(
+    chromium: &Chromium,
+    page: &Page,
+    target: &TargetId,
+    seen: &Arc<std::sync::Mutex<Seen>>,
+) -> Result<Vec<JoinHandle<()>>, ChromiumError> {
+    let browser = &chromium.running.browser;
+    let mut dialogs = page
+        .event_listener::<EventJavascriptDialogOpening>()
+        .await
+        .map_err(|e| ChromiumError::protocol("Page.javascriptDialogOpening", e))?;
+    let mut created = browser
+        .event_listener::<EventTargetCreated>()
+        .await
+        .map_err(|e| ChromiumError::protocol("Target.targetCreated", e))?;
+    let mut downloads = browser
+        .event_listener::<EventDownloadWillBegin>()
+        .await
+        .map_err(|e| ChromiumError::protocol("Browser.downloadWillBegin", e))?;
+
+    let dialog_page = page.clone();
+    let dialog_seen = Arc::clone(seen);
+    let dismiss = tokio::spawn(async move {
+        while let Some(dialog) = dialogs.next().await {
+            // Noted first: a navigation the dismissal cancels must find it.
+            Seen::note(&dialog_seen, |s| s.dialogs.push(dialog.r#type.clone()));
+            if let Err(error) = dialog_page
+                .execute(HandleJavaScriptDialogParams::new(false))
+                .await
+            {
+                tracing::warn!(%error, "a javascript dialog could not be dismissed");
+            }
+        }
+    });
+
+    let opener = target.as_str().to_owned();
+    // Closed through the browser's own connection: the opened target may
+    // not be attached yet.
+    let closer = chromium.clone();
+    let popup_seen = Arc::clone(seen);
+    let close = tokio::spawn(async move {
+        while let Some(event) = created.next().await {
+            let info = &event.target_info;
+            if info.opener_id.as_ref().map(|id| id.inner().as_str()) != Some(opener.as_str()) {
+                continue;
+            }
+            Seen::note(&popup_seen, |s| s.popups += 1);
+            if let Err(error) = closer
+                .running
+                .browser
+                .execute(CloseTargetParams::new(info.target_id.clone()))
+                .await
+            {
+                tracing::warn!(%error, "a tab the page opened could not be closed");
+            }
+        }
+    });
+
+    // The main frame's id is the target's id.
+    let frame = target.as_str().to_owned();
+    let download_seen = Arc::clone(seen);
+    let count = tokio::spawn(async move {
+        while let Some(event) = downloads.next().await {
+            if event.frame_id.inner() == &frame {
+                Seen::note(&download_seen, |s| s.downloads += 1);
+            }
+        }
+    });
+    Ok(vec![dismiss, close, count])
 }
 
 /// One tab of a [`Session`]. Cheap to clone; clones drive the same tab.
@@ -276,6 +435,9 @@ pub(crate) struct MainFrame {
     pub(crate) url: String,
     /// The document's security origin, as the browser reports it.
     pub(crate) origin: String,
+    /// For Chromium's error page (whose URL is
+    /// `chrome-error://chromewebdata/`), the URL it could not load.
+    pub(crate) unreachable: Option<String>,
 }
 
 impl Tab {
@@ -357,6 +519,7 @@ impl Tab {
             revision: PageRevision::new(frame.loader_id.inner().clone()),
             url,
             origin: frame.security_origin.clone(),
+            unreachable: frame.unreachable_url.clone(),
         })
     }
 

@@ -76,6 +76,29 @@
 //! does not scroll and injects nothing into the page (see
 //! [`ChromiumBackend`]).
 //!
+//! # Navigating and observing
+//!
+//! The backend's [`navigate`](countersign_approval_core::Backend::navigate)
+//! goes to a URL the caller's policy accepted and waits, bounded by
+//! [`ChromiumOptions::navigation_timeout`] ([`DEFAULT_NAVIGATION_TIMEOUT`]),
+//! for the page to load; every way it can end has a defined answer (see
+//! [`ChromiumBackend`]'s `navigate`). Nothing is accepted on the model's
+//! behalf, in any tab the backend opened and for as long as it is open:
+//! JavaScript dialogs are dismissed, downloads are denied for the whole
+//! session (`Browser.setDownloadBehavior`), and a tab or popup a page
+//! opens is closed as soon as the browser reports it.
+//!
+//! Its [`observe`](countersign_approval_core::Backend::observe) reads the
+//! main frame's accessibility tree from the browser
+//! (`Accessibility.getFullAXTree`, never from page script) and gives each
+//! element shown a ref (`p3e12`). An action's selector `aria-ref=p3e12`
+//! then names that exact DOM node, through the tab's table of refs, and
+//! goes through the same strict checks (and element binding) as a CSS
+//! selector; a ref of an earlier page, of another tab, never handed out or
+//! whose node has left the page is refused as a stale target, so the model
+//! observes again. Iframes are not walked: only the main frame's document
+//! is observed, and refs name elements of the main frame only.
+//!
 //! # Methods and their arguments
 //!
 //! Every method performs the protocol's input events (`Input.dispatchMouseEvent`,
@@ -96,7 +119,8 @@
 //! Any other argument, a missing one, an unknown key or another method is
 //! refused before the page is touched. Selectors are CSS selectors
 //! (`document.querySelectorAll`), evaluated in an isolated world that page
-//! scripts cannot reach.
+//! scripts cannot reach, or refs from the last observation of the page
+//! (`aria-ref=p3e12`, resolved by the browser's node id).
 //!
 //! # What it promises
 //!
@@ -108,13 +132,16 @@
 //! that changes in between (a timer, a server push) is not caught. A
 //! page-bound grant shortens the window; it cannot close it.
 
+mod axtree;
 mod backend;
 mod browser;
 mod error;
 mod identity;
+mod navigate;
 mod observation;
 mod options;
 mod perform;
+mod refs;
 mod screenshot;
 mod script;
 mod snapshot;
@@ -124,6 +151,8 @@ pub use backend::ChromiumBackend;
 pub use browser::{Chromium, Session, Tab};
 pub use error::ChromiumError;
 pub use observation::{PageObservation, PageRevision, SessionId, TargetId};
-pub use options::{ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT};
+pub use options::{
+    ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT, DEFAULT_NAVIGATION_TIMEOUT,
+};
 pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};
 pub use target::MIN_OPACITY;

@@ -13,6 +13,11 @@ pub const DEFAULT_EXECUTABLE: &str = "/usr/bin/chromium";
 /// How long a launch may take before it fails, unless told otherwise.
 pub const DEFAULT_LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long [`navigate`](countersign_approval_core::Backend::navigate)
+/// waits for a page to load before it answers an error, unless told
+/// otherwise.
+pub const DEFAULT_NAVIGATION_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Which way the browser reaches the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Egress {
@@ -37,6 +42,7 @@ pub struct ChromiumOptions {
     egress: Egress,
     sandbox: bool,
     launch_timeout: Duration,
+    navigation_timeout: Duration,
     flags: Vec<String>,
 }
 
@@ -47,6 +53,7 @@ impl Default for ChromiumOptions {
             egress: Egress::Unset,
             sandbox: true,
             launch_timeout: DEFAULT_LAUNCH_TIMEOUT,
+            navigation_timeout: DEFAULT_NAVIGATION_TIMEOUT,
             flags: Vec::new(),
         }
     }
@@ -54,7 +61,8 @@ impl Default for ChromiumOptions {
 
 impl ChromiumOptions {
     /// Defaults: [`DEFAULT_EXECUTABLE`], no egress chosen (launch refused),
-    /// Chromium's sandbox on, [`DEFAULT_LAUNCH_TIMEOUT`].
+    /// Chromium's sandbox on, [`DEFAULT_LAUNCH_TIMEOUT`],
+    /// [`DEFAULT_NAVIGATION_TIMEOUT`].
     pub fn new() -> Self {
         Self::default()
     }
@@ -105,6 +113,15 @@ impl ChromiumOptions {
     /// How long a launch may take before it fails.
     pub fn launch_timeout(mut self, timeout: Duration) -> Self {
         self.launch_timeout = timeout;
+        self
+    }
+
+    /// How long a [`navigate`](countersign_approval_core::Backend::navigate)
+    /// waits for the page to load (the navigation to commit and the new
+    /// document's `load` event) before it stops loading and answers an
+    /// error. Every tab of the browser uses it.
+    pub fn navigation_timeout(mut self, timeout: Duration) -> Self {
+        self.navigation_timeout = timeout;
         self
     }
 
@@ -176,6 +193,10 @@ impl ChromiumOptions {
 
     pub(crate) fn timeout(&self) -> Duration {
         self.launch_timeout
+    }
+
+    pub(crate) fn navigation_wait(&self) -> Duration {
+        self.navigation_timeout
     }
 
     /// The egress flags, or why launching is refused.

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::browser::{MainFrame, Tab};
 use crate::script::{Arg, CHECKED, OPTION, On};
-use crate::target::{NOTHING, OptionPlace, Scroll, Target};
+use crate::target::{Miss, NOTHING, OptionPlace, Scroll, Target};
 
 /// Why an action was not (fully) performed; becomes the backend's message.
 pub(crate) type Refused = String;
@@ -205,7 +205,7 @@ impl Tab {
         let target = self
             .strict_target(&frame, &plan, selector, Scroll::IntoView)
             .await
-            .map_err(refused)?;
+            .map_err(Miss::into_error)?;
         // The element approved, before anything else is decided about it
         // (even "already checked" would be an answer about another element).
         if let Some(changed) = self

@@ -23,6 +23,7 @@ use chromiumoxide::cdp::browser_protocol::dom::{
 use chromiumoxide::cdp::js_protocol::runtime::{
     ExecutionContextId, RemoteObjectId, RemoteObjectType,
 };
+use countersign_approval_core::{BackendError, ElementRef};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -163,6 +164,39 @@ impl Target {
     }
 }
 
+/// Why no target was found: refused (nothing dispatched, the grant given
+/// back), or stale (a ref that names no element of the current page: the
+/// model must observe again).
+#[derive(Debug)]
+pub(crate) enum Miss {
+    /// [`BackendError::not_dispatched`].
+    Refused(Refused),
+    /// [`BackendError::stale_target`].
+    Stale(Refused),
+}
+
+impl From<Refused> for Miss {
+    fn from(reason: Refused) -> Self {
+        Miss::Refused(reason)
+    }
+}
+
+impl Miss {
+    /// The backend's answer.
+    pub(crate) fn into_error(self) -> BackendError {
+        match self {
+            Miss::Refused(reason) => BackendError::not_dispatched(reason),
+            Miss::Stale(reason) => BackendError::stale_target(reason),
+        }
+    }
+}
+
+/// Whether a resolved node is an element still in its document; run in
+/// the isolated world, whose `nodeType` and `isConnected` a page cannot
+/// replace.
+const CONNECTED_ELEMENT: &str =
+    "function () { return this.nodeType === Node.ELEMENT_NODE && this.isConnected; }";
+
 /// How a refusal before any input event ends.
 pub(crate) const NOTHING: &str = "nothing was dispatched";
 
@@ -186,12 +220,21 @@ impl Tab {
         plan: &Plan,
         selector: &str,
         scroll: Scroll,
-    ) -> Result<Target, Refused> {
+    ) -> Result<Target, Miss> {
         let world = self
             .isolated_world(frame.id.clone())
             .await
             .map_err(|e| e.to_string())?;
-        let element = self.resolve(world, selector).await?;
+        let element = match ElementRef::from_selector(selector) {
+            None => self.resolve(world, selector).await?,
+            Some(Ok(element_ref)) => self.resolve_ref(world, frame, element_ref).await?,
+            Some(Err(malformed)) => {
+                return Err(Miss::Refused(format!(
+                    "`{}` does not name a ref: {malformed}; nothing was dispatched",
+                    quoted(selector)
+                )));
+            }
+        };
         let node = self.backend_node(&element).await?;
         let described = self.describe(&element, scroll, true).await?;
         check_target(plan, selector, &described, NOTHING)?;
@@ -216,18 +259,18 @@ impl Tab {
                     .await
                     .map_err(|e| e.to_string())?;
                 if !place.found {
-                    return Err(format!(
+                    return Err(Miss::Refused(format!(
                         "`{}` has no option with value `{}`; nothing was dispatched",
                         quoted(selector),
                         quoted(value)
-                    ));
+                    )));
                 }
                 if place.disabled {
-                    return Err(format!(
+                    return Err(Miss::Refused(format!(
                         "the option `{}` of `{}` is disabled; nothing was dispatched",
                         quoted(value),
                         quoted(selector)
-                    ));
+                    )));
                 }
                 Some(place)
             }
@@ -389,6 +432,45 @@ impl Tab {
             .await
             .map_err(|e| protocol("DOM.describeNode", e))?;
         Ok(described.result.node.backend_node_id)
+    }
+
+    /// The element `element_ref` was given to when the tab's current
+    /// document was observed, in `world`: through the tab's ref table to
+    /// its backend node id, then `DOM.resolveNode`. Never another element:
+    /// a ref of another page, one never handed out, or a node no longer in
+    /// the document is [`Miss::Stale`].
+    async fn resolve_ref(
+        &self,
+        world: ExecutionContextId,
+        frame: &MainFrame,
+        element_ref: ElementRef,
+    ) -> Result<RemoteObjectId, Miss> {
+        let node = self
+            .inner
+            .refs
+            .lock()
+            .await
+            .node(element_ref, &frame.revision)
+            .map_err(Miss::Stale)?;
+        let gone = || {
+            Miss::Stale(format!(
+                "`{element_ref}` is no longer in the page; observe again"
+            ))
+        };
+        let resolve = ResolveNodeParams {
+            backend_node_id: Some(node),
+            execution_context_id: Some(world),
+            ..ResolveNodeParams::default()
+        };
+        let resolved = self.inner.page.execute(resolve).await.map_err(|_| gone())?;
+        let Some(element) = resolved.result.object.object_id.clone() else {
+            return Err(gone());
+        };
+        let connected: bool = self
+            .call_value(CONNECTED_ELEMENT, On::Object(&element), Vec::new())
+            .await
+            .map_err(|e| e.to_string())?;
+        if connected { Ok(element) } else { Err(gone()) }
     }
 
     /// The selector's one element in `world`, or why there is not one.

@@ -30,6 +30,37 @@ pub const ATTACK_SITE: &str = include_str!("attacks.html");
 /// page does.
 pub const ELEMENT_SITE: &str = include_str!("element.html");
 
+/// The observation page: a heading, buttons (one disabled), a link, a
+/// checked box, a required field with a value and plain text; counts
+/// trusted clicks by element id in `data-clicks<id>` on `<html>`.
+pub const EYES_SITE: &str = include_str!("eyes.html");
+
+/// A page that replaces `document.querySelector`, `getAttribute`,
+/// `innerText`, `textContent` and `document.title` for its own scripts;
+/// records the id of the element a trusted click reached in
+/// `data-clicked` on `<html>`.
+pub const LIAR_SITE: &str = include_str!("liar.html");
+
+/// A page that opens a window (`#open`, noting in `data-closed` on
+/// `<html>` whether it was closed) and has a `target=_blank` link to
+/// `/alive`, counting in `data-heard` the messages that tab sends while it
+/// is open.
+pub const POPUP_SITE: &str = include_str!("popup.html");
+
+/// A page whose `beforeunload` asks to confirm leaving.
+pub const LEAVE_SITE: &str = include_str!("leave.html");
+
+/// `count` buttons in a list, for benchmarks: `count` elements an
+/// observation gives refs to.
+pub fn many_buttons(count: usize) -> String {
+    let mut page = String::from("<!doctype html><title>Many</title><ul>");
+    for i in 0..count {
+        page.push_str(&format!("<li><button id=b{i}>Button {i}</button></li>"));
+    }
+    page.push_str("</ul>");
+    page
+}
+
 /// A checkout frame whose one button reads `label`; it tells its parent of
 /// every trusted click it receives (`click:<id>` by `postMessage`), so a
 /// test can count clicks that land in a frame of another origin.
@@ -46,8 +77,11 @@ pub const SITE_IP: &str = "127.0.0.2";
 
 /// Serves `/` (the test page), `/other` (another page), `/redirect`
 /// (302 to `/landed`), `/landed`, `/snapshot` (the snapshot test page) and
-/// `/attacks` (the attack page) and `/element` (the element-identity page)
-/// on 127.0.0.2, on a free port.
+/// `/attacks` (the attack page) and `/element` (the element-identity page),
+/// and for navigation and observation `/eyes`, `/liar`, `/popup`, `/leave`,
+/// `/alert` (alerts while loading), `/hang` (never answers), `/download`
+/// (an attachment), `/unsafe-redirect` (302 to a `file:` URL), `/to-refused` (302 to a host the policy refuses) on
+/// 127.0.0.2, on a free port.
 pub async fn serve() -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { Html(SITE) }))
@@ -62,6 +96,46 @@ pub async fn serve() -> SocketAddr {
         .route(
             "/frame-pay5000",
             get(|| async { Html(frame_page("Pay $5000 to attacker")) }),
+        )
+        .route("/eyes", get(|| async { Html(EYES_SITE) }))
+        .route("/liar", get(|| async { Html(LIAR_SITE) }))
+        .route("/popup", get(|| async { Html(POPUP_SITE) }))
+        .route("/leave", get(|| async { Html(LEAVE_SITE) }))
+        .route(
+            "/alive",
+            get(|| async {
+                Html("<script>const c = new BroadcastChannel('alive'); setInterval(() => c.postMessage(1), 20);</script>")
+            }),
+        )
+        .route(
+            "/alert",
+            get(|| async {
+                Html("<title>Alert</title><script>alert('hello'); confirm('sure?'); prompt('name?')</script><p id=after>after the dialogs</p>")
+            }),
+        )
+        .route(
+            "/hang",
+            get(|| async { std::future::pending::<Html<&'static str>>().await }),
+        )
+        .route(
+            "/download",
+            get(|| async {
+                (
+                    [
+                        ("content-type", "application/octet-stream"),
+                        ("content-disposition", "attachment; filename=\"x.bin\""),
+                    ],
+                    "not for disk",
+                )
+            }),
+        )
+        .route(
+            "/unsafe-redirect",
+            get(|| async { Redirect::to("file:///etc/passwd") }),
+        )
+        .route(
+            "/to-refused",
+            get(|| async { Redirect::to("http://refused.example/landing") }),
         )
         .route("/redirect", get(|| async { Redirect::to("/landed") }))
         .route(
