@@ -13,7 +13,7 @@ use crate::ChromiumError;
 use crate::browser::{MainFrame, Tab};
 use crate::perform::{Plan, Purpose};
 use crate::screenshot::{self, PixelBox};
-use crate::target::{Described, Scroll};
+use crate::target::{Described, Miss, Scroll};
 
 impl Tab {
     /// The page as it stands for `action` proposed on `url`: its binding,
@@ -23,7 +23,9 @@ impl Tab {
     /// Every protocol call here reads: the frame tree, a fresh isolated
     /// world, `Runtime.callFunctionOn` for the strict target (without its
     /// scroll), `Page.captureScreenshot`. Every failure is
-    /// [`BackendError::not_dispatched`], which is true of a snapshot.
+    /// [`BackendError::not_dispatched`], which is true of a snapshot; a ref
+    /// that names no element of the current page is
+    /// [`BackendError::stale_target`].
     pub(crate) async fn snapshot(
         &self,
         url: &AuthorizedUrl,
@@ -37,7 +39,7 @@ impl Tab {
         self.check_landed(&frame, url.as_str(), Purpose::Snapshot)
             .await
             .map_err(BackendError::not_dispatched)?;
-        let found = self.outline(&frame, action).await;
+        let found = self.outline(&frame, action).await?;
         let (outline, element) = match found {
             Some((outline, element)) => (Some(outline), Some(element)),
             None => (None, None),
@@ -81,36 +83,44 @@ impl Tab {
     /// is in the viewport (an approver cannot judge what the picture does
     /// not show), and its identity can be read (a grant from this snapshot
     /// binds it; without one there is nothing to bind, so no outline).
+    ///
+    /// A ref that names no element of the current page (of an earlier page
+    /// or another tab, never handed out, or gone) is an error, not a miss:
+    /// nothing could be outlined, and the model must observe again.
     async fn outline(
         &self,
         frame: &MainFrame,
         action: &Action,
-    ) -> Option<(PixelBox, ElementIdentity)> {
+    ) -> Result<Option<(PixelBox, ElementIdentity)>, BackendError> {
         // The reasons are not logged: some quote argument values.
         let Ok(plan) = Plan::of(action) else {
             tracing::debug!("snapshot: the action is not one this backend performs");
-            return None;
+            return Ok(None);
         };
-        match self
-            .strict_target(frame, &plan, action.selector(), Scroll::No)
-            .await
-        {
-            Ok(target) if target.described.in_view => match self.identity(&target, frame).await {
-                Ok(element) => Some((pixel_box(&target.described), element)),
-                Err(_) => {
-                    tracing::debug!("snapshot: the target's identity could not be read");
+        Ok(
+            match self
+                .strict_target(frame, &plan, action.selector(), Scroll::No)
+                .await
+            {
+                Err(Miss::Stale(reason)) => return Err(BackendError::stale_target(reason)),
+                Ok(target) if target.described.in_view => match self.identity(&target, frame).await
+                {
+                    Ok(element) => Some((pixel_box(&target.described), element)),
+                    Err(_) => {
+                        tracing::debug!("snapshot: the target's identity could not be read");
+                        None
+                    }
+                },
+                Ok(_) => {
+                    tracing::debug!("snapshot: the target is outside the viewport");
+                    None
+                }
+                Err(Miss::Refused(_)) => {
+                    tracing::debug!("snapshot: no single suitable target");
                     None
                 }
             },
-            Ok(_) => {
-                tracing::debug!("snapshot: the target is outside the viewport");
-                None
-            }
-            Err(_) => {
-                tracing::debug!("snapshot: no single suitable target");
-                None
-            }
-        }
+        )
     }
 
     /// The viewport as a PNG. Sent as a bare `Page.captureScreenshot`:

@@ -550,4 +550,10 @@ async fn a_snapshot_by_ref_outlines_and_binds_the_element(f: &Fixture) {
         .await
         .unwrap();
     assert_eq!(eyes_clicks(f, "pay").await, 1);
+
+    // On the next document the approver is shown nothing for that ref:
+    // the snapshot refuses it as stale, so no proposal is made from it.
+    navigate(f, "/eyes").await.unwrap();
+    let stale = f.tab.backend().snapshot(&url, &action).await.unwrap_err();
+    assert_stale(&stale, "this ref belongs to an earlier page; observe again");
 }
