@@ -453,10 +453,18 @@ impl Browse {
                 ));
             }
         }
-        let page = context.backend().observe().await.map_err(|error| Refused {
-            code: OutcomeCode::BackendFailed,
-            message: format!("the page could not be observed: {}", error.message()),
-            reason: error.to_string(),
+        let page = context.backend().observe().await.map_err(|error| {
+            if error.is_page_not_allowed() {
+                return Refused::new(
+                    OutcomeCode::NotAuthorized,
+                    format!("the page's url is not one the policy allows (navigate to an allowed page first); nothing of it is shown: {}", error.message()),
+                );
+            }
+            Refused {
+                code: OutcomeCode::BackendFailed,
+                message: format!("the page could not be observed: {}", error.message()),
+                reason: error.to_string(),
+            }
         })?;
         let url = context
             .source_policy()

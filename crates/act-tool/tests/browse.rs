@@ -723,3 +723,42 @@ fn the_definitions_with_refs_accept_calls_by_ref_in_every_shape() {
         assert!(!navigate.is_valid(&json!({})));
     }
 }
+
+/// A backend that judges pages itself (a live tab) and refuses one: the
+/// model is told `NOT_AUTHORIZED`, as for the host's own policy.
+#[tokio::test]
+async fn a_backend_refusing_its_page_by_policy_is_not_authorized() {
+    use countersign_act_tool::approval::{
+        ActionRequest, Backend, BackendError, ObservedPage,
+    };
+
+    struct RefusingTab;
+
+    #[async_trait::async_trait]
+    impl Backend for RefusingTab {
+        async fn perform(&self, _: &ActionRequest) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn observe(&self) -> Result<ObservedPage, BackendError> {
+            Err(BackendError::page_not_allowed(
+                "the page is at `http://refused.example/`, which the policy refuses",
+            ))
+        }
+    }
+
+    let context = Context::builder()
+        .actor_id(ActorId::new("actor").unwrap())
+        .run_id(RunId::new("run").unwrap())
+        .backend(RefusingTab)
+        .source_policy(policy())
+        .operation_store(InMemoryOperationStore::new())
+        .build()
+        .unwrap();
+    let tools = Toolset::new(context).with_browse();
+    let refused = tools.call(OBSERVE_TOOL_NAME, &json!({})).await.unwrap();
+    assert_eq!(refused["error"]["code"], "NOT_AUTHORIZED");
+    assert_eq!(
+        refused["error"]["message"],
+        "the page's url is not one the policy allows (navigate to an allowed page first); nothing of it is shown: the page is at `http://refused.example/`, which the policy refuses"
+    );
+}

@@ -49,6 +49,7 @@ pub struct BackendError {
     message: String,
     may_have_acted: bool,
     target_changed: bool,
+    page_not_allowed: bool,
 }
 
 impl BackendError {
@@ -59,6 +60,7 @@ impl BackendError {
             message: message.into(),
             may_have_acted: true,
             target_changed: false,
+            page_not_allowed: false,
         }
     }
 
@@ -70,6 +72,7 @@ impl BackendError {
             message: message.into(),
             may_have_acted: false,
             target_changed: false,
+            page_not_allowed: false,
         }
     }
 
@@ -84,7 +87,26 @@ impl BackendError {
             message: message.into(),
             may_have_acted: false,
             target_changed: true,
+            page_not_allowed: false,
         }
+    }
+
+    /// A refusal raised before anything was dispatched or shown because
+    /// the page is at a URL the backend's own policy refuses (a backend
+    /// that judges pages itself, such as a live browser's tab). The tools
+    /// answer `NOT_AUTHORIZED`, as for a URL the host's policy refuses.
+    pub fn page_not_allowed(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+            may_have_acted: false,
+            target_changed: false,
+            page_not_allowed: true,
+        }
+    }
+
+    /// Whether this is a [`page_not_allowed`](Self::page_not_allowed) refusal.
+    pub fn is_page_not_allowed(&self) -> bool {
+        self.page_not_allowed
     }
 
     /// Whether this is a [`stale_target`](Self::stale_target) refusal.

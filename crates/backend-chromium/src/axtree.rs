@@ -42,8 +42,8 @@ impl Tab {
             .authorize_destination(&frame.url)
             .await
             .map_err(|denial| {
-                BackendError::not_dispatched(format!(
-                    "the page is at `{}`, which the policy refuses ({denial}); nothing is shown",
+                BackendError::page_not_allowed(format!(
+                    "the page is at `{}`, which the policy refuses ({denial})",
                     quoted(&frame.url)
                 ))
             })?;

@@ -174,6 +174,7 @@ async fn a_redirect_to_a_refused_host_fails_on_the_refused_url(f: &Fixture) {
     // Nothing of a page the policy refuses is shown.
     let hidden = f.tab.backend().observe().await.unwrap_err();
     assert!(!hidden.may_have_acted());
+    assert!(hidden.is_page_not_allowed());
     assert!(
         hidden.message().starts_with(
             "the page is at `http://refused.example/landing`, which the policy refuses"
@@ -193,6 +194,7 @@ async fn a_page_the_browser_cannot_load_answers_its_failure(f: &Fixture) {
     assert_eq!(shown_url(f).await, "chrome-error://chromewebdata/");
     // Nothing of an error page is shown.
     let hidden = f.tab.backend().observe().await.unwrap_err();
+    assert!(hidden.is_page_not_allowed());
     assert!(
         hidden.message().starts_with(
             "the page is at `chrome-error://chromewebdata/`, which the policy refuses"
