@@ -18,85 +18,14 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::Path;
-use axum::http::{Request, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use countersign::act::{Context, Toolset};
-use countersign::approval::{ActorId, ApprovalId, ApproverId, RunId};
+use countersign::approval::{ActorId, ApprovalId, RunId};
 use countersign::backend::fake::FakeBackend;
 use countersign::policy::{Policy, StaticResolver};
 use countersign::store::memory::{InMemoryApprovalStore, InMemoryOperationStore};
-use countersign_approval_web::{ApprovalPages, Approvers, Parts, async_trait};
+use countersign_approval_web::ApprovalPages;
+use countersign_examples::{DemoSession, approve_through_the_page, sign_in_route};
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-/// The session cookie the sign-in link sets.
-const COOKIE: &str = "countersign-demo-session";
-/// Who the demo's one signed-in person is.
-const APPROVER: &str = "demo-approver";
-
-/// The demo's authentication: whoever holds the session secret (from the
-/// one-time sign-in link) is [`APPROVER`].
-struct DemoSession {
-    secret: String,
-}
-
-/// Compares without an early exit, so the time taken says nothing of how
-/// much of a guess matched.
-fn same_secret(given: &str, secret: &str) -> bool {
-    given.len() == secret.len()
-        && given
-            .bytes()
-            .zip(secret.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
-}
-
-#[async_trait]
-impl Approvers for DemoSession {
-    async fn approver(&self, request: &Parts) -> Option<ApproverId> {
-        let cookies = request.headers.get(header::COOKIE)?.to_str().ok()?;
-        let given = cookies
-            .split(';')
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == COOKIE)
-            .map(|(_, value)| value)?;
-        if same_secret(given, &self.secret) {
-            ApproverId::new(APPROVER).ok()
-        } else {
-            None
-        }
-    }
-}
-
-/// The host's own route: a valid sign-in link sets the session cookie and
-/// sends the browser to the proposal.
-fn sign_in_route(secret: String, landing: String) -> Router {
-    Router::new().route(
-        "/sign-in/{secret}",
-        get(move |Path(given): Path<String>| {
-            let (secret, landing) = (secret.clone(), landing.clone());
-            async move {
-                if !same_secret(&given, &secret) {
-                    return (StatusCode::FORBIDDEN, "this sign-in link is not valid")
-                        .into_response();
-                }
-                Response::builder()
-                    .status(StatusCode::SEE_OTHER)
-                    .header(header::LOCATION, landing)
-                    .header(
-                        header::SET_COOKIE,
-                        format!("{COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/"),
-                    )
-                    .body(Body::empty())
-                    .unwrap_or_default()
-            }
-        }),
-    )
-}
 
 /// What the program prints, line by line; `announce` gets the sign-in link
 /// as soon as there is one.
@@ -206,62 +135,6 @@ fn outcome(result: &Value) -> String {
         Some("ok") => "ok".to_owned(),
         _ => result["error"]["code"].as_str().unwrap_or("?").to_owned(),
     }
-}
-
-/// What a person's browser does: sign in, open the proposal, press
-/// Approve (a same-origin form post carrying the form's token).
-async fn approve_through_the_page(
-    app: &Router,
-    secret: &str,
-    landing: &str,
-) -> Result<(), Box<dyn Error>> {
-    let cookie = format!("{COOKIE}={secret}");
-    let page = app
-        .clone()
-        .oneshot(
-            Request::get(landing)
-                .header(header::COOKIE, &cookie)
-                .body(Body::empty())?,
-        )
-        .await?;
-    let html = axum::body::to_bytes(page.into_body(), 1 << 20).await?;
-    let html = String::from_utf8_lossy(&html);
-    // The first form on the page is Approve; its token is the first one.
-    let form = html
-        .split("class=\"approve\"")
-        .nth(1)
-        .ok_or("the proposal page has no approve form")?;
-    let action = attribute_before(&html, "class=\"approve\"", "action=\"")
-        .ok_or("the approve form has no action")?;
-    let token = form
-        .split("name=\"token\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .ok_or("the approve form has no token")?;
-    let posted = app
-        .clone()
-        .oneshot(
-            Request::post(action.replace("&amp;", "&"))
-                .header(header::COOKIE, &cookie)
-                .header("sec-fetch-site", "same-origin")
-                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-                .body(Body::from(format!("token={token}&note=")))?,
-        )
-        .await?;
-    if posted.status() != StatusCode::SEE_OTHER {
-        return Err(format!("approving answered {}", posted.status()).into());
-    }
-    Ok(())
-}
-
-/// The value of the attribute starting with `prefix` in the tag that holds
-/// `marker`.
-fn attribute_before<'a>(html: &'a str, marker: &str, prefix: &str) -> Option<&'a str> {
-    let at = html.find(marker)?;
-    let tag_start = html[..at].rfind('<')?;
-    let tag = &html[tag_start..at];
-    let value = tag.split(prefix).nth(1)?;
-    value.split('"').next()
 }
 
 #[tokio::main]

@@ -1,12 +1,150 @@
 //! The countersign examples that need a browser or a web server, in a
 //! package of their own so that the facade's `simulate` example builds
 //! without the DevTools client, the egress guard, axum and their
-//! dependencies. This library is empty; the examples are the content:
+//! dependencies. The examples are the content:
 //!
 //! ```text
 //! cargo run --example live      # headless Chromium, offline
+//! cargo run --example browse    # the model's eyes on headless Chromium, approved on the page
 //! cargo run --example approve   # the approval page, a person approves
 //! ```
 //!
-//! Both run from the workspace root as written; `-p countersign-examples`
-//! names the package explicitly. The package is never published.
+//! They run from the workspace root as written; `-p countersign-examples`
+//! names the package explicitly. The package is never published. This
+//! library holds what two examples share: the demo's stand-in for the
+//! host's authentication ([`DemoSession`], [`sign_in_route`]) and what a
+//! person's browser does on the approval page ([`approve_through_the_page`]).
+
+use std::error::Error;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Path;
+use axum::http::{Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use countersign::approval::ApproverId;
+use countersign_approval_web::{Approvers, Parts, async_trait};
+use tower::ServiceExt;
+
+/// The session cookie the sign-in link sets.
+pub const COOKIE: &str = "countersign-demo-session";
+/// Who the demo's one signed-in person is.
+pub const APPROVER: &str = "demo-approver";
+
+/// The demo's authentication: whoever holds the session secret (from the
+/// one-time sign-in link) is [`APPROVER`].
+pub struct DemoSession {
+    /// The secret the sign-in link carries.
+    pub secret: String,
+}
+
+/// Compares without an early exit, so the time taken says nothing of how
+/// much of a guess matched.
+fn same_secret(given: &str, secret: &str) -> bool {
+    given.len() == secret.len()
+        && given
+            .bytes()
+            .zip(secret.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
+
+#[async_trait]
+impl Approvers for DemoSession {
+    async fn approver(&self, request: &Parts) -> Option<ApproverId> {
+        let cookies = request.headers.get(header::COOKIE)?.to_str().ok()?;
+        let given = cookies
+            .split(';')
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(name, _)| *name == COOKIE)
+            .map(|(_, value)| value)?;
+        if same_secret(given, &self.secret) {
+            ApproverId::new(APPROVER).ok()
+        } else {
+            None
+        }
+    }
+}
+
+/// The host's own route: a valid sign-in link sets the session cookie and
+/// sends the browser to the proposal.
+pub fn sign_in_route(secret: String, landing: String) -> Router {
+    Router::new().route(
+        "/sign-in/{secret}",
+        get(move |Path(given): Path<String>| {
+            let (secret, landing) = (secret.clone(), landing.clone());
+            async move {
+                if !same_secret(&given, &secret) {
+                    return (StatusCode::FORBIDDEN, "this sign-in link is not valid")
+                        .into_response();
+                }
+                Response::builder()
+                    .status(StatusCode::SEE_OTHER)
+                    .header(header::LOCATION, landing)
+                    .header(
+                        header::SET_COOKIE,
+                        format!("{COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/"),
+                    )
+                    .body(Body::empty())
+                    .unwrap_or_default()
+            }
+        }),
+    )
+}
+
+/// What a person's browser does: sign in, open the proposal, press
+/// Approve (a same-origin form post carrying the form's token).
+pub async fn approve_through_the_page(
+    app: &Router,
+    secret: &str,
+    landing: &str,
+) -> Result<(), Box<dyn Error>> {
+    let cookie = format!("{COOKIE}={secret}");
+    let page = app
+        .clone()
+        .oneshot(
+            Request::get(landing)
+                .header(header::COOKIE, &cookie)
+                .body(Body::empty())?,
+        )
+        .await?;
+    let html = axum::body::to_bytes(page.into_body(), 1 << 20).await?;
+    let html = String::from_utf8_lossy(&html);
+    // The first form on the page is Approve; its token is the first one.
+    let form = html
+        .split("class=\"approve\"")
+        .nth(1)
+        .ok_or("the proposal page has no approve form")?;
+    let action = attribute_before(&html, "class=\"approve\"", "action=\"")
+        .ok_or("the approve form has no action")?;
+    let token = form
+        .split("name=\"token\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .ok_or("the approve form has no token")?;
+    let posted = app
+        .clone()
+        .oneshot(
+            Request::post(action.replace("&amp;", "&"))
+                .header(header::COOKIE, &cookie)
+                .header("sec-fetch-site", "same-origin")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(format!("token={token}&note=")))?,
+        )
+        .await?;
+    if posted.status() != StatusCode::SEE_OTHER {
+        return Err(format!("approving answered {}", posted.status()).into());
+    }
+    Ok(())
+}
+
+/// The value of the attribute starting with `prefix` in the tag that holds
+/// `marker`.
+fn attribute_before<'a>(html: &'a str, marker: &str, prefix: &str) -> Option<&'a str> {
+    let at = html.find(marker)?;
+    let tag_start = html[..at].rfind('<')?;
+    let tag = &html[tag_start..at];
+    let value = tag.split(prefix).nth(1)?;
+    value.split('"').next()
+}
