@@ -94,6 +94,16 @@ fn run(quick: bool) -> Result<(), String> {
             push(row);
         }
     }
+    if wanted("observe") {
+        // One observation of a 1,000-element page is tens of milliseconds.
+        let observe = Budget {
+            samples: if quick { 3 } else { 21 },
+            iters: if quick { 2 } else { 10 },
+        };
+        for row in live_bench::observe(observe)? {
+            push(row);
+        }
+    }
     if wanted("egress") {
         let (row, section) = egress_bench::page_load(quick)?;
         push(row);
