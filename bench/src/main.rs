@@ -1,8 +1,11 @@
 //! `cargo xtask bench [--quick]`: countersign's hot paths, each beside a
-//! baseline measured in the same run. A full run rewrites `docs/benchmarks.md`;
-//! `--quick` only checks that every benchmark still runs.
+//! baseline measured in the same run. A full run rewrites `docs/benchmarks.md`
+//! and its charts in `docs/images/`; a partial run (`BENCH_ONLY=<name>`)
+//! writes to `target/bench/` only; `--quick` only checks that every
+//! benchmark still runs.
 
 mod act_bench;
+mod charts;
 mod egress_bench;
 mod harness;
 mod live_bench;
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
 }
 
 fn run(quick: bool) -> Result<(), String> {
+    let load_before = report::load_average();
     let budget = if quick {
         Budget {
             samples: 3,
@@ -73,12 +77,16 @@ fn run(quick: bool) -> Result<(), String> {
         }
         extra.push(section);
     }
+    let mut curves = Vec::new();
     if wanted("scale") {
+        let (memory, memory_curve) = scale_bench::memory(quick)?;
+        let (redis, redis_curves) = scale_bench::redis(quick)?;
+        let (postgres, postgres_curve) = scale_bench::postgres(quick)?;
+        curves.push(memory_curve);
+        curves.extend(redis_curves);
+        curves.push(postgres_curve);
         extra.push(format!(
-            "## Cost per grant at scale\n\n{}\n{}\n{}",
-            scale_bench::memory(quick)?,
-            scale_bench::redis(quick)?,
-            scale_bench::postgres(quick)?
+            "## Cost per grant at scale\n\n{memory}\n{redis}\n{postgres}"
         ));
     }
     if wanted("act") {
@@ -95,7 +103,8 @@ fn run(quick: bool) -> Result<(), String> {
         }
     }
     if wanted("observe") {
-        // One observation of a 1,000-element page is tens of milliseconds.
+        // One observation of a 1,000-element page takes a few hundred
+        // milliseconds on a loaded two-core machine: few, small samples.
         let observe = Budget {
             samples: if quick { 3 } else { 21 },
             iters: if quick { 2 } else { 10 },
@@ -111,16 +120,33 @@ fn run(quick: bool) -> Result<(), String> {
     }
 
     if quick {
+        // The charts are drawn in quick runs too (into target/bench), so
+        // CI catches a chart that no longer draws.
+        let destination = report::Destination::of("quick")?;
+        charts::ratios(&rows, &destination.ratios_svg)?;
+        if !curves.is_empty() {
+            charts::scale(&curves, &destination.scale_svg)?;
+        }
         eprintln!("bench --quick: {} benchmarks ran", rows.len());
         return Ok(());
     }
-    // A partial run merges into the report instead of replacing it, so the
-    // other benchmarks' figures stay.
-    let path = if only.is_empty() {
-        report::write(&rows, &extra)?
-    } else {
-        report::merge(&only, &rows, &extra)?
-    };
+    let destination = report::Destination::of(&only)?;
+    let mut drawn: Vec<(&str, &std::path::Path)> = Vec::new();
+    if !rows.is_empty() {
+        charts::ratios(&rows, &destination.ratios_svg)?;
+        drawn.push((
+            "every row's ratio against its same-run baseline; the tick is its target",
+            &destination.ratios_svg,
+        ));
+    }
+    if !curves.is_empty() {
+        charts::scale(&curves, &destination.scale_svg)?;
+        drawn.push((
+            "consume p50 against live grants, per store",
+            &destination.scale_svg,
+        ));
+    }
+    let path = report::write(&destination, &only, &load_before, &rows, &extra, &drawn)?;
     eprintln!("wrote {path}");
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Printing rows and writing `docs/benchmarks.md`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::harness::{Row, Target};
@@ -112,93 +112,121 @@ fn report_path() -> PathBuf {
         .join("benchmarks.md")
 }
 
-/// Merges the rows and sections of a partial run (`BENCH_ONLY=<only>`)
-/// into the existing report: each row replaces the table row of the same
-/// benchmark (or joins the table), each section (`## <heading>` to the next
-/// `## `) replaces the one with its heading (or goes before the notes), and
-/// a dated line in the header says what was merged. Everything else stays.
-pub fn merge(only: &str, rows: &[Row], sections: &[String]) -> Result<String, String> {
-    let path = report_path();
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("could not read `{}`: {e}", path.display()))?;
-    let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-
-    for row in rows {
-        let start = format!("| {} |", row.name);
-        if let Some(line) = lines.iter_mut().find(|l| l.starts_with(&start)) {
-            *line = row_line(row);
-        } else if let Some(last) = lines.iter().rposition(|l| {
-            l.starts_with("| ")
-                && (l.contains(" | time ratio") || l.contains(" | throughput ratio"))
-        }) {
-            lines.insert(last + 1, row_line(row));
-        } else {
-            return Err("the report has no benchmark table to merge a row into".to_owned());
-        }
-    }
-
-    for section in sections.iter().filter(|s| !s.is_empty()) {
-        let heading = section.lines().next().unwrap_or_default().to_owned();
-        let new: Vec<String> = section.trim_end().lines().map(str::to_owned).collect();
-        let found = lines.iter().position(|l| *l == heading);
-        match found {
-            Some(from) => {
-                let to = lines[from + 1..]
-                    .iter()
-                    .position(|l| l.starts_with("## "))
-                    .map_or(lines.len(), |n| from + 1 + n);
-                let mut replacement = new;
-                replacement.push(String::new());
-                lines.splice(from..to, replacement);
-            }
-            None => {
-                let at = lines
-                    .iter()
-                    .position(|l| l == "## Reading the figures")
-                    .unwrap_or(lines.len());
-                let mut insertion = new;
-                insertion.push(String::new());
-                lines.splice(at..at, insertion);
-            }
-        }
-    }
-
-    let marker = format!("- merged: `BENCH_ONLY={only}`");
-    let note = format!(
-        "{marker} run of {date} (`{COMMAND}`): its rows and sections replace the earlier ones"
-    );
-    if let Some(line) = lines.iter_mut().find(|l| l.starts_with(&marker)) {
-        *line = note;
-    } else if let Some(at) = lines.iter().position(|l| l.starts_with("- command: ")) {
-        lines.insert(at, note);
-    } else {
-        return Err("the report has no header to note the merge in".to_owned());
-    }
-
-    let mut out = lines.join("\n");
-    out.push('\n');
-    std::fs::write(&path, out).map_err(|e| format!("could not write `{}`: {e}", path.display()))?;
-    Ok(path.display().to_string())
+/// The load average (1, 5 and 15 minutes) as `/proc/loadavg` gives it.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// Writes the report; returns its path.
-pub fn write(rows: &[Row], sections: &[String]) -> Result<String, String> {
+/// The tree measured: the commit, and whether the work tree differed from it.
+fn tree_summary() -> String {
+    let commit = command_output("git", &["rev-parse", "HEAD"]);
+    if commit.is_empty() {
+        return "unknown (not a git checkout)".to_owned();
+    }
+    let dirty =
+        !command_output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    if dirty {
+        format!("`{commit}` with uncommitted changes")
+    } else {
+        format!("`{commit}`")
+    }
+}
+
+/// Where a run writes: a full run the committed report
+/// (`docs/benchmarks.md`, charts in `docs/images/`); a partial run
+/// (`BENCH_ONLY=<only>`) `target/bench/` only, so the committed report is
+/// always one whole run.
+pub struct Destination {
+    /// The report.
+    pub report: PathBuf,
+    /// The ratio chart.
+    pub ratios_svg: PathBuf,
+    /// The scale chart.
+    pub scale_svg: PathBuf,
+    /// How the report links the charts.
+    pub link_prefix: &'static str,
+}
+
+impl Destination {
+    /// The destination of a run: `only` empty for a full run.
+    pub fn of(only: &str) -> Result<Destination, String> {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        if only.is_empty() {
+            return Ok(Destination {
+                report: report_path(),
+                ratios_svg: root.join("docs/images/bench-ratios.svg"),
+                scale_svg: root.join("docs/images/bench-scale.svg"),
+                link_prefix: "images/",
+            });
+        }
+        let name: String = only
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let dir = root.join("target/bench");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("could not create `{}`: {e}", dir.display()))?;
+        Ok(Destination {
+            report: dir.join(format!("benchmarks-{name}.md")),
+            ratios_svg: dir.join(format!("bench-ratios-{name}.svg")),
+            scale_svg: dir.join(format!("bench-scale-{name}.svg")),
+            link_prefix: "",
+        })
+    }
+}
+
+/// Writes the report of one run; returns its path. `load_before` is the
+/// load average when the run began; `charts` the chart files written (by
+/// file name) for the report to link.
+pub fn write(
+    destination: &Destination,
+    only: &str,
+    load_before: &str,
+    rows: &[Row],
+    sections: &[String],
+    charts: &[(&str, &Path)],
+) -> Result<String, String> {
     let mut out = String::new();
     let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
     let _ = writeln!(out, "# Benchmarks\n");
+    let run = if only.is_empty() {
+        format!("one run of `{COMMAND}`")
+    } else {
+        format!("one partial run, `BENCH_ONLY={only} {COMMAND}`")
+    };
     let _ = writeln!(
         out,
-        "Every figure below comes from one run of `{COMMAND}` (release build), which \
-         rewrites this file. Each subject is sampled alternately with its baseline in the \
+        "Every figure below comes from {run} (release build), which \
+         wrote this file. Each subject is sampled alternately with its baseline in the \
          same run; the ratio of their medians is the figure we steer by, since absolute \
          times on this shared machine drift. No test asserts on timing; \
          `cargo xtask bench --quick` (part of `cargo xtask ci`) only checks that every \
          benchmark still runs.\n"
     );
+    let _ = writeln!(out, "- tree: {}", tree_summary());
     let _ = writeln!(out, "- date: {date}");
     let _ = writeln!(out, "- machine: {}", machine_summary());
+    let _ = writeln!(
+        out,
+        "- load average (1, 5, 15 min): {load_before} before the run, {} after",
+        load_average()
+    );
     let _ = writeln!(out, "- command: `{COMMAND}`\n");
+    for (caption, file) in charts {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = writeln!(out, "![{caption}]({}{name})\n", destination.link_prefix);
+    }
     let _ = writeln!(
         out,
         "| benchmark | baseline | subject median | baseline median | ratio | target | met | note |"
@@ -214,7 +242,7 @@ pub fn write(rows: &[Row], sections: &[String]) -> Result<String, String> {
     if let Ok(text) = std::fs::read_to_string(&notes) {
         let _ = writeln!(out, "\n{text}");
     }
-    let path = report_path();
-    std::fs::write(&path, out).map_err(|e| format!("could not write `{}`: {e}", path.display()))?;
+    let path = &destination.report;
+    std::fs::write(path, out).map_err(|e| format!("could not write `{}`: {e}", path.display()))?;
     Ok(path.display().to_string())
 }

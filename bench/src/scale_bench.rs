@@ -146,8 +146,17 @@ fn sizes(quick: bool) -> [u64; 2] {
     }
 }
 
+/// One store's consume p50 (µs) by live grants, for the scale chart.
+#[derive(Debug, Clone)]
+pub struct ScaleCurve {
+    /// The store, and the path when a store has two.
+    pub label: String,
+    /// `(live grants, consume p50 in µs)`, smallest size first.
+    pub points: Vec<(u64, f64)>,
+}
+
 /// The memory store's section of the scale report.
-pub fn memory(quick: bool) -> Result<String, String> {
+pub fn memory(quick: bool) -> Result<(String, ScaleCurve), String> {
     let f = ScaleFixture::new(1)?;
     let sizes: &[u64] = if quick {
         &[1_000, 20_000]
@@ -157,8 +166,13 @@ pub fn memory(quick: bool) -> Result<String, String> {
     let probes = if quick { 200 } else { 5_000 };
     let mut rows = Vec::new();
     let mut p50s = Vec::new();
+    let mut curve = ScaleCurve {
+        label: "memory".to_owned(),
+        points: Vec::new(),
+    };
     for &live in sizes {
         let (bytes, p50) = memory_at(&f, live, probes)?;
+        curve.points.push((live, p50));
         eprintln!(
             "scale: memory store, {live} live grants: {bytes:.0} bytes per grant, consume p50 {p50:.2} µs"
         );
@@ -166,8 +180,9 @@ pub fn memory(quick: bool) -> Result<String, String> {
         p50s.push(p50);
     }
     let ratio = p50s.last().copied().unwrap_or(0.0) / p50s.first().copied().unwrap_or(1.0);
-    Ok(format!(
-        "### Memory store\n\n\
+    Ok((
+        format!(
+            "### Memory store\n\n\
          Grants with a 10-byte selector and a 1-hour lifetime, issued one by one into one \
          `InMemoryApprovalStore`; bytes per grant are the process's resident growth while \
          issuing divided by the count (the allocator's own overhead included, so the small \
@@ -177,7 +192,9 @@ pub fn memory(quick: bool) -> Result<String, String> {
          Consume p50 at the largest size is {ratio:.2}× the p50 at the smallest. A purge \
          (`purge`, by an expiry index, in batches of `PURGE_BATCH` = 1024 under the lock) \
          costs in proportion to what it drops, not to the store's size.\n",
-        rows.join("\n")
+            rows.join("\n")
+        ),
+        curve,
     ))
 }
 
@@ -513,7 +530,8 @@ async fn redis_round(size: &mut RedisSize, round: u64, fresh_base: u64) -> Resul
 }
 
 /// The Redis store's section of the scale report.
-pub fn redis(quick: bool) -> Result<String, String> {
+/// The Redis store's section of the scale report, and its two curves.
+pub fn redis(quick: bool) -> Result<(String, Vec<ScaleCurve>), String> {
     let fill_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -554,9 +572,21 @@ pub fn redis(quick: bool) -> Result<String, String> {
 
     let mut table = String::new();
     let mut p50 = Vec::new();
+    let mut curves = vec![
+        ScaleCurve {
+            label: "redis, the issuing store".to_owned(),
+            points: Vec::new(),
+        },
+        ScaleCurve {
+            label: "redis, another worker's store".to_owned(),
+            points: Vec::new(),
+        },
+    ];
     for size in filled.iter_mut() {
         let (cold, issuer) = (median(&mut size.cold_ms), median(&mut size.issuer_ms));
         p50.push((cold, issuer));
+        curves[0].points.push((size.live, issuer * 1e3));
+        curves[1].points.push((size.live, cold * 1e3));
         eprintln!(
             "scale: redis, {} live grants: record {:.0} B (consumed {:.0} B), pointer {:.0} B, \
              live-set entry {:.0} B, used_memory {:.0} B per grant; consume p50 {cold:.3} ms \
@@ -588,8 +618,9 @@ pub fn redis(quick: bool) -> Result<String, String> {
     } else {
         "1 000 and 1 000 000 live grants"
     };
-    Ok(format!(
-        "### Redis store\n\n\
+    Ok((
+        format!(
+            "### Redis store\n\n\
          ({label}.) One `redis-server` per size, persistence off, started by the run, with the \
          default key prefix; grants in runs of {GRANTS_PER_RUN} and actors of \
          {RUNS_PER_ACTOR} runs, each a click with a 10-byte selector on a 25-byte URL, valid \
@@ -611,10 +642,12 @@ pub fn redis(quick: bool) -> Result<String, String> {
          | --- | --- | --- | --- | --- | --- | --- | --- |\n{table}\n\
          Consume p50 at the larger size is {:.2}× the p50 at the smaller through another \
          worker's store and {:.2}× through the issuing store.\n",
-        GRANTS_PER_RUN - 1,
-        filled.last().map(|s| s.fill_secs).unwrap_or(0.0),
-        ratio(|p| p.0),
-        ratio(|p| p.1),
+            GRANTS_PER_RUN - 1,
+            filled.last().map(|s| s.fill_secs).unwrap_or(0.0),
+            ratio(|p| p.0),
+            ratio(|p| p.1),
+        ),
+        curves,
     ))
 }
 
@@ -719,7 +752,8 @@ struct PgSize {
 }
 
 /// The PostgreSQL store's section of the scale report.
-pub fn postgres(quick: bool) -> Result<String, String> {
+/// The PostgreSQL store's section of the scale report, and its curve.
+pub fn postgres(quick: bool) -> Result<(String, ScaleCurve), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -806,9 +840,14 @@ pub fn postgres(quick: bool) -> Result<String, String> {
     }
     let mut table = String::new();
     let mut p50s = Vec::new();
+    let mut curve = ScaleCurve {
+        label: "postgres".to_owned(),
+        points: Vec::new(),
+    };
     for size in sizes_measured.iter_mut() {
         let p50 = median(&mut size.ms);
         p50s.push(p50);
+        curve.points.push((size.live, p50 * 1e3));
         eprintln!(
             "scale: postgres, {} live grants: {:.0} B per grant, consume p50 {p50:.3} ms",
             size.live, size.bytes
@@ -821,8 +860,9 @@ pub fn postgres(quick: bool) -> Result<String, String> {
     } else {
         "1 000 and 1 000 000 live grants"
     };
-    Ok(format!(
-        "### PostgreSQL store\n\n\
+    Ok((
+        format!(
+            "### PostgreSQL store\n\n\
          ({label}.) One PostgreSQL cluster started by the run (`initdb`, loopback, \
          `synchronous_commit = off`, so the disk's flush time does not hide the table's), a \
          table prefix per size, the same grants as above. The first grant of every run is \
@@ -842,7 +882,9 @@ pub fn postgres(quick: bool) -> Result<String, String> {
          | live grants | bytes per grant (table + indexes) | consume p50, 1 task |\n\
          | --- | --- | --- |\n{table}\n\
          Consume p50 at the larger size is {ratio:.2}× the p50 at the smaller.\n",
-        GRANTS_PER_RUN - 1,
-        sizes_measured.last().map(|s| s.fill_secs).unwrap_or(0.0),
+            GRANTS_PER_RUN - 1,
+            sizes_measured.last().map(|s| s.fill_secs).unwrap_or(0.0),
+        ),
+        curve,
     ))
 }

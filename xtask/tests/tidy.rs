@@ -88,7 +88,7 @@ fn the_facade_examples_need_no_browser_or_web_server() {
     assert_eq!(listed("crates/countersign/examples"), ["simulate.rs"]);
     assert_eq!(
         listed("crates/examples/examples"),
-        ["approve.rs", "live.rs"]
+        ["approve.rs", "browse.rs", "live.rs"]
     );
 
     let examples = read("crates/examples/Cargo.toml");

@@ -12,6 +12,7 @@ use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
 
 use crate::Context;
+use crate::browse::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
 use crate::call::{self, ActCall, Request};
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::result::{ActError, ActResult, Performed};
@@ -180,7 +181,7 @@ const MIN_ABANDON_BACKOFF: std::time::Duration = std::time::Duration::from_milli
 /// fallback (`op_fallback` + process id + counter) keeps the record and the
 /// result identifiable; the call itself then fails closed when it needs an
 /// attempt id.
-fn new_operation_id() -> OperationId {
+pub(crate) fn new_operation_id() -> OperationId {
     static FALLBACK: AtomicU64 = AtomicU64::new(0);
     loop {
         match OperationId::generate() {
@@ -365,8 +366,22 @@ impl Act {
             ));
         };
 
+        // A navigation's grant names its destination, not a page: it is
+        // performed by the backend's navigation, wherever the tab is.
+        let navigation = action.method() == NAVIGATE_METHOD;
+        if navigation && action.selector() != NAVIGATE_SELECTOR {
+            return Err(Refusal::new(
+                OutcomeCode::NotAuthorized,
+                format!("a navigation's selector must be `{NAVIGATE_SELECTOR}`"),
+            ));
+        }
+
         // 4b. A backend with pages acts only on the page the grant names.
-        let (page, read_approver) = self.check_page(store.as_ref(), &approval_id).await?;
+        let (page, read_approver) = if navigation {
+            (None, None)
+        } else {
+            self.check_page(store.as_ref(), &approval_id).await?
+        };
 
         // 4–5. One atomic check-and-mark; an unknown id is its first answer.
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
@@ -381,6 +396,20 @@ impl Act {
             url,
             action,
         };
+        if navigation {
+            let landed = self
+                .navigate(store.as_ref(), &action_request, &attempt)
+                .await;
+            known.approver = self.approver_of(store.as_ref(), &action_request).await;
+            let landed = landed?;
+            return Ok(Performed {
+                operation_id: action_request.operation_id,
+                approval_id: action_request.approval_id,
+                url: action_request.url,
+                action: action_request.action,
+                landed: Some(landed),
+            });
+        }
         let performed = match &page {
             Some(page) => {
                 context
@@ -427,7 +456,49 @@ impl Act {
             approval_id: action_request.approval_id,
             url: action_request.url,
             action: action_request.action,
+            landed: None,
         })
+    }
+
+    /// Performs a consumed navigation grant: the backend navigates; a
+    /// refusal before the browser was asked to go anywhere gives the grant
+    /// back; the landing is judged like `browser_navigate`'s.
+    async fn navigate(
+        &self,
+        store: &dyn ApprovalStore,
+        request: &ActionRequest,
+        attempt: &AttemptId,
+    ) -> Result<Landed, Refusal> {
+        let context = &*self.context;
+        let navigation = match context.backend().navigate(&request.url).await {
+            Ok(navigation) => navigation,
+            Err(error) if error.may_have_acted() => {
+                return Err(Refusal::with_reason(
+                    OutcomeCode::BackendFailed,
+                    format!(
+                        "the page could not be loaded; the approval was used up: {}",
+                        error.message()
+                    ),
+                    error.to_string(),
+                ));
+            }
+            Err(error) => {
+                return Err(self
+                    .give_back(
+                        store,
+                        &request.approval_id,
+                        attempt,
+                        format!("backend refused before navigating: {}", error.message()),
+                        GaveUp::NotDispatched,
+                    )
+                    .await);
+            }
+        };
+        judge_landing(context, navigation)
+            .await
+            .map_err(|(code, message)| {
+                Refusal::new(code, format!("{message}; the approval was used up"))
+            })
     }
 
     /// Who approved the grant of `request`, for the operation record: one

@@ -2,11 +2,19 @@
 
 use std::fmt;
 
-use countersign_approval_core::{GivenApprovalId, OutcomeCode};
+use countersign_approval_core::{ElementRef, GivenApprovalId, OutcomeCode};
 use countersign_canonical_policy::quote_untrusted;
 use serde_json::{Map, Value};
 
-/// The argument names a `browser_act` call may carry; any other is refused.
+/// The argument a `browser_act` or `browser_propose` call may name its
+/// target by instead of `selector`: a ref from `browser_observe`
+/// (`p3e12`). It becomes the selector `aria-ref=p3e12`, so the grant binds
+/// it like any selector. A toolset offers it in its definitions only while
+/// `browser_observe` is enabled.
+pub const REF_ARGUMENT: &str = "ref";
+
+/// The argument names a `browser_act` call may carry, besides
+/// [`REF_ARGUMENT`]; any other is refused.
 pub const ARGUMENT_NAMES: [&str; 6] = [
     "url",
     "approval_id",
@@ -311,6 +319,44 @@ pub(crate) fn parse_proposal(args: &Value) -> Result<(String, Value), Malformed>
     Ok((url, action))
 }
 
+/// A `ref` given (not null) becomes the action's selector
+/// (`aria-ref=p3e12`); a selector given too, other than null, is refused, as
+/// is a ref that is not one `browser_observe` could have handed out.
+fn target_by_ref(
+    object: &Map<String, Value>,
+    action: &mut Map<String, Value>,
+) -> Result<(), Malformed> {
+    let element_ref = match object.get(REF_ARGUMENT) {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(text)) => ElementRef::parse(text).map_err(|_| {
+            Malformed::new(
+                OutcomeCode::NotAuthorized,
+                format!(
+                    "ref `{}` is not a ref from browser_observe (e.g. `p3e12`)",
+                    quote_untrusted(text)
+                ),
+            )
+        })?,
+        Some(_) => {
+            return Err(Malformed::new(
+                OutcomeCode::NotAuthorized,
+                "ref must be a string",
+            ));
+        }
+    };
+    match action.get("selector") {
+        None | Some(Value::Null) => {}
+        Some(_) => {
+            return Err(Malformed::new(
+                OutcomeCode::NotAuthorized,
+                "give the target as selector or as ref, not both",
+            ));
+        }
+    }
+    action.insert("selector".into(), Value::String(element_ref.to_selector()));
+    Ok(())
+}
+
 /// The shared malformed-call check; `with_approval_id` tells whether the
 /// call must carry `approval_id` (Act) or must not (propose).
 fn parse_fields(
@@ -359,7 +405,10 @@ fn parse_fields(
             ));
         }
     };
-    if let Some(unknown) = object.keys().find(|k| !names.contains(&k.as_str())) {
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !names.contains(&k.as_str()) && k.as_str() != REF_ARGUMENT)
+    {
         return Err(Malformed::new(
             OutcomeCode::NotAuthorized,
             shown_name(unknown),
@@ -379,5 +428,6 @@ fn parse_fields(
         };
         action.insert(key.clone(), value);
     }
+    target_by_ref(object, &mut action)?;
     Ok((url, approval_id, Value::Object(action)))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use countersign_approval_core::{
     ActorId, ApprovalStore, Backend, Clock, MAX_TTL, OperationLog, ProposalStore, RunId,
-    SystemClock, Timestamp,
+    SnapshotLimits, SystemClock, Timestamp,
 };
 use countersign_canonical_policy::Policy;
 
@@ -96,6 +96,8 @@ pub struct Context {
     consume_retry: RetryPolicy,
     abandon_timeout: Duration,
     accept_unbound_grants: bool,
+    navigation_needs_grant: bool,
+    snapshot_limits: SnapshotLimits,
 }
 
 impl fmt::Debug for Context {
@@ -111,6 +113,8 @@ impl fmt::Debug for Context {
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
             .field("accept_unbound_grants", &self.accept_unbound_grants)
+            .field("navigation_needs_grant", &self.navigation_needs_grant)
+            .field("snapshot_limits", &self.snapshot_limits)
             .finish_non_exhaustive()
     }
 }
@@ -175,8 +179,19 @@ impl Context {
         self.abandon_timeout
     }
 
-    /// Whether a grant bound to no page may be performed by a backend that
-    /// has pages (see [`ContextBuilder::accept_unbound_grants`]).
+    /// Whether `browser_navigate` needs a grant for its destination (see
+    /// [`ContextBuilder::require_grant_to_navigate`]).
+    pub fn navigation_needs_grant(&self) -> bool {
+        self.navigation_needs_grant
+    }
+
+    /// How much of a page one `browser_observe` shows.
+    pub fn snapshot_limits(&self) -> SnapshotLimits {
+        self.snapshot_limits
+    }
+
+    /// Whether a backend with pages may perform grants bound to no page
+    /// (see [`ContextBuilder::accept_unbound_grants`]).
     pub fn accepts_unbound_grants(&self) -> bool {
         self.accept_unbound_grants
     }
@@ -221,6 +236,8 @@ pub struct ContextBuilder {
     consume_retry: RetryPolicy,
     abandon_timeout: Option<Duration>,
     accept_unbound_grants: bool,
+    navigation_needs_grant: bool,
+    snapshot_limits: Option<SnapshotLimits>,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -356,6 +373,27 @@ impl ContextBuilder {
         self
     }
 
+    /// Makes `browser_navigate` need a grant: the model passes the
+    /// `approval_id` of a grant the host issued for the destination URL and
+    /// the action `{"method": "navigate", "selector": ":root"}`
+    /// ([`NAVIGATE_METHOD`](crate::NAVIGATE_METHOD), [`NAVIGATE_SELECTOR`](crate::NAVIGATE_SELECTOR)),
+    /// consumed once like any grant. For sites where a GET changes state.
+    /// The policy must allow the method `navigate`
+    /// ([`allow_methods`](countersign_canonical_policy::PolicyBuilder::allow_methods)),
+    /// or every navigation is refused. Off by default: navigation needs no
+    /// grant, only the policy's consent.
+    pub fn require_grant_to_navigate(mut self) -> Self {
+        self.navigation_needs_grant = true;
+        self
+    }
+
+    /// How much of a page one `browser_observe` shows (default
+    /// [`SnapshotLimits::default`]: 4,000 nodes, 256 KiB).
+    pub fn snapshot_limits(mut self, limits: SnapshotLimits) -> Self {
+        self.snapshot_limits = Some(limits);
+        self
+    }
+
     /// Builds the context, or names the first missing required part.
     pub fn build(self) -> Result<Context, ContextError> {
         let missing = |missing| ContextError {
@@ -382,6 +420,8 @@ impl ContextBuilder {
             consume_retry: self.consume_retry,
             abandon_timeout: self.abandon_timeout.unwrap_or(DEFAULT_ABANDON_TIMEOUT),
             accept_unbound_grants: self.accept_unbound_grants,
+            navigation_needs_grant: self.navigation_needs_grant,
+            snapshot_limits: self.snapshot_limits.unwrap_or_default(),
         })
     }
 }

@@ -151,6 +151,7 @@
 //! they may be secrets typed into forms.
 
 mod act;
+mod browse;
 mod call;
 mod context;
 mod definition;
@@ -160,13 +161,15 @@ mod result;
 mod toolset;
 
 pub use act::Act;
-pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING, PROPOSAL_ARGUMENT_NAMES};
+pub use browse::{Browse, BrowseResult, Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, Observed};
+pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING, PROPOSAL_ARGUMENT_NAMES, REF_ARGUMENT};
 pub use context::{
     Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, DEFAULT_PROPOSAL_TTL,
     RetryPolicy,
 };
 pub use definition::{
-    PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME, ToolDefinition, ToolFormat,
+    NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME,
+    ToolDefinition, ToolFormat,
 };
 pub use grant::{GrantError, GrantOptions, issue_grant, issue_grant_with, issue_page_grant};
 pub use propose::{ProposalView, Propose, ProposeResult};

@@ -211,6 +211,13 @@ impl Propose {
             .snapshot(&url, &action)
             .await
             .map_err(|error| {
+                if error.target_changed() {
+                    // A ref of another page, or of an element gone from it.
+                    return ProposeResult::error(
+                        OutcomeCode::ApprovalStale,
+                        format!("nothing was proposed: {}", error.message()),
+                    );
+                }
                 ProposeResult::error(
                     OutcomeCode::BackendFailed,
                     format!(

@@ -144,6 +144,8 @@ pub struct Performed {
     pub url: AuthorizedUrl,
     /// The canonical action.
     pub action: Action,
+    /// Where the browser landed, for a navigation (`navigate :root`).
+    pub landed: Option<crate::Landed>,
 }
 
 /// Why an Act call performed nothing (or, for `BACKEND_FAILED`, why the

@@ -59,7 +59,15 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use countersign_approval_core::{ActionRequest, Backend, BackendError, PageBinding};
+use countersign_approval_core::policy::{Action, AuthorizedUrl};
+use countersign_approval_core::{
+    ActionRequest, Backend, BackendError, Navigation, ObservedPage, PageBinding, PageSnapshot,
+};
+
+mod site;
+
+use site::SiteState;
+pub use site::{FAKE_SESSION, FAKE_TAB, FakeElement, FakePage, FakeSite};
 
 #[derive(Debug, Default)]
 struct State {
@@ -69,6 +77,7 @@ struct State {
     fail_all: bool,
     fail_before_dispatch: bool,
     page: Option<PageBinding>,
+    site: Option<SiteState>,
 }
 
 /// A backend that records each action it is asked to perform and performs
@@ -148,6 +157,48 @@ impl FakeBackend {
         self.state().page = page;
     }
 
+    /// A backend with pages that shows `site`: it starts on `about:blank`;
+    /// [`navigate`](Backend::navigate) goes to a page of the site
+    /// (following its redirects; an unknown URL lands on an empty error
+    /// page and says why), [`observe`](Backend::observe) shows the page's
+    /// elements, each with a ref, and every new page is a new document
+    /// (revision `rev-1`, `rev-2`, … in session [`FAKE_SESSION`], tab
+    /// [`FAKE_TAB`]). Targets are named by ref or by an element's selector
+    /// (compared as text); snapshots bind the target's identity (role, tag,
+    /// name as its text, the page's origin and revision as its frame), and
+    /// [`perform_on_page`](Backend::perform_on_page) records only while
+    /// the page shows the grant's URL and document and the target still
+    /// has the bound identity.
+    pub fn with_site(site: FakeSite) -> Self {
+        let backend = Self::default();
+        {
+            let mut state = backend.state();
+            let site = SiteState::new(site);
+            state.page = Some(site.binding());
+            state.site = Some(site);
+        }
+        backend
+    }
+
+    /// Renames the element `selector` (a selector or `aria-ref=…`) names on
+    /// the page shown, as a page's script would relabel it (same document,
+    /// same ref). Whether such an element was there.
+    pub fn rename_element(&self, selector: &str, name: &str) -> bool {
+        self.state()
+            .site
+            .as_mut()
+            .is_some_and(|site| site.rename(selector, name))
+    }
+
+    /// Removes the element `selector` names from the page shown. Whether
+    /// such an element was there.
+    pub fn remove_element(&self, selector: &str) -> bool {
+        self.state()
+            .site
+            .as_mut()
+            .is_some_and(|site| site.remove(selector))
+    }
+
     /// Forgets every record and failure count, and clears the failure
     /// switches (back to "may have acted") and the page.
     pub fn clear(&self) {
@@ -155,9 +206,49 @@ impl FakeBackend {
     }
 }
 
+impl FakeBackend {
+    /// With a site: the page must show the request's URL (and `page`'s
+    /// document, when given) and the target must be there, with `page`'s
+    /// bound identity when it binds one. `None` without a site.
+    fn check_site_target(
+        &self,
+        request: &ActionRequest,
+        page: Option<&PageBinding>,
+    ) -> Option<Result<(), BackendError>> {
+        let state = self.state();
+        let site = state.site.as_ref()?;
+        Some((|| {
+            if page.is_some_and(|page| !page.same_document(&site.binding())) {
+                return Err(BackendError::stale_target(
+                    "the page changed since approval; nothing was recorded",
+                ));
+            }
+            if site.url() != request.url.as_str() {
+                return Err(BackendError::not_dispatched(
+                    "the page shows another url than the approval's; nothing was recorded",
+                ));
+            }
+            let Some(identity) = site.target(request.action.selector())? else {
+                return Err(BackendError::not_dispatched(
+                    "no element on the page matches the selector; nothing was recorded",
+                ));
+            };
+            match page.and_then(|page| page.element.as_ref()) {
+                Some(bound) if *bound != identity => Err(BackendError::stale_target(
+                    "the target element changed since approval; nothing was recorded",
+                )),
+                _ => Ok(()),
+            }
+        })())
+    }
+}
+
 #[async_trait]
 impl Backend for FakeBackend {
     async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
+        if let Some(checked) = self.check_site_target(request, None) {
+            checked?;
+        }
         let mut state = self.state();
         let fail = if state.fail_all {
             true
@@ -183,11 +274,65 @@ impl Backend for FakeBackend {
         Ok(self.state().page.clone())
     }
 
+    async fn navigate(&self, url: &AuthorizedUrl) -> Result<Navigation, BackendError> {
+        let mut state = self.state();
+        let Some(site) = state.site.as_mut() else {
+            return Err(BackendError::not_dispatched(
+                "this backend has no pages to navigate",
+            ));
+        };
+        let navigation = site.navigate(url.as_str());
+        state.page = Some(navigation.page.clone());
+        Ok(navigation)
+    }
+
+    async fn observe(&self) -> Result<ObservedPage, BackendError> {
+        match &self.state().site {
+            Some(site) => Ok(site.observe()),
+            None => Err(BackendError::not_dispatched(
+                "this backend has no pages to observe",
+            )),
+        }
+    }
+
+    async fn snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        let state = self.state();
+        let Some(site) = &state.site else {
+            return Ok(None);
+        };
+        if site.url() != url.as_str() {
+            return Err(BackendError::not_dispatched(
+                "the page shows another url than the action's",
+            ));
+        }
+        let page = site.binding();
+        Ok(Some(match site.target(action.selector())? {
+            Some(identity) => PageSnapshot {
+                page: page.with_element(identity),
+                screenshot_png: None,
+                target_found: true,
+            },
+            None => PageSnapshot {
+                page,
+                screenshot_png: None,
+                target_found: false,
+            },
+        }))
+    }
+
     async fn perform_on_page(
         &self,
         request: &ActionRequest,
         page: &PageBinding,
     ) -> Result<(), BackendError> {
+        if let Some(checked) = self.check_site_target(request, Some(page)) {
+            checked?;
+            return self.perform(request).await;
+        }
         let shown = self.state().page.clone();
         let Some(shown) = shown.filter(|shown| shown.same_document(page)) else {
             return Err(BackendError::not_dispatched(

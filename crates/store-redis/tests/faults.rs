@@ -208,6 +208,11 @@ async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
     drop(server);
 }
 
+/// Long enough for a server doing `appendfsync always` on a saturated
+/// machine: nothing in the test waits for a timeout, so a short one only
+/// turns a slow fsync into a failure.
+const UNDER_LOAD: Duration = Duration::from_secs(10);
+
 /// With an append-only file, whatever `appendfsync` says, a SIGKILL of
 /// redis loses no acknowledged write: redis writes the AOF before it
 /// replies (`appendfsync` only decides when the OS is told to flush, which
@@ -217,7 +222,7 @@ async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
     let store = RedisApprovalStore::connect(
         RedisStoreOptions::single(server.url())
             .key_prefix(support::fresh_prefix("aof"))
-            .command_timeout(Duration::from_millis(300)),
+            .command_timeout(UNDER_LOAD),
     )
     .await
     .expect("an append-only server is accepted by default");
@@ -247,7 +252,7 @@ async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
     let after = RedisApprovalStore::connect(
         RedisStoreOptions::single(server.url())
             .key_prefix(store.prefix())
-            .command_timeout(Duration::from_millis(300)),
+            .command_timeout(UNDER_LOAD),
     )
     .await
     .unwrap();

@@ -1298,23 +1298,28 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     let primary = RedisServer::start();
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-    // Wait for the replica link.
+    // Wait for the replica link (a loaded machine can take seconds to sync).
     let mut conn = primary.conn();
-    for _ in 0..200 {
+    let mut online = false;
+    for _ in 0..1200 {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut conn)
             .unwrap();
         if info.contains("connected_slaves:1") && info.contains("state=online") {
+            online = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(25));
     }
+    assert!(online, "the replica did not come online within 30 s");
     let prefix = support::fresh_prefix("durable");
+    // A confirmed write returns as soon as the replica acknowledges it: the
+    // long bound only keeps a starved replica from failing the test.
     let one = RedisApprovalStore::connect(
         RedisStoreOptions::single(primary.url())
             .key_prefix(prefix.clone())
-            .durability(Durability::new(1, Duration::from_secs(2)))
+            .durability(Durability::new(1, Duration::from_secs(30)))
             .allow_non_durable_persistence(),
     )
     .await
@@ -1358,28 +1363,38 @@ async fn durability_waits_for_replicas_and_fails_closed() {
     );
     let approval = grant("a#d2", MINUTE, t0).await;
     let (id, binding) = (approval.id.clone(), approval.binding());
-    let unconfirmed = StoreError::DurabilityUnconfirmed {
-        wanted: 2,
-        confirmed: 1,
+    // Two wanted, one replica: never confirmed. How many acknowledged
+    // within the 100 ms bound (the one replica, or none when the machine
+    // starves it) is the scheduler's business, so either count is right.
+    let unconfirmed = |error: &StoreError| {
+        matches!(
+            error,
+            StoreError::DurabilityUnconfirmed {
+                wanted: 2,
+                confirmed: 0 | 1
+            }
+        )
     };
-    assert_eq!(
+    assert!(matches!(
         two.issue(approval).await,
-        Err(IssueError::Store(unconfirmed.clone()))
-    );
+        Err(IssueError::Store(ref e)) if unconfirmed(e)
+    ));
     assert_eq!(
         two.get(&id).await.unwrap().unwrap().state,
         GrantState::Active
     );
     let a = attempt();
-    assert_eq!(
-        two.consume_once(&id, &binding, t0, &a).await,
-        Err(unconfirmed.clone())
+    assert!(
+        two.consume_once(&id, &binding, t0, &a)
+            .await
+            .is_err_and(|e| unconfirmed(&e))
     );
     // Applied on the primary: the same attempt is a replay (still unconfirmed),
     // any other attempt is stale. The stale answer needs no replica.
-    assert_eq!(
-        two.consume_once(&id, &binding, t0, &a).await,
-        Err(unconfirmed.clone())
+    assert!(
+        two.consume_once(&id, &binding, t0, &a)
+            .await
+            .is_err_and(|e| unconfirmed(&e))
     );
     assert_eq!(
         one.consume_once(&id, &binding, t0, &a).await.unwrap(),
