@@ -170,7 +170,9 @@ impl Backend for ChromiumBackend {
     /// (`Page.handleJavaScriptDialog` with `accept: false`: nothing is
     /// accepted on the model's behalf), and every tab or popup the page
     /// opens (`window.open`, a `target=_blank` link) is closed as soon as
-    /// the browser reports it; neither is reported. Only a failure before
+    /// the browser reports it; neither is reported. A tab closed so may
+    /// already have sent its first request (through the egress proxy, under
+    /// the same policy); nothing it loads is shown or acted on. Only a failure before
     /// the browser was asked anything is not dispatched.
     async fn navigate(&self, url: &AuthorizedUrl) -> Result<Navigation, BackendError> {
         self.tab.go(url).await
