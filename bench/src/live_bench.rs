@@ -440,3 +440,158 @@ fn against_playwright(
         ),
     }))
 }
+
+/// How many buttons the observation benchmark's page has.
+const OBSERVED_ELEMENTS: usize = 1000;
+
+/// A page of [`OBSERVED_ELEMENTS`] buttons in a list: as many elements an
+/// observation gives refs to.
+fn many_buttons() -> String {
+    let mut page = String::from("<!doctype html><title>Many</title><ul>");
+    for i in 0..OBSERVED_ELEMENTS {
+        page.push_str(&format!("<li><button id=b{i}>Button {i}</button></li>"));
+    }
+    page.push_str("</ul>");
+    page
+}
+
+/// `Backend::observe` on the live backend (a page of 1,000 buttons) against
+/// a bare `Accessibility.getFullAXTree` of the same page from a DevTools
+/// client of its own, in the same run; empty when no Chromium is
+/// installed.
+pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
+    use chromiumoxide::cdp::browser_protocol::accessibility::GetFullAxTreeParams;
+    use countersign_approval_core::{Backend, SnapshotLimits};
+
+    let executable =
+        std::env::var("COUNTERSIGN_CHROMIUM").unwrap_or_else(|_| DEFAULT_EXECUTABLE.to_owned());
+    if !std::path::Path::new(&executable).exists() {
+        eprintln!("bench: no chromium at `{executable}`; the observe row is skipped");
+        return Ok(Vec::new());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(("127.0.0.2", 0)))
+        .map_err(err)?;
+    let site = format!("http://{}/", listener.local_addr().map_err(err)?);
+    let page_html = many_buttons();
+    let app = Router::new().route("/", get(move || async move { Html(page_html) }));
+    rt.spawn(async move { axum::serve(listener, app).await });
+    let policy = Policy::builder()
+        .allow_host("127.0.0.2")
+        .allow_schemes(["http"])
+        .allow_special_use("127.0.0.2/32")
+        .resolver(StaticResolver::new())
+        .build()
+        .map_err(err)?;
+    // The page makes no request of its own: no egress guard needed.
+    let options = ChromiumOptions::new()
+        .executable(&executable)
+        .no_sandbox()
+        .allow_unproxied_egress();
+    let (chromium, tab) = rt.block_on(async {
+        let chromium = Chromium::launch(options).await.map_err(err)?;
+        let session = chromium.new_session(policy.clone()).await.map_err(err)?;
+        let url = policy.authorize_destination(&site).await.map_err(err)?;
+        let tab = session.open(&url).await.map_err(err)?;
+        Ok::<_, String>((chromium, tab))
+    })?;
+    let backend = tab.backend();
+
+    // The baseline: the same tab through a DevTools client of its own.
+    let bare = rt.block_on(async {
+        let (mut browser, mut handler) = Browser::connect(chromium.devtools_url())
+            .await
+            .map_err(err)?;
+        tokio::spawn(async move { while handler.next().await.is_some() {} });
+        browser.fetch_targets().await.map_err(err)?;
+        for _ in 0..100 {
+            let page = browser
+                .pages()
+                .await
+                .map_err(err)?
+                .into_iter()
+                .find(|p| p.target_id().inner() == tab.target().as_str());
+            if let Some(page) = page {
+                return Ok::<_, String>(page);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err("the benchmark tab is not visible to a second client within 10 s".to_owned())
+    })?;
+    let frame = rt
+        .block_on(bare.mainframe())
+        .map_err(err)?
+        .ok_or("the benchmark tab has no main frame")?;
+
+    // Both sides see the whole page: every button has a ref.
+    let seen = rt.block_on(backend.observe()).map_err(err)?;
+    let refs = seen
+        .nodes
+        .iter()
+        .filter(|n| n.element_ref.is_some())
+        .count();
+    if refs < OBSERVED_ELEMENTS {
+        return Err(format!(
+            "the observation gave {refs} refs, expected at least {OBSERVED_ELEMENTS}"
+        ));
+    }
+    let rendered = seen.render(SnapshotLimits::default());
+    let mut bare_nodes = 0usize;
+    let mut bare_failures = 0u64;
+    let mut failures = 0u64;
+    let (subject, baseline) = compare(
+        budget,
+        |n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..n {
+                    let params = GetFullAxTreeParams {
+                        depth: None,
+                        frame_id: Some(frame.clone()),
+                    };
+                    match bare.execute(params).await {
+                        Ok(tree) => bare_nodes = tree.result.nodes.len(),
+                        Err(_) => bare_failures += 1,
+                    }
+                }
+                start.elapsed()
+            })
+        },
+        |n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..n {
+                    if backend.observe().await.is_err() {
+                        failures += 1;
+                    }
+                }
+                start.elapsed()
+            })
+        },
+    );
+    rt.block_on(chromium.close()).map_err(err)?;
+    if failures + bare_failures > 0 {
+        return Err(format!(
+            "{failures} observations and {bare_failures} bare tree reads failed"
+        ));
+    }
+    Ok(vec![Row {
+        name: format!("Backend::observe on live Chromium ({OBSERVED_ELEMENTS} buttons)"),
+        baseline_name: "bare DevTools Accessibility.getFullAXTree of the same page".to_owned(),
+        subject,
+        baseline,
+        target: Target::TimeRatioAtMost(1.5),
+        note: format!(
+            "same tab and run; the observation shows {} nodes with {refs} refs \
+             ({} bytes rendered with the default limits), the bare tree has {bare_nodes} nodes; \
+             observe adds two Page.getFrameTree calls, the policy check and the mapping",
+            seen.nodes.len(),
+            rendered.text.len()
+        ),
+    }])
+}

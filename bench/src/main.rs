@@ -102,6 +102,17 @@ fn run(quick: bool) -> Result<(), String> {
             push(row);
         }
     }
+    if wanted("observe") {
+        // One observation of a 1,000-element page takes a few hundred
+        // milliseconds on a loaded two-core machine: few, small samples.
+        let observe = Budget {
+            samples: if quick { 3 } else { 21 },
+            iters: if quick { 2 } else { 10 },
+        };
+        for row in live_bench::observe(observe)? {
+            push(row);
+        }
+    }
     if wanted("egress") {
         let (row, section) = egress_bench::page_load(quick)?;
         push(row);

@@ -160,7 +160,7 @@ impl Backend for ChromiumBackend {
     /// | the page loads (after any redirects) | `Ok`, the URL the main frame shows and its binding |
     /// | a redirect to a host the egress guard refuses | the guard answers with its own 403 page, which Chromium shows at the refused URL: `Ok`, that URL, no failure (the caller's policy refuses it, and `observe` shows nothing of it) |
     /// | the browser cannot load it (an unsafe redirect, a connection refused without a proxy, …) | `Ok(Navigation::failed(…))`: the main frame shows Chromium's error page, whose own URL is `chrome-error://chromewebdata/`; the answer's URL is the one it stands for (the frame's `unreachableUrl`: the address, or where a redirect led), the failure Chromium's error code as it gives it (`net::ERR_UNSAFE_REDIRECT`) |
-    /// | no load within the timeout (a server that never answers, a page whose `load` never fires) | loading is stopped; `Err`, "the page did not finish loading within … s" (may have acted) |
+    /// | no load within the timeout (a server that never answers, a page whose `load` never fires) | loading is stopped (`Page.stopLoading`): the tab keeps the old page when the new one never arrived, or shows the new one partly loaded; `Err`, "the page did not finish loading within … s; loading was stopped" (may have acted) |
     /// | the old page's `beforeunload` asks to confirm leaving | the prompt is dismissed, the old page stays; `Err` saying so |
     /// | the address is a download | refused by the session (downloads are denied); `Err` saying so, the old page stays |
     /// | the navigation is stopped before a page loads (`net::ERR_ABORTED` and no new document) | `Err` saying so, the old page stays |
@@ -170,7 +170,9 @@ impl Backend for ChromiumBackend {
     /// (`Page.handleJavaScriptDialog` with `accept: false`: nothing is
     /// accepted on the model's behalf), and every tab or popup the page
     /// opens (`window.open`, a `target=_blank` link) is closed as soon as
-    /// the browser reports it; neither is reported. Only a failure before
+    /// the browser reports it; neither is reported. A tab closed so may
+    /// already have sent its first request (through the egress proxy, under
+    /// the same policy); nothing it loads is shown or acted on. Only a failure before
     /// the browser was asked anything is not dispatched.
     async fn navigate(&self, url: &AuthorizedUrl) -> Result<Navigation, BackendError> {
         self.tab.go(url).await

@@ -61,6 +61,7 @@ fn navigate_and_observe_in_headless_chromium() {
             a_ref_of_a_removed_node_is_stale,
             a_ref_never_handed_out_or_malformed_is_refused,
             a_snapshot_by_ref_outlines_and_binds_the_element,
+            a_model_navigates_observes_and_acts_by_ref_once,
         ] {
             // `EYES_CASES=a,b` runs only those cases (for debugging).
             if let Ok(only) = std::env::var("EYES_CASES")
@@ -558,4 +559,89 @@ async fn a_snapshot_by_ref_outlines_and_binds_the_element(f: &Fixture) {
     navigate(f, "/eyes").await.unwrap();
     let stale = f.tab.backend().snapshot(&url, &action).await.unwrap_err();
     assert_stale(&stale, "this ref belongs to an earlier page; observe again");
+}
+
+/// The whole path through the tools a model calls: `browser_navigate`,
+/// `browser_observe`, `browser_propose` by ref, a person's approval, then
+/// `browser_act` by ref, once.
+async fn a_model_navigates_observes_and_acts_by_ref_once(f: &Fixture) {
+    use std::sync::Arc;
+
+    use countersign_act_tool::{Context, Toolset};
+    use countersign_approval_core::{
+        ActorId, ApproverId, Clock, ProposalId, ProposalStore, RunId, SystemClock,
+    };
+    use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+
+    let store = Arc::new(InMemoryApprovalStore::new());
+    let context = Context::builder()
+        .actor_id(ActorId::new("eyes-actor").unwrap())
+        .run_id(RunId::new("eyes-run").unwrap())
+        .backend(f.tab.backend())
+        .source_policy(f.policy.clone())
+        .operation_store(InMemoryOperationStore::new())
+        .approval_store(store.clone())
+        .proposal_store(store.clone())
+        .build()
+        .unwrap();
+    let tools = Toolset::new(context)
+        .with_browse()
+        .with_act()
+        .with_propose();
+
+    let url = f.url("/eyes");
+    let landed = tools
+        .call("browser_navigate", &json!({ "url": url }))
+        .await
+        .unwrap();
+    assert_eq!(landed["url"], url, "{landed}");
+    let seen = tools.call("browser_observe", &json!({})).await.unwrap();
+    let snapshot = seen["page_content"]["snapshot"].as_str().unwrap();
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains("button \"Pay $5\""))
+        .unwrap();
+    let pay = line
+        .split("[ref=")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+
+    let call = json!({"url": url, "method": "click", "ref": pay});
+    let proposed = tools.call("browser_propose", &call).await.unwrap();
+    let id = ProposalId::parse(proposed["proposal_id"].as_str().unwrap()).unwrap();
+    let stored = store.get_proposal(&id).await.unwrap().unwrap();
+    // The approver's snapshot bound the ref's element.
+    let element = stored
+        .proposal
+        .snapshot
+        .as_ref()
+        .and_then(|snapshot| snapshot.page.element.clone());
+    assert_eq!(
+        element.map(|e| e.name().to_owned()).as_deref(),
+        Some("Pay $5")
+    );
+    let grant = stored
+        .proposal
+        .grant(
+            Duration::from_secs(60),
+            SystemClock.now(),
+            Some(ApproverId::new("carol").unwrap()),
+        )
+        .unwrap();
+    store
+        .approve_proposal(&id, grant.clone(), SystemClock.now())
+        .await
+        .unwrap();
+
+    let mut act = call.clone();
+    act["approval_id"] = json!(grant.id.as_str());
+    let done = tools.call("browser_act", &act).await.unwrap();
+    assert_eq!(done["status"], "ok", "{done}");
+    let again = tools.call("browser_act", &act).await.unwrap();
+    assert_ne!(again["status"], "ok", "{again}");
+    assert_eq!(eyes_clicks(f, "pay").await, 1);
+    assert_eq!(eyes_clicks(f, "cancel").await, 0);
 }

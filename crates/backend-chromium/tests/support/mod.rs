@@ -50,17 +50,6 @@ pub const POPUP_SITE: &str = include_str!("popup.html");
 /// A page whose `beforeunload` asks to confirm leaving.
 pub const LEAVE_SITE: &str = include_str!("leave.html");
 
-/// `count` buttons in a list, for benchmarks: `count` elements an
-/// observation gives refs to.
-pub fn many_buttons(count: usize) -> String {
-    let mut page = String::from("<!doctype html><title>Many</title><ul>");
-    for i in 0..count {
-        page.push_str(&format!("<li><button id=b{i}>Button {i}</button></li>"));
-    }
-    page.push_str("</ul>");
-    page
-}
-
 /// A checkout frame whose one button reads `label`; it tells its parent of
 /// every trusted click it receives (`click:<id>` by `postMessage`), so a
 /// test can count clicks that land in a frame of another origin.
