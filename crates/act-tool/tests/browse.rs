@@ -728,9 +728,7 @@ fn the_definitions_with_refs_accept_calls_by_ref_in_every_shape() {
 /// model is told `NOT_AUTHORIZED`, as for the host's own policy.
 #[tokio::test]
 async fn a_backend_refusing_its_page_by_policy_is_not_authorized() {
-    use countersign_act_tool::approval::{
-        ActionRequest, Backend, BackendError, ObservedPage,
-    };
+    use countersign_act_tool::approval::{ActionRequest, Backend, BackendError, ObservedPage};
 
     struct RefusingTab;
 

@@ -1,7 +1,8 @@
 //! The model's eyes, live and offline: headless Chromium behind an
 //! in-process egress guard, a shop served on 127.0.0.2, and a model that
 //! navigates, observes the page, proposes a click by ref, and acts on it
-//! once a person approved — then finds its ref refused on the next page.
+//! once a person approved it on the approval page — then finds its ref
+//! refused on the next page.
 //!
 //! ```text
 //! cargo run --example browse
@@ -17,11 +18,13 @@ use std::time::Duration;
 use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
-use countersign::approval::{ApproverId, Clock, ProposalId, ProposalStore, SystemClock};
+use countersign::approval::ApprovalId;
 use countersign::prelude::*;
 use countersign::serde_json::{Value, json};
+use countersign_approval_web::ApprovalPages;
 use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
 use countersign_egress_guard::EgressGuard;
+use countersign_examples::{DemoSession, approve_through_the_page};
 
 /// The shop's front page: a link to the cart.
 const HOME: &str = r#"<!doctype html><title>Shop</title>
@@ -139,23 +142,45 @@ pub async fn scenario() -> Result<Vec<String>, Box<dyn Error>> {
     }
     let pay = ref_of(&snapshot, "button", "Pay $5").ok_or("no pay button in the snapshot")?;
 
-    // It proposes the click by ref; a person approves it (the approval
-    // page does this; here the host approves in code, as the person would).
+    // It proposes the click by ref; a person approves it on the approval
+    // page (here the example presses Approve through the page itself, the
+    // same GET and same-origin POST a browser sends).
     let click = json!({ "url": cart, "method": "click", "ref": pay });
     let proposed = tools.call("browser_propose", &click).await?;
     lines.push(format!("browser_propose: {}", outcome(&proposed)));
-    let id = ProposalId::parse(proposed["proposal_id"].as_str().unwrap_or_default())
-        .ok_or("no proposal id")?;
-    let stored = proposals.get_proposal(&id).await?.ok_or("no proposal")?;
-    let grant = stored.proposal.grant(
-        Duration::from_secs(60),
-        SystemClock.now(),
-        Some(ApproverId::new("demo-approver")?),
-    )?;
-    let approval_id = grant.id.as_str().to_owned();
-    proposals
-        .approve_proposal(&id, grant, SystemClock.now())
+    let proposal_id = proposed["proposal_id"].as_str().unwrap_or_default();
+    let secret = ApprovalId::generate()?
+        .as_str()
+        .trim_start_matches("apr_")
+        .to_owned();
+    let pages = ApprovalPages::builder(
+        proposals.clone(),
+        DemoSession {
+            secret: secret.clone(),
+        },
+    )
+    .build()?;
+    let app = Router::new().nest("/approvals", pages.router());
+    approve_through_the_page(
+        &app,
+        &secret,
+        &format!("/approvals/proposals/{proposal_id}"),
+    )
+    .await?;
+    let status = tools
+        .call(
+            "browser_proposal_status",
+            &json!({ "proposal_id": proposal_id }),
+        )
         .await?;
+    lines.push(format!(
+        "browser_proposal_status: {}",
+        status["status"].as_str().unwrap_or("?")
+    ));
+    let approval_id = status["approval_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
 
     let mut act = click.clone();
     act["approval_id"] = json!(approval_id);

@@ -39,6 +39,7 @@ async fn the_browse_walkthrough_shows_each_outcome() {
             "  - status [ref=pNe3]",
             "    - StaticText \"0\"",
             "browser_propose: pending",
+            "browser_proposal_status: approved",
             "browser_act by ref: ok",
             "clicks on the page: 1",
             "browser_act again: APPROVAL_STALE",
