@@ -13,7 +13,6 @@
 
 use std::error::Error;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::response::Html;
