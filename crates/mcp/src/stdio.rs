@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 
 use crate::McpServer;
-use crate::wire::{MAX_MESSAGE_BYTES, WireError, check_message};
+use crate::wire::{MAX_MESSAGE_BYTES, WireError, check_message, leading_id};
 
 /// The capacity of the in-process pipe between the line checker and the SDK.
 const PIPE_BYTES: usize = 1 << 16;
@@ -83,7 +83,12 @@ where
                 if !complete {
                     skip_rest_of_line(&mut input).await?;
                 }
-                let refusal = WireError::TooLarge.response(b"");
+                let mut refusal = WireError::TooLarge.response(b"");
+                // Answer the request's own id when its start names it, so
+                // the client is not left waiting for an answer.
+                if let (Some(id), Some(object)) = (leading_id(message), refusal.as_object_mut()) {
+                    object.insert("id".to_owned(), id);
+                }
                 let _ = lines.send(json_line(&refusal)).await;
                 continue;
             }

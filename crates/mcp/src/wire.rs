@@ -68,6 +68,54 @@ impl WireError {
     }
 }
 
+/// The `id` of a JSON-RPC message that may be cut short (an oversized
+/// line is read only up to the bound): the value of the top-level `"id"`
+/// key when it is a number or a string and appears in `prefix`, so the
+/// client can match the refusal to its request.
+///
+/// ```
+/// use countersign_mcp::wire::leading_id;
+///
+/// assert_eq!(leading_id(br#"{"jsonrpc":"2.0","id":7,"params":{"x":"aaaa"#), Some(7.into()));
+/// assert_eq!(leading_id(br#"{"params":{"id":1},"id":"a"}"#), Some("a".into()));
+/// assert_eq!(leading_id(br#"{"params":{"id":1"#), None);
+/// ```
+pub fn leading_id(prefix: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    let mut key_start = None;
+    while at < prefix.len() {
+        match prefix[at] {
+            b'"' => {
+                let start = at;
+                at += 1;
+                while at < prefix.len() && prefix[at] != b'"' {
+                    at += if prefix[at] == b'\\' { 2 } else { 1 };
+                }
+                key_start = (depth == 1).then_some((start, at + 1));
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b':' if depth == 1 => {
+                let is_id = key_start.is_some_and(|(start, end)| {
+                    prefix.get(start..end) == Some(b"\"id\"".as_slice())
+                });
+                if is_id {
+                    let rest = prefix.get(at + 1..)?;
+                    let value = serde_json::Deserializer::from_slice(rest)
+                        .into_iter::<Value>()
+                        .next()?
+                        .ok()?;
+                    return (value.is_number() || value.is_string()).then_some(value);
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
 /// Checks one message: at most [`MAX_MESSAGE_BYTES`], one JSON value, no
 /// object with a repeated key at any depth.
 ///
