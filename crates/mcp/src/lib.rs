@@ -1,10 +1,10 @@
 //! countersign's tools for any MCP client: an MCP server over stdio and
 //! Streamable HTTP, built on the official Rust MCP SDK (`rmcp`).
 //!
-//! The tool list is the host's [`Toolset`]'s own definitions
+//! The tool list is the host's [`Toolset`](countersign_act_tool::Toolset)'s own definitions
 //! ([`ToolFormat::JsonSchema`](countersign_act_tool::ToolFormat)): one
 //! schema, no second one derived elsewhere. Every `tools/call` goes to
-//! [`Toolset::call`], so every decision is made by the same code a Rust
+//! [`Toolset::call`](countersign_act_tool::Toolset::call), so every decision is made by the same code a Rust
 //! host runs; a refusal is a tool result (`isError: true` with the
 //! toolset's JSON), an unknown tool a JSON-RPC error.
 //!

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use countersign_act_tool::{ToolFormat, Toolset};
 use countersign_approval_core::ProposalId;
@@ -213,6 +214,55 @@ pub fn annotations(name: &str) -> Option<Value> {
     }
 }
 
+/// How long a client may keep the approval link's elicitation open: as
+/// long as a proposal waits by default.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Asks a client that supports URL-mode elicitation to open the approval
+/// page of a pending proposal, without waiting for its answer.
+///
+/// The answer decides nothing: `accept` only means the client showed the
+/// link. A proposal is approved on the approval page, by a person the
+/// host's authentication names, and by nothing a client sends.
+fn offer_link(context: &RequestContext<RoleServer>, result: &Value) {
+    if result.get("status").and_then(Value::as_str) != Some("pending") {
+        return;
+    }
+    let (Some(link), Some(id)) = (
+        result.get("approval_url").and_then(Value::as_str),
+        result.get("proposal_id").and_then(Value::as_str),
+    ) else {
+        return;
+    };
+    let supports_url = context
+        .peer
+        .peer_info()
+        .and_then(|info| info.capabilities.elicitation.clone())
+        .is_some_and(|elicitation| elicitation.url.is_some());
+    let Ok(url) = url::Url::parse(link) else {
+        return;
+    };
+    if !supports_url {
+        return;
+    }
+    let peer = context.peer.clone();
+    let id = id.to_owned();
+    let message = format!(
+        "A browser action needs your approval. Open the approval page to review proposal {id} and approve or deny it there."
+    );
+    // Not awaited: the tool result (with the same link) must not wait for
+    // a person to look.
+    tokio::spawn(async move {
+        let answer = peer
+            .elicit_url_with_timeout(message, url, id, Some(ELICITATION_TIMEOUT))
+            .await;
+        tracing::debug!(
+            ?answer,
+            "the client answered the approval link's elicitation"
+        );
+    });
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -250,6 +300,9 @@ impl ServerHandler for McpServer {
         } else {
             result
         };
+        if request.name == PROPOSE {
+            offer_link(&context, &result);
+        }
         // A refusal is the tool's answer, not a protocol failure: the model
         // reads its code and message.
         let refused = result.get("status").and_then(Value::as_str) == Some("error");

@@ -150,6 +150,11 @@ fn check_flow(report: &Value) {
     assert_eq!(annotations("browser_act")["destructiveHint"], true);
     assert_eq!(annotations("browser_act")["openWorldHint"], true);
     assert_eq!(annotations("browser_proposal_status")["readOnlyHint"], true);
+    assert_eq!(
+        report["elicited"],
+        serde_json::json!([["url", true]]),
+        "the client was not asked to open the approval link"
+    );
     assert_eq!(report["act_while_pending"], "APPROVAL_REQUIRED");
     assert_eq!(report["act"], "ok");
     assert_eq!(report["replay"], "APPROVAL_STALE");

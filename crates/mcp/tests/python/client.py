@@ -23,6 +23,17 @@ URL = "http://127.0.0.2:9/"
 CLICK = {"url": URL, "method": "click", "selector": "button#count", "description": "count once"}
 
 
+ELICITED = []
+
+
+async def accept_everything(context, params):
+    """A client that says yes to every elicitation: it must approve nothing."""
+    from mcp_types import ElicitResult
+
+    ELICITED.append(params.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return ElicitResult(action="accept")
+
+
 def structured(result):
     """The toolset's JSON of a tool result, checked against its text."""
     assert result.structured_content is not None, result
@@ -82,6 +93,12 @@ async def flow(session, approver_token, report):
     assert proposed["status"] == "pending", proposed
     link = proposed["approval_url"]
     assert link.endswith("/approvals/proposals/" + proposed["proposal_id"]), link
+    # The server asks the client to open the link (URL-mode elicitation);
+    # this client accepts, and the proposal stays pending.
+    with anyio.move_on_after(10):
+        while not ELICITED:
+            await anyio.sleep(0.05)
+    report["elicited"] = [(e.get("mode"), e.get("url") == link) for e in ELICITED]
     status = structured(await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
     assert status["status"] == "pending" and status["approval_url"] == link, status
 
@@ -183,14 +200,14 @@ async def main():
         _, _, binary, config, approver_token = sys.argv
         params = StdioServerParameters(command=binary, args=["--stdio", "--config", config])
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
                 await flow(session, approver_token, report)
     else:
         _, _, url, token, approver_token = sys.argv
         headers = {"authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
                     await flow(session, approver_token, report)
         await raw_http(url, token, report)
         await concurrent(url, token, approver_token, report)
