@@ -6,6 +6,7 @@ mod act_bench;
 mod egress_bench;
 mod harness;
 mod live_bench;
+mod mcp_bench;
 mod memory_bench;
 mod policy_bench;
 mod postgres_bench;
@@ -93,6 +94,10 @@ fn run(quick: bool) -> Result<(), String> {
         for row in live_bench::click(live)? {
             push(row);
         }
+    }
+    if wanted("mcp") {
+        // An HTTP round trip through two services per operation: fewer operations.
+        push(mcp_bench::act(budget.scaled(20))?);
     }
     if wanted("egress") {
         let (row, section) = egress_bench::page_load(quick)?;
