@@ -13,7 +13,8 @@
 //! server binaries (Debian's `postgresql`); otherwise it stops first,
 //! saying what to install. It also creates `target/mcp-venv`, a Python
 //! virtual environment with the official MCP SDK that countersign-mcp's
-//! tests drive the server with.
+//! tests drive the server with, and runs `npm ci` for the TypeScript SDK
+//! they drive it with too.
 //!
 //! ```text
 //! cargo xtask test          the workspace tests with all features
@@ -301,10 +302,34 @@ fn forget_packaged_sources() -> Result<(), String> {
 
 fn test() -> Result<(), String> {
     let python = mcp_python()?;
+    mcp_node()?;
     run(
         &cargo_program(),
         &["test", "--workspace", "--all-features"],
-        &[("COUNTERSIGN_MCP_PYTHON", python.as_str())],
+        &[
+            ("COUNTERSIGN_MCP_PYTHON", python.as_str()),
+            ("COUNTERSIGN_MCP_NODE", "1"),
+        ],
+    )
+}
+
+/// Installs the official MCP TypeScript SDK, as its committed lock file
+/// pins it, for countersign-mcp's tests (`npm ci`).
+fn mcp_node() -> Result<(), String> {
+    if !installed("npm", &[]) {
+        return Err("npm is required for countersign-mcp's TypeScript client tests: install Node.js 20 or later".into());
+    }
+    let package = root().join("crates/mcp/tests/node");
+    run(
+        "npm",
+        &[
+            "ci",
+            "--no-audit",
+            "--no-fund",
+            "--prefix",
+            &package.to_string_lossy(),
+        ],
+        &[],
     )
 }
 

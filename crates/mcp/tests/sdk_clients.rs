@@ -1,15 +1,18 @@
-//! The official MCP Python SDK (`mcp` on PyPI) against the
-//! `countersign-mcp` binary, over stdio and Streamable HTTP, fake backend.
+//! Clients nobody here wrote against the `countersign-mcp` binary, over
+//! stdio and Streamable HTTP, fake backend: the official MCP Python SDK
+//! (`mcp` on PyPI) and TypeScript SDK (`@modelcontextprotocol/sdk` on npm).
 //!
-//! The SDK lives in a virtual environment that `cargo xtask ci` creates
-//! (`target/mcp-venv`) and names in `COUNTERSIGN_MCP_PYTHON`. Without that
-//! variable the tests use `target/mcp-venv` when it exists and are skipped
-//! (saying so) when it does not; with it, a missing interpreter fails.
+//! The Python SDK lives in a virtual environment that `cargo xtask ci`
+//! creates (`target/mcp-venv`) and names in `COUNTERSIGN_MCP_PYTHON`; the
+//! TypeScript SDK in `tests/node/node_modules`, which `cargo xtask ci`
+//! fills with `npm ci` and names in `COUNTERSIGN_MCP_NODE`. Without those
+//! variables a test runs when its SDK is there and is skipped (saying so)
+//! when it is not; with them, a missing SDK fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
@@ -44,6 +47,29 @@ fn python() -> Option<PathBuf> {
         default.display()
     );
     None
+}
+
+/// The TypeScript SDK's test package, when its modules are installed.
+fn node_package() -> Option<PathBuf> {
+    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let installed = package
+        .join("node_modules/@modelcontextprotocol/sdk")
+        .exists();
+    if std::env::var_os("COUNTERSIGN_MCP_NODE").is_some() {
+        assert!(
+            installed,
+            "COUNTERSIGN_MCP_NODE is set but `npm ci` did not fill `{}`",
+            package.display()
+        );
+    }
+    if !installed {
+        eprintln!(
+            "SKIPPED: no TypeScript MCP SDK; `cargo xtask ci` runs `npm ci` in `{}`",
+            package.display()
+        );
+        return None;
+    }
+    Some(package)
 }
 
 fn script() -> PathBuf {
@@ -117,16 +143,23 @@ fn expected_tools() -> Value {
 }
 
 fn run_client(python: &PathBuf, args: &[&str]) -> Value {
-    let output = Command::new(python)
-        .arg(script())
-        .args(args)
-        .output()
-        .unwrap();
+    run_script(Command::new(python).arg(script()), args)
+}
+
+fn run_node(package: &Path, args: &[&str]) -> Value {
+    run_script(
+        Command::new("node").current_dir(package).arg("client.mjs"),
+        args,
+    )
+}
+
+fn run_script(command: &mut Command, args: &[&str]) -> Value {
+    let output = command.args(args).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "the Python client failed:\n{stdout}\n{stderr}"
+        "the client failed:\n{stdout}\n{stderr}"
     );
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
 }
@@ -195,10 +228,8 @@ fn python_sdk_over_stdio() {
     check_flow(&report);
 }
 
-#[test]
-fn python_sdk_over_streamable_http() {
-    let Some(python) = python() else { return };
-    let config = config();
+/// The binary serving `config` over HTTP, and its MCP endpoint.
+fn http_server(config: &tempfile::NamedTempFile) -> (Server, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_countersign-mcp"))
         .args(["--config", config.path().to_str().unwrap()])
         .stdin(Stdio::null())
@@ -217,6 +248,59 @@ fn python_sdk_over_streamable_http() {
                 .map(str::to_owned)
         })
         .expect("the server printed no MCP endpoint");
+    (server, url)
+}
+
+/// What the TypeScript client must see (a shorter flow than Python's).
+fn check_node_flow(report: &Value) {
+    assert_eq!(
+        report["tools"],
+        expected_tools(),
+        "tools/list differs from the toolset's definitions"
+    );
+    assert_eq!(report["act_while_pending"], "APPROVAL_REQUIRED");
+    assert_eq!(report["act"], "ok");
+    assert_eq!(report["replay"], "APPROVAL_STALE");
+    assert_eq!(report["unknown_tool"], -32602);
+    assert_eq!(report["extra_argument"], "NOT_AUTHORIZED");
+    assert_eq!(report["actions"], 1);
+}
+
+#[test]
+fn typescript_sdk_over_stdio() {
+    let Some(package) = node_package() else {
+        return;
+    };
+    let config = config();
+    let report = run_node(
+        &package,
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_countersign-mcp"),
+            config.path().to_str().unwrap(),
+            APPROVER_TOKEN,
+        ],
+    );
+    check_node_flow(&report);
+}
+
+#[test]
+fn typescript_sdk_over_streamable_http() {
+    let Some(package) = node_package() else {
+        return;
+    };
+    let config = config();
+    let (server, url) = http_server(&config);
+    let report = run_node(&package, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN]);
+    drop(server);
+    check_node_flow(&report);
+}
+
+#[test]
+fn python_sdk_over_streamable_http() {
+    let Some(python) = python() else { return };
+    let config = config();
+    let (server, url) = http_server(&config);
     let report = run_client(&python, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN]);
     drop(server);
     check_flow(&report);
