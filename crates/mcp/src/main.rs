@@ -382,15 +382,22 @@ fn secret() -> Result<String, String> {
         .map_err(|e| format!("no randomness: {e}"))
 }
 
-/// The demo's site (on 127.0.0.2, so it has an address of its own that the
-/// policy can allow alone) and configuration.
+/// The demo's site and configuration. The site is on 127.0.0.2 where the
+/// system has it (Linux), so it has an address of its own that the policy
+/// can allow alone, else on 127.0.0.1 (macOS); its port is the only one
+/// allowed either way, so the approval pages and the MCP endpoint are never
+/// a target.
 async fn demo_config() -> Result<(Config, Demo), String> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.2", 0))
-        .await
-        .map_err(|e| format!("cannot serve the demo site on 127.0.0.2: {e}"))?;
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.2", 0)).await {
+        Ok(listener) => listener,
+        Err(_) => tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| format!("cannot serve the demo site on loopback: {e}"))?,
+    };
     let site: SocketAddr = listener
         .local_addr()
         .map_err(|e| format!("no local address: {e}"))?;
+    let (ip, port) = (site.ip(), site.port());
     let page = Router::new().route(
         "/",
         get(|| async {
@@ -404,9 +411,10 @@ async fn demo_config() -> Result<(Config, Demo), String> {
     let text = format!(
         r#"
 [policy]
-allow_hosts = ["127.0.0.2"]
+allow_hosts = ["{ip}"]
 schemes = ["http"]
-special_use = ["127.0.0.2/32"]
+special_use = ["{ip}/32"]
+ports = [{port}]
 
 [http]
 listen = "127.0.0.1:0"
