@@ -9,6 +9,7 @@ mod charts;
 mod egress_bench;
 mod harness;
 mod live_bench;
+mod mcp_bench;
 mod memory_bench;
 mod policy_bench;
 mod postgres_bench;
@@ -112,6 +113,10 @@ fn run(quick: bool) -> Result<(), String> {
         for row in live_bench::observe(observe)? {
             push(row);
         }
+    }
+    if wanted("mcp") {
+        // An HTTP round trip through two services per operation: fewer operations.
+        push(mcp_bench::act(budget.scaled(20))?);
     }
     if wanted("egress") {
         let (row, section) = egress_bench::page_load(quick)?;

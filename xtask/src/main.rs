@@ -11,7 +11,10 @@
 //! with `apt-get`, `redis-server` and `redis-cli` (Debian's `redis-server`
 //! and `redis-tools`), Chromium (Debian's `chromium`) and the PostgreSQL
 //! server binaries (Debian's `postgresql`); otherwise it stops first,
-//! saying what to install.
+//! saying what to install. It also creates `target/mcp-venv`, a Python
+//! virtual environment with the official MCP SDK that countersign-mcp's
+//! tests drive the server with, and runs `npm ci` for the TypeScript SDK
+//! they drive it with too.
 //!
 //! ```text
 //! cargo xtask test          the workspace tests with all features
@@ -298,7 +301,77 @@ fn forget_packaged_sources() -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
-    cargo(&["test", "--workspace", "--all-features"])
+    let python = mcp_python()?;
+    mcp_node()?;
+    run(
+        &cargo_program(),
+        &["test", "--workspace", "--all-features"],
+        &[
+            ("COUNTERSIGN_MCP_PYTHON", python.as_str()),
+            ("COUNTERSIGN_MCP_NODE", "1"),
+        ],
+    )
+}
+
+/// Installs the official MCP TypeScript SDK, as its committed lock file
+/// pins it, for countersign-mcp's tests (`npm ci`).
+fn mcp_node() -> Result<(), String> {
+    if !installed("npm", &[]) {
+        return Err("npm is required for countersign-mcp's TypeScript client tests: install Node.js 20 or later".into());
+    }
+    let package = root().join("crates/mcp/tests/node");
+    run(
+        "npm",
+        &[
+            "ci",
+            "--no-audit",
+            "--no-fund",
+            "--prefix",
+            &package.to_string_lossy(),
+        ],
+        &[],
+    )
+}
+
+/// The official MCP Python SDK, pinned, that countersign-mcp's tests drive
+/// the server with.
+const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
+
+/// The interpreter of `target/mcp-venv`, created with [`MCP_PYTHON_SDK`]
+/// installed when it is missing (and, as root with `apt-get`, Debian's
+/// `python3-venv` first when `python3 -m venv` cannot run).
+fn mcp_python() -> Result<String, String> {
+    let venv = root().join("target").join("mcp-venv");
+    let python = venv.join("bin").join("python");
+    let python_text = python.to_string_lossy().into_owned();
+    let ready = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ready {
+        return Ok(python_text);
+    }
+    let venv_text = venv.to_string_lossy().into_owned();
+    if run("python3", &["-m", "venv", &venv_text], &[]).is_err() {
+        if !installed("apt-get", &[]) {
+            return Err("`python3 -m venv` failed: install Python 3 with its venv module (Debian's `python3-venv`)".into());
+        }
+        run("apt-get", &["update", "-qq"], &[])?;
+        run(
+            "apt-get",
+            &["install", "-y", "-qq", "python3", "python3-venv"],
+            &[("DEBIAN_FRONTEND", "noninteractive")],
+        )?;
+        run("python3", &["-m", "venv", &venv_text], &[])?;
+    }
+    run(
+        &python_text,
+        &["-m", "pip", "install", "--quiet", MCP_PYTHON_SDK],
+        &[],
+    )?;
+    Ok(python_text)
 }
 
 fn bench(args: &[String]) -> Result<(), String> {

@@ -35,6 +35,7 @@ const CRATES: &[&str] = &[
     "canonical-policy",
     "countersign",
     "egress-guard",
+    "mcp",
     "store-conformance",
     "store-memory",
     "store-postgres",

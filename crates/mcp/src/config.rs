@@ -1,0 +1,275 @@
+//! The binary's configuration file (TOML) and what it builds.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// The smallest bearer token or approver token accepted: long enough
+/// that guessing it is hopeless.
+const MIN_TOKEN_CHARS: usize = 16;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where actions may happen.
+    pub policy: PolicyConfig,
+    /// Where grants, proposals and operation records live.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// What performs the actions.
+    #[serde(default)]
+    pub backend: BackendConfig,
+    /// The HTTP listener: approval pages and the MCP endpoint.
+    #[serde(default)]
+    pub http: HttpConfig,
+    /// The identity of the stdio session (`--stdio`).
+    pub stdio: Option<IdentityConfig>,
+    /// Bearer tokens of MCP clients over HTTP.
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// The people who may approve, each with a secret token.
+    #[serde(default)]
+    pub approvers: Vec<ApproverConfig>,
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Allowed hosts (`docs.example.com`, `*.example.com`, IP literals).
+    pub allow_hosts: Vec<String>,
+    /// Allowed schemes (default `https` only).
+    pub schemes: Option<Vec<String>>,
+    /// Allowed methods (default: the policy's).
+    pub methods: Option<Vec<String>>,
+    /// Allowed ports (default: any).
+    pub ports: Option<Vec<u16>>,
+    /// Special-use ranges allowed anyway (e.g. `127.0.0.2/32` for a local site).
+    #[serde(default)]
+    pub special_use: Vec<String>,
+    /// Answer every host with these addresses instead of asking DNS.
+    pub addresses: Option<Vec<IpAddr>>,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `memory`, `redis://…` or `postgres://…`.
+    pub url: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: "memory".to_owned(),
+        }
+    }
+}
+
+/// `[backend]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    /// `fake` (records, clicks nothing) or `chromium`.
+    #[serde(default = "fake")]
+    pub kind: String,
+    /// Whether the browser's traffic goes through the egress guard.
+    #[serde(default = "yes")]
+    pub guard: bool,
+}
+
+fn fake() -> String {
+    "fake".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            kind: fake(),
+            guard: true,
+        }
+    }
+}
+
+/// `[http]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// The address to listen on (default `127.0.0.1:8080`; port 0 picks one).
+    #[serde(default = "listen")]
+    pub listen: SocketAddr,
+    /// The URL clients and approvers reach the listener at (default
+    /// `http://` and the bound address).
+    pub public_url: Option<String>,
+    /// `Host` values the MCP endpoint accepts (default: loopback names).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// How long a proposal waits for a decision, in seconds (default 600).
+    #[serde(default = "proposal_ttl")]
+    pub proposal_ttl_secs: u64,
+    /// How long an approved grant stays usable, in seconds (default 120).
+    #[serde(default = "grant_ttl")]
+    pub grant_ttl_secs: u64,
+}
+
+fn listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn proposal_ttl() -> u64 {
+    600
+}
+fn grant_ttl() -> u64 {
+    120
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: listen(),
+            public_url: None,
+            allowed_hosts: None,
+            proposal_ttl_secs: proposal_ttl(),
+            grant_ttl_secs: grant_ttl(),
+        }
+    }
+}
+
+/// An actor and a run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    /// The actor.
+    pub actor: String,
+    /// The run.
+    pub run: String,
+}
+
+/// `[[tokens]]`: one MCP client's bearer token and who it acts as.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The secret.
+    pub token: String,
+    /// The actor.
+    pub actor: String,
+    /// The run.
+    pub run: String,
+}
+
+impl std::fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "token for {}/{}", self.actor, self.run)
+    }
+}
+
+/// `[[approvers]]`: a person who may decide, and their secret token.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproverConfig {
+    /// Who they are (recorded in the grants they approve).
+    pub name: String,
+    /// Their secret (a sign-in link or a bearer token).
+    pub token: String,
+}
+
+impl std::fmt::Debug for ApproverConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "approver {}", self.name)
+    }
+}
+
+/// Reads and checks `path`.
+pub fn load(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the configuration `{}`: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("in `{}`: {e}", path.display()))
+}
+
+/// Parses and checks a configuration's text.
+pub fn parse(text: &str) -> Result<Config, String> {
+    let config: Config = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+    check(&config)?;
+    Ok(config)
+}
+
+fn check(config: &Config) -> Result<(), String> {
+    if config.policy.allow_hosts.is_empty() {
+        return Err("`policy.allow_hosts` is empty: list the hosts actions may happen on".into());
+    }
+    let url = config.store.url.as_str();
+    if !(url == "memory" || url.starts_with("redis://") || url.starts_with("postgres://")) {
+        return Err(format!(
+            "`store.url` is `{url}`: use `memory`, a `redis://` or a `postgres://` URL"
+        ));
+    }
+    if !matches!(config.backend.kind.as_str(), "fake" | "chromium") {
+        return Err(format!(
+            "`backend.kind` is `{}`: use `fake` or `chromium`",
+            config.backend.kind
+        ));
+    }
+    let mut seen = HashSet::new();
+    let secrets = config
+        .tokens
+        .iter()
+        .map(|t| ("tokens", &t.token))
+        .chain(config.approvers.iter().map(|a| ("approvers", &a.token)));
+    for (table, secret) in secrets {
+        if secret.chars().count() < MIN_TOKEN_CHARS {
+            return Err(format!(
+                "a token in `{table}` is shorter than {MIN_TOKEN_CHARS} characters"
+            ));
+        }
+        // A client token that is also an approver's would let the agent
+        // approve its own proposals.
+        if !seen.insert(secret.as_str()) {
+            return Err(format!(
+                "a token in `{table}` is used twice: every client and approver needs its own"
+            ));
+        }
+    }
+    if config.http.proposal_ttl_secs == 0 || config.http.grant_ttl_secs == 0 {
+        return Err("`http.proposal_ttl_secs` and `http.grant_ttl_secs` must be above 0".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[policy]\nallow_hosts = [\"docs.example.com\"]\n";
+
+    #[test]
+    fn a_minimal_file_takes_the_defaults() {
+        let config = parse(MINIMAL).unwrap();
+        assert_eq!(config.store.url, "memory");
+        assert_eq!(config.backend.kind, "fake");
+        assert!(config.backend.guard);
+        assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn bad_files_say_what_is_wrong() {
+        let error = |text: &str| parse(text).unwrap_err();
+        assert!(error("").contains("policy"));
+        assert!(error("[policy]\nallow_hosts = []\n").contains("`policy.allow_hosts` is empty"));
+        assert!(error(&format!("{MINIMAL}[store]\nurl = \"mysql://x\"\n")).contains("`mysql://x`"));
+        assert!(error(&format!("{MINIMAL}[backend]\nkind = \"firefox\"\n")).contains("`firefox`"));
+        assert!(error(&format!("{MINIMAL}colour = 1\n")).contains("colour"));
+        let short = format!("{MINIMAL}[[tokens]]\ntoken = \"abc\"\nactor = \"a\"\nrun = \"r\"\n");
+        assert!(error(&short).contains("shorter than 16"));
+        let shared = format!(
+            "{MINIMAL}[[tokens]]\ntoken = \"0123456789abcdef\"\nactor = \"a\"\nrun = \"r\"\n\
+             [[approvers]]\nname = \"alice\"\ntoken = \"0123456789abcdef\"\n"
+        );
+        assert!(error(&shared).contains("used twice"));
+    }
+}

@@ -1,0 +1,106 @@
+//! MCP over Streamable HTTP: an axum Router a host merges into the same
+//! application as the approval pages.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::wire::{MAX_MESSAGE_BYTES, WireError, check_message};
+use crate::{McpServer, Tokens};
+
+/// The path of the MCP endpoint in [`router`]'s Router.
+pub const MCP_PATH: &str = "/mcp";
+
+/// How the HTTP endpoint checks where requests come from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// The `Host` values (`name` or `name:port`) accepted: loopback only by
+    /// default, against DNS rebinding; a public deployment lists its own
+    /// host names.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+        }
+    }
+}
+
+impl HttpOptions {
+    /// These options, accepting the `Host` values `hosts` instead.
+    pub fn allowed_hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// A Router serving MCP's Streamable HTTP transport at [`MCP_PATH`].
+///
+/// Every request first passes the host's `tokens`: without
+/// `Authorization: Bearer <token>` naming an identity it is answered
+/// `401` with an empty body and nothing else. A `POST` body is then read
+/// up to [`MAX_MESSAGE_BYTES`] (`413` beyond) and refused (`400`, a
+/// JSON-RPC error) when it is not JSON or repeats a key in one object.
+/// Only then does the MCP SDK see it, with the caller's identity attached.
+pub fn router(server: McpServer, tokens: impl Tokens + 'static, options: HttpOptions) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(options.allowed_hosts)
+        .with_max_request_body_bytes(MAX_MESSAGE_BYTES);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let tokens: Arc<dyn Tokens> = Arc::new(tokens);
+    Router::new()
+        .route_service(MCP_PATH, service)
+        .route_layer(middleware::from_fn_with_state(tokens, guard))
+}
+
+/// Authenticates, bounds and checks one request before the SDK sees it.
+async fn guard(State(tokens): State<Arc<dyn Tokens>>, request: Request, next: Next) -> Response {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    let identity = match token {
+        Some(token) => tokens.identify(token).await,
+        None => None,
+    };
+    let Some(identity) = identity else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+        )
+            .into_response();
+    };
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(identity);
+    if parts.method != Method::POST {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, &WireError::TooLarge, b"");
+    };
+    if let Err(error) = check_message(&bytes) {
+        return refuse(StatusCode::BAD_REQUEST, &error, &bytes);
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn refuse(status: StatusCode, error: &WireError, message: &[u8]) -> Response {
+    let body = error.response(message).to_string();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

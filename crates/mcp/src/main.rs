@@ -1,0 +1,445 @@
+//! `countersign-mcp`: the countersign toolset as an MCP server, the
+//! approval pages beside it, configured by one TOML file.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use clap::Parser;
+use countersign_act_tool::{Context, Toolset};
+use countersign_approval_core::{
+    ActorId, ApprovalId, ApproverId, OperationLog, ProposalStore, RunId,
+};
+use countersign_approval_web::{ApprovalPages, Approvers, Parts, async_trait};
+use countersign_backend_fake::FakeBackend;
+use countersign_canonical_policy::{Policy, StaticResolver, SystemResolver};
+use countersign_mcp::http::{HttpOptions, MCP_PATH};
+use countersign_mcp::{Identity, McpServer, StaticTokens};
+use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+
+use crate::config::{ApproverConfig, Config, IdentityConfig, PolicyConfig, TokenConfig};
+
+/// The session cookie the approvers' sign-in link sets.
+const COOKIE: &str = "countersign-approver";
+
+/// Serves countersign's browser tools to MCP clients (stdio and Streamable
+/// HTTP) and the approval pages where a person approves what a model
+/// proposed, in one process.
+#[derive(Debug, Parser)]
+#[command(name = "countersign-mcp", version)]
+struct Args {
+    /// The TOML configuration file (see docs/mcp.md).
+    #[arg(long, short, value_name = "FILE", required_unless_present = "demo")]
+    config: Option<PathBuf>,
+    /// Also serve MCP on stdin/stdout, as the `[stdio]` identity.
+    #[arg(long)]
+    stdio: bool,
+    /// Serve a local demo: a site on loopback, the approval page and the
+    /// MCP endpoint, fake backend, fresh tokens; prints how to connect.
+    #[arg(long, conflicts_with = "config")]
+    demo: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("countersign-mcp: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let (config, demo) = match (&args.config, args.demo) {
+        (_, true) => {
+            let (config, demo) = demo_config().await?;
+            (config, Some(demo))
+        }
+        (Some(path), false) => (config::load(path)?, None),
+        (None, false) => return Err("give `--config FILE` or `--demo`".into()),
+    };
+    let stdio = if args.stdio {
+        let identity = config
+            .stdio
+            .as_ref()
+            .ok_or("`--stdio` needs a `[stdio]` table with `actor` and `run`")?;
+        Some(identity_of(identity)?)
+    } else {
+        None
+    };
+    let listener = tokio::net::TcpListener::bind(config.http.listen)
+        .await
+        .map_err(|e| format!("cannot listen on `{}`: {e}", config.http.listen))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("no local address: {e}"))?;
+    let public = config
+        .http
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{address}"));
+    let public = public.trim_end_matches('/').to_owned();
+    let (app, server) = build(&config, &public).await?;
+
+    // In stdio mode stdout is the protocol: everything else goes to stderr.
+    let say = |line: String| {
+        if demo.is_some() && stdio.is_none() {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    say(format!("approval pages: {public}/approvals"));
+    if !config.tokens.is_empty() {
+        say(format!(
+            "MCP endpoint (Streamable HTTP): {public}{MCP_PATH}"
+        ));
+    }
+    if let Some(demo) = &demo {
+        for line in demo.instructions(&public) {
+            say(line);
+        }
+    }
+    let http = axum::serve(listener, app).into_future();
+    match stdio {
+        Some(identity) => {
+            let http = tokio::spawn(http);
+            let served = countersign_mcp::stdio::serve_stdio(server.launched_as(identity)).await;
+            http.abort();
+            served.map_err(|e| e.to_string())
+        }
+        None => {
+            tokio::select! {
+                served = http => served.map_err(|e| format!("the HTTP server stopped: {e}")),
+                _ = tokio::signal::ctrl_c() => Ok(()),
+            }
+        }
+    }
+}
+
+fn identity_of(config: &IdentityConfig) -> Result<Identity, String> {
+    let actor = ActorId::new(config.actor.as_str())
+        .map_err(|e| format!("the actor `{}` is not usable: {e}", config.actor))?;
+    let run = RunId::new(config.run.as_str())
+        .map_err(|e| format!("the run `{}` is not usable: {e}", config.run))?;
+    Ok(Identity::new(actor, run))
+}
+
+fn policy(config: &PolicyConfig) -> Result<Policy, String> {
+    let mut builder = Policy::builder().allow_hosts(config.allow_hosts.iter().cloned());
+    if let Some(schemes) = &config.schemes {
+        builder = builder.allow_schemes(schemes.iter().cloned());
+    }
+    if let Some(methods) = &config.methods {
+        builder = builder.allow_methods(methods.iter().cloned());
+    }
+    if let Some(ports) = &config.ports {
+        builder = builder.allow_ports(ports.iter().copied());
+    }
+    for range in &config.special_use {
+        builder = builder.allow_special_use(range.clone());
+    }
+    builder = match &config.addresses {
+        Some(addresses) => builder.resolver(StaticResolver::answering_all(addresses.clone())),
+        None => builder.resolver(SystemResolver::new()),
+    };
+    builder
+        .build()
+        .map_err(|e| format!("the `[policy]` is not usable: {e}"))
+}
+
+/// The grant/proposal store and the operation log the URL names.
+async fn stores(url: &str) -> Result<(Arc<dyn ProposalStore>, Arc<dyn OperationLog>), String> {
+    if url == "memory" {
+        return Ok((
+            Arc::new(InMemoryApprovalStore::new()),
+            Arc::new(InMemoryOperationStore::new()),
+        ));
+    }
+    if url.starts_with("redis://") {
+        use countersign_store_redis::{
+            OperationLogRetention, RedisApprovalStore, RedisOperationLog, RedisStoreOptions,
+        };
+        let store = RedisApprovalStore::connect(RedisStoreOptions::single(url))
+            .await
+            .map_err(|e| format!("cannot use the Redis store: {e}"))?;
+        let log = RedisOperationLog::for_store(&store, OperationLogRetention::default())
+            .await
+            .map_err(|e| format!("cannot use the Redis operation log: {e}"))?;
+        return Ok((Arc::new(store), Arc::new(log)));
+    }
+    use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
+    let store = PostgresApprovalStore::connect(PostgresStoreOptions::new(url))
+        .await
+        .map_err(|e| format!("cannot use the PostgreSQL store: {e}"))?;
+    let log = store.operation_log();
+    Ok((Arc::new(store), Arc::new(log)))
+}
+
+/// The application: approval pages, sign-in, the MCP endpoint.
+async fn build(config: &Config, public: &str) -> Result<(Router, McpServer), String> {
+    let policy = policy(&config.policy)?;
+    let (store, operations) = stores(&config.store.url).await?;
+    if config.backend.kind == "chromium" {
+        let guard = if config.backend.guard { "on" } else { "off" };
+        return Err(format!(
+            "`backend.kind = \"chromium\"` (guard {guard}) is not available in this release of countersign-mcp: use `fake`"
+        ));
+    }
+    let backend = FakeBackend::new();
+    let proposal_ttl = Duration::from_secs(config.http.proposal_ttl_secs);
+    let factory_store = Arc::clone(&store);
+    let factory_backend = backend.clone();
+    let server = McpServer::new(move |identity: &Identity| {
+        let context = Context::builder()
+            .actor_id(identity.actor.clone())
+            .run_id(identity.run.clone())
+            .backend(factory_backend.clone())
+            .source_policy(policy.clone())
+            .operation_store(Arc::clone(&operations))
+            .proposal_store(Arc::clone(&factory_store))
+            .proposal_ttl(proposal_ttl)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Toolset::new(context).with_act().with_propose())
+    })
+    .with_approval_pages(format!("{public}/approvals"));
+
+    let mut tokens = StaticTokens::new();
+    for TokenConfig { token, actor, run } in &config.tokens {
+        let identity = identity_of(&IdentityConfig {
+            actor: actor.clone(),
+            run: run.clone(),
+        })?;
+        tokens = tokens.with(token.clone(), identity);
+    }
+    let approvers = Arc::new(ConfigApprovers::new(&config.approvers)?);
+    let pages = ApprovalPages::builder(Arc::clone(&store), Arc::clone(&approvers))
+        .grant_ttl(Duration::from_secs(config.http.grant_ttl_secs))
+        .build()
+        .map_err(|e| format!("the approval pages cannot start: {e}"))?;
+    let options = match &config.http.allowed_hosts {
+        Some(hosts) => HttpOptions::default().allowed_hosts(hosts.clone()),
+        None => HttpOptions::default(),
+    };
+    let app = Router::new()
+        .nest("/approvals", pages.router())
+        .route(
+            "/sign-in/{token}",
+            get(sign_in).with_state(Arc::clone(&approvers)),
+        )
+        .route(
+            "/fake-backend/actions",
+            get(fake_actions).with_state((approvers, backend)),
+        )
+        .merge(countersign_mcp::http::router(
+            server.clone(),
+            tokens,
+            options,
+        ));
+    Ok((app, server))
+}
+
+/// The approvers of the configuration: a secret token each, sent as a
+/// bearer token or in the cookie the sign-in link sets.
+struct ConfigApprovers {
+    entries: Vec<(String, ApproverId)>,
+}
+
+impl ConfigApprovers {
+    fn new(config: &[ApproverConfig]) -> Result<Self, String> {
+        let entries = config
+            .iter()
+            .map(|a| {
+                ApproverId::new(a.name.as_str())
+                    .map(|id| (a.token.clone(), id))
+                    .map_err(|e| format!("the approver `{}` is not usable: {e}", a.name))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ConfigApprovers { entries })
+    }
+
+    fn find(&self, given: &str) -> Option<ApproverId> {
+        // Every entry is compared, so timing says nothing of which matched.
+        let mut found = None;
+        for (secret, id) in &self.entries {
+            if same_secret(given, secret) {
+                found = Some(id.clone());
+            }
+        }
+        found
+    }
+}
+
+#[async_trait]
+impl Approvers for ConfigApprovers {
+    async fn approver(&self, request: &Parts) -> Option<ApproverId> {
+        let bearer = request
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let cookie = request
+            .headers
+            .get(header::COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|cookies| {
+                cookies
+                    .split(';')
+                    .filter_map(|pair| pair.trim().split_once('='))
+                    .find(|(name, _)| *name == COOKIE)
+                    .map(|(_, value)| value)
+            });
+        self.find(bearer.or(cookie)?)
+    }
+}
+
+fn same_secret(given: &str, secret: &str) -> bool {
+    given.len() == secret.len()
+        && given
+            .bytes()
+            .zip(secret.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
+
+/// A valid sign-in link sets the approver's session cookie.
+async fn sign_in(
+    State(approvers): State<Arc<ConfigApprovers>>,
+    Path(given): Path<String>,
+) -> Response {
+    if approvers.find(&given).is_none() {
+        return (StatusCode::FORBIDDEN, "this sign-in link is not valid").into_response();
+    }
+    let page = Html(
+        "<!doctype html><title>signed in</title><p>Signed in. Open the approval link the agent \
+         shows you (…/approvals/proposals/…).</p>",
+    );
+    let mut response = page.into_response();
+    if let Ok(cookie) = format!("{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/").parse() {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// How many actions the fake backend performed: for approvers (and tests).
+async fn fake_actions(
+    State((approvers, backend)): State<(Arc<ConfigApprovers>, FakeBackend)>,
+    request: axum::http::Request<Body>,
+) -> Response {
+    let (parts, _) = request.into_parts();
+    if approvers.approver(&parts).await.is_none() {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let body = serde_json::json!({ "actions": backend.len() }).to_string();
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// What the demo prints.
+struct Demo {
+    site: String,
+    client_token: String,
+    approver_token: String,
+}
+
+impl Demo {
+    fn instructions(&self, public: &str) -> Vec<String> {
+        vec![
+            format!("demo site: {}", self.site),
+            format!("approver sign-in: {public}/sign-in/{}", self.approver_token),
+            format!("MCP bearer token: {}", self.client_token),
+            "connect (Claude Code):".to_owned(),
+            format!(
+                "  claude mcp add --transport http countersign {public}{MCP_PATH} --header \"Authorization: Bearer {}\"",
+                self.client_token
+            ),
+            format!(
+                "then ask the agent to click `button#count` on {} ; open the approval_url it shows after signing in above",
+                self.site
+            ),
+            "press Ctrl-C to stop".to_owned(),
+        ]
+    }
+}
+
+/// A random secret (128 bits from the OS).
+fn secret() -> Result<String, String> {
+    ApprovalId::generate()
+        .map(|id| id.as_str().trim_start_matches("apr_").to_owned())
+        .map_err(|e| format!("no randomness: {e}"))
+}
+
+/// The demo's site and configuration. The site is on 127.0.0.2 where the
+/// system has it (Linux), so it has an address of its own that the policy
+/// can allow alone, else on 127.0.0.1 (macOS); its port is the only one
+/// allowed either way, so the approval pages and the MCP endpoint are never
+/// a target.
+async fn demo_config() -> Result<(Config, Demo), String> {
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.2", 0)).await {
+        Ok(listener) => listener,
+        Err(_) => tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| format!("cannot serve the demo site on loopback: {e}"))?,
+    };
+    let site: SocketAddr = listener
+        .local_addr()
+        .map_err(|e| format!("no local address: {e}"))?;
+    let (ip, port) = (site.ip(), site.port());
+    let page = Router::new().route(
+        "/",
+        get(|| async {
+            Html(
+                "<!doctype html><title>countersign demo</title><button id=\"count\">count</button>",
+            )
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, page).await });
+    let (client_token, approver_token) = (secret()?, secret()?);
+    let text = format!(
+        r#"
+[policy]
+allow_hosts = ["{ip}"]
+schemes = ["http"]
+special_use = ["{ip}/32"]
+ports = [{port}]
+
+[http]
+listen = "127.0.0.1:0"
+
+[stdio]
+actor = "demo-agent"
+run = "demo-run"
+
+[[tokens]]
+token = "{client_token}"
+actor = "demo-agent"
+run = "demo-run"
+
+[[approvers]]
+name = "demo-approver"
+token = "{approver_token}"
+"#
+    );
+    let config = config::parse(&text)?;
+    Ok((
+        config,
+        Demo {
+            site: format!("http://{site}/"),
+            client_token,
+            approver_token,
+        },
+    ))
+}

@@ -1,0 +1,316 @@
+//! The MCP server handler: the toolset's definitions as the tool list,
+//! `tools/call` through `Toolset::call`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign_act_tool::{ToolFormat, Toolset};
+use countersign_approval_core::ProposalId;
+use countersign_approval_web::ApprovalPages;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::Identity;
+
+/// Builds the toolset of one identity: the host's Context (stores,
+/// backend, policy, clock) for that actor and run, with the tools it
+/// offers enabled.
+pub type ToolsetFactory = dyn Fn(&Identity) -> Result<Toolset, String> + Send + Sync;
+
+/// The name of the Act tool.
+const ACT: &str = "browser_act";
+/// The name of the propose tool, whose result gains the approval link.
+const PROPOSE: &str = "browser_propose";
+/// The name of the proposal status tool.
+const STATUS: &str = "browser_proposal_status";
+/// The observation tool (when the toolset offers it).
+const OBSERVE: &str = "browser_observe";
+/// The navigation tool (when the toolset offers it).
+const NAVIGATE: &str = "browser_navigate";
+
+/// What the server tells a client about itself at `initialize`.
+const INSTRUCTIONS: &str = "Browser actions here need a person's approval. Call browser_propose with \
+the action; show the approval_url of its result to the user, who approves or denies it on the host's \
+approval page (your own confirmation approves nothing). Poll browser_proposal_status until it is \
+approved, then call browser_act once with the approval_id it gives and exactly the proposed url and action.";
+
+/// The MCP server: one toolset per (actor, run), built on first use by
+/// the host's [`ToolsetFactory`] and kept for the server's lifetime, so
+/// every session of one identity meets the same Context.
+///
+/// A clone shares the toolsets. The identity of a call is the one the
+/// server was launched with ([`McpServer::launched_as`], for stdio) or the
+/// one the HTTP layer authenticated ([`crate::http`]); tool arguments
+/// never name it.
+#[derive(Clone)]
+pub struct McpServer {
+    inner: Arc<Inner>,
+    launched_as: Option<Identity>,
+}
+
+struct Inner {
+    factory: Box<ToolsetFactory>,
+    toolsets: Mutex<HashMap<Identity, Arc<Toolset>>>,
+    approval_base: Option<String>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("launched_as", &self.launched_as)
+            .field("approval_base", &self.inner.approval_base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server whose toolsets `factory` builds.
+    pub fn new(
+        factory: impl Fn(&Identity) -> Result<Toolset, String> + Send + Sync + 'static,
+    ) -> Self {
+        McpServer {
+            inner: Arc::new(Inner {
+                factory: Box::new(factory),
+                toolsets: Mutex::new(HashMap::new()),
+                approval_base: None,
+            }),
+            launched_as: None,
+        }
+    }
+
+    /// Adds to every `browser_propose` and `browser_proposal_status`
+    /// result an `approval_url`: `base` (where the host mounted the
+    /// approval pages, e.g. `http://127.0.0.1:8080/approvals`) followed by
+    /// the proposal's page path. Call it before cloning.
+    pub fn with_approval_pages(mut self, base: impl Into<String>) -> Self {
+        let base = base.into().trim_end_matches('/').to_owned();
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.approval_base = Some(base);
+        } else {
+            // Shared already: a new Inner would split the toolsets, so the
+            // link is set only on an unshared server (documented above).
+            tracing::warn!("approval pages set on a shared MCP server; ignored");
+        }
+        self
+    }
+
+    /// The same server, every call acting as `identity`: the launch
+    /// configuration's identity for stdio.
+    pub fn launched_as(&self, identity: Identity) -> Self {
+        McpServer {
+            inner: Arc::clone(&self.inner),
+            launched_as: Some(identity),
+        }
+    }
+
+    /// The toolset of `identity`, built on first use.
+    pub fn toolset(&self, identity: &Identity) -> Result<Arc<Toolset>, String> {
+        let mut toolsets = self
+            .inner
+            .toolsets
+            .lock()
+            .map_err(|_| "the toolset table is unusable after a panic".to_owned())?;
+        if let Some(toolset) = toolsets.get(identity) {
+            return Ok(Arc::clone(toolset));
+        }
+        let toolset = Arc::new((self.inner.factory)(identity)?);
+        toolsets.insert(identity.clone(), Arc::clone(&toolset));
+        Ok(toolset)
+    }
+
+    /// The MCP tool list of `toolset`: its JSON Schema definitions, in its
+    /// order, with the hints of [`annotations`].
+    pub fn tools(toolset: &Toolset) -> Vec<Tool> {
+        toolset
+            .definitions_for(ToolFormat::JsonSchema)
+            .into_iter()
+            .filter_map(|definition| {
+                let mut tool = json!({
+                    "name": definition.name,
+                    "description": definition.description,
+                    "inputSchema": definition.parameters,
+                });
+                if let (Some(hints), Some(object)) =
+                    (annotations(&definition.name), tool.as_object_mut())
+                {
+                    object.insert("annotations".to_owned(), hints);
+                }
+                // A definition whose parameters are not an object cannot be
+                // an MCP tool; the toolset never writes one.
+                serde_json::from_value(tool).ok()
+            })
+            .collect()
+    }
+
+    /// The identity of the request in `context`.
+    fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Identity, ErrorData> {
+        if let Some(identity) = &self.launched_as {
+            return Ok(identity.clone());
+        }
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Identity>())
+            .cloned()
+            // The HTTP layer answers 401 before this: reaching here means
+            // the server was mounted without it.
+            .ok_or_else(|| ErrorData::invalid_request("the request is not authenticated", None))
+    }
+
+    fn caller_toolset(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Toolset>, ErrorData> {
+        let identity = self.identity(context)?;
+        self.toolset(&identity).map_err(|reason| {
+            tracing::error!(%reason, "no toolset for the caller");
+            ErrorData::internal_error("the host could not prepare the tools", None)
+        })
+    }
+
+    /// `result` with the approval page's link of its proposal, if any.
+    fn with_link(&self, mut result: Value) -> Value {
+        let Some(base) = &self.inner.approval_base else {
+            return result;
+        };
+        let id = result
+            .get("proposal_id")
+            .and_then(Value::as_str)
+            .and_then(ProposalId::parse);
+        if let (Some(id), Some(object)) = (id, result.as_object_mut()) {
+            let url = format!("{base}{}", ApprovalPages::proposal_path(&id));
+            object.insert("approval_url".to_owned(), Value::String(url));
+        }
+        result
+    }
+}
+
+/// The hints an MCP client may show for a tool, keyed by name so that
+/// tools the toolset gains later get theirs once present. Hints only: the
+/// toolset decides.
+pub fn annotations(name: &str) -> Option<Value> {
+    match name {
+        ACT => Some(json!({
+            "readOnlyHint": false,
+            "destructiveHint": true,
+            "idempotentHint": false,
+            "openWorldHint": true,
+        })),
+        PROPOSE => Some(json!({
+            "readOnlyHint": false,
+            "destructiveHint": false,
+            "idempotentHint": false,
+            "openWorldHint": false,
+        })),
+        STATUS | OBSERVE => Some(json!({ "readOnlyHint": true })),
+        NAVIGATE => Some(json!({ "readOnlyHint": false, "openWorldHint": true })),
+        _ => None,
+    }
+}
+
+/// How long a client may keep the approval link's elicitation open: as
+/// long as a proposal waits by default.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Asks a client that supports URL-mode elicitation to open the approval
+/// page of a pending proposal, without waiting for its answer.
+///
+/// The answer decides nothing: `accept` only means the client showed the
+/// link. A proposal is approved on the approval page, by a person the
+/// host's authentication names, and by nothing a client sends.
+fn offer_link(context: &RequestContext<RoleServer>, result: &Value) {
+    if result.get("status").and_then(Value::as_str) != Some("pending") {
+        return;
+    }
+    let (Some(link), Some(id)) = (
+        result.get("approval_url").and_then(Value::as_str),
+        result.get("proposal_id").and_then(Value::as_str),
+    ) else {
+        return;
+    };
+    let supports_url = context
+        .peer
+        .peer_info()
+        .and_then(|info| info.capabilities.elicitation.clone())
+        .is_some_and(|elicitation| elicitation.url.is_some());
+    let Ok(url) = url::Url::parse(link) else {
+        return;
+    };
+    if !supports_url {
+        return;
+    }
+    let peer = context.peer.clone();
+    let id = id.to_owned();
+    let message = format!(
+        "A browser action needs your approval. Open the approval page to review proposal {id} and approve or deny it there."
+    );
+    // Not awaited: the tool result (with the same link) must not wait for
+    // a person to look.
+    tokio::spawn(async move {
+        let answer = peer
+            .elicit_url_with_timeout(message, url, id, Some(ELICITATION_TIMEOUT))
+            .await;
+        tracing::debug!(
+            ?answer,
+            "the client answered the approval link's elicitation"
+        );
+    });
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "countersign-mcp",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let toolset = self.caller_toolset(&context)?;
+        Ok(ListToolsResult::with_all_items(Self::tools(&toolset)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let toolset = self.caller_toolset(&context)?;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let result = toolset
+            .call(&request.name, &arguments)
+            .await
+            .map_err(|unknown| {
+                ErrorData::invalid_params(format!("unknown tool `{}`", unknown.name()), None)
+            })?;
+        let result = if request.name == PROPOSE || request.name == STATUS {
+            self.with_link(result)
+        } else {
+            result
+        };
+        if request.name == PROPOSE {
+            offer_link(&context, &result);
+        }
+        // A refusal is the tool's answer, not a protocol failure: the model
+        // reads its code and message.
+        let refused = result.get("status").and_then(Value::as_str) == Some("error");
+        Ok(if refused {
+            CallToolResult::structured_error(result)
+        } else {
+            CallToolResult::structured(result)
+        }
+        .into())
+    }
+}

@@ -1,0 +1,88 @@
+// Drives countersign-mcp with the official MCP TypeScript SDK
+// (@modelcontextprotocol/sdk). Run by crates/mcp/tests/node_client.rs:
+//
+//   node client.mjs stdio <server binary> <config file> <approver token>
+//   node client.mjs http <mcp url> <client token> <approver token>
+//
+// Prints one JSON object (the tool list as the SDK received it, and what
+// happened) on its last line.
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const CLICK = { url: "http://127.0.0.2:9/", method: "click", selector: "button#count" };
+const [mode, target, secret, approverToken] = process.argv.slice(2);
+
+function assert(condition, what) {
+  if (!condition) throw new Error(`assertion failed: ${what}`);
+}
+
+function code(result) {
+  assert(result.isError === true, "a refusal is a tool result with isError");
+  return result.structuredContent.error.code;
+}
+
+async function approve(link) {
+  const auth = { authorization: `Bearer ${approverToken}` };
+  const page = await fetch(link, { headers: auth });
+  assert(page.status === 200, `approval page answered ${page.status}`);
+  const html = await page.text();
+  const at = html.indexOf('class="approve"');
+  const tag = html.slice(html.lastIndexOf("<form", at), at);
+  const action = /action="([^"]+)"/.exec(tag)[1].replaceAll("&amp;", "&");
+  const token = /name="token" value="([^"]+)"/.exec(html.slice(at))[1];
+  const origin = new URL(link).origin;
+  const posted = await fetch(origin + action, {
+    method: "POST",
+    redirect: "manual",
+    headers: { ...auth, "sec-fetch-site": "same-origin", "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ token, note: "" }),
+  });
+  assert(posted.status === 303, `approving answered ${posted.status}`);
+  return origin;
+}
+
+async function actions(origin) {
+  const answer = await fetch(origin + "/fake-backend/actions", {
+    headers: { authorization: `Bearer ${approverToken}` },
+  });
+  return (await answer.json()).actions;
+}
+
+const transport =
+  mode === "stdio"
+    ? new StdioClientTransport({ command: target, args: ["--stdio", "--config", secret], stderr: "ignore" })
+    : new StreamableHTTPClientTransport(new URL(target), {
+        requestInit: { headers: { authorization: `Bearer ${secret}` } },
+      });
+const client = new Client({ name: "countersign-node-test", version: "1.0.0" });
+await client.connect(transport);
+const report = {};
+report.tools = (await client.listTools()).tools;
+
+const proposed = (await client.callTool({ name: "browser_propose", arguments: CLICK })).structuredContent;
+assert(proposed.status === "pending", "proposal pending");
+const pending = await client.callTool({
+  name: "browser_act",
+  arguments: { ...CLICK, approval_id: "apr_" + "0".repeat(32) },
+});
+report.act_while_pending = code(pending);
+const origin = await approve(proposed.approval_url);
+const status = (
+  await client.callTool({ name: "browser_proposal_status", arguments: { proposal_id: proposed.proposal_id } })
+).structuredContent;
+assert(status.status === "approved", "approved after the page");
+const act = { ...CLICK, approval_id: status.approval_id };
+report.act = (await client.callTool({ name: "browser_act", arguments: act })).structuredContent.status;
+report.replay = code(await client.callTool({ name: "browser_act", arguments: act }));
+try {
+  await client.callTool({ name: "browser_teleport", arguments: {} });
+  report.unknown_tool = "answered";
+} catch (error) {
+  report.unknown_tool = error.code;
+}
+report.extra_argument = code(await client.callTool({ name: "browser_act", arguments: { ...act, run_id: "x" } }));
+report.actions = await actions(origin);
+await client.close();
+console.log(JSON.stringify(report));

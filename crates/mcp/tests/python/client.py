@@ -1,0 +1,217 @@
+"""Drives countersign-mcp with the official MCP Python SDK (`mcp` on PyPI).
+
+Run by crates/mcp/tests/python_client.rs, never by hand:
+
+    client.py stdio <server binary> <config file> <approver token>
+    client.py http <mcp url> <client token> <approver token>
+
+Checks the whole flow with asserts and prints one JSON object (the tool
+list as the SDK received it, and what happened) on its last line.
+"""
+
+import json
+import re
+import sys
+
+import anyio
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+URL = "http://127.0.0.2:9/"
+CLICK = {"url": URL, "method": "click", "selector": "button#count", "description": "count once"}
+
+
+ELICITED = []
+
+
+async def accept_everything(context, params):
+    """A client that says yes to every elicitation: it must approve nothing."""
+    from mcp_types import ElicitResult
+
+    ELICITED.append(params.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return ElicitResult(action="accept")
+
+
+def structured(result):
+    """The toolset's JSON of a tool result, checked against its text."""
+    assert result.structured_content is not None, result
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+def code(result):
+    body = structured(result)
+    assert result.is_error is True, body
+    assert body["status"] == "error", body
+    return body["error"]["code"]
+
+
+def approve(approval_url, approver_token):
+    """What a person's browser does on the approval page: open the proposal,
+    press Approve (a same-origin form post carrying the form's token)."""
+    auth = {"authorization": f"Bearer {approver_token}"}
+    with httpx2.Client() as http:
+        page = http.get(approval_url, headers=auth)
+        assert page.status_code == 200, page.status_code
+        html = page.text
+        form = re.search(r'<form[^>]*action="([^"]+)"[^>]*class="approve"|<form[^>]*class="approve"[^>]*action="([^"]+)"', html)
+        assert form, "no approve form"
+        action = (form.group(1) or form.group(2)).replace("&amp;", "&")
+        rest = html[form.end():]
+        token = re.search(r'name="token" value="([^"]+)"', rest).group(1)
+        origin = re.match(r"(https?://[^/]+)", approval_url).group(1)
+        posted = http.post(
+            origin + action,
+            headers={**auth, "sec-fetch-site": "same-origin"},
+            data={"token": token, "note": ""},
+        )
+        assert posted.status_code == 303, posted.status_code
+        unauthenticated = http.get(approval_url)
+        assert unauthenticated.status_code == 401, unauthenticated.status_code
+    return origin
+
+
+def fake_actions(origin, approver_token):
+    with httpx2.Client() as http:
+        answer = http.get(
+            origin + "/fake-backend/actions",
+            headers={"authorization": f"Bearer {approver_token}"},
+        )
+        assert answer.status_code == 200
+        return answer.json()["actions"]
+
+
+async def flow(session, approver_token, report):
+    init = await session.initialize()
+    report["protocol_version"] = init.protocol_version
+    tools = await session.list_tools()
+    report["tools"] = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools.tools]
+
+    proposed = structured(await session.call_tool("browser_propose", CLICK))
+    assert proposed["status"] == "pending", proposed
+    link = proposed["approval_url"]
+    assert link.endswith("/approvals/proposals/" + proposed["proposal_id"]), link
+    # The server asks the client to open the link (URL-mode elicitation);
+    # this client accepts, and the proposal stays pending.
+    with anyio.move_on_after(10):
+        while not ELICITED:
+            await anyio.sleep(0.05)
+    report["elicited"] = [(e.get("mode"), e.get("url") == link) for e in ELICITED]
+    status = structured(await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
+    assert status["status"] == "pending" and status["approval_url"] == link, status
+
+    # Acting while pending: there is no grant; any id the client makes up fails.
+    pending = await session.call_tool("browser_act", {**CLICK, "approval_id": "apr_" + "0" * 32})
+    report["act_while_pending"] = code(pending)
+
+    origin = approve(link, approver_token)
+    status = structured(await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
+    assert status["status"] == "approved", status
+    act = {**CLICK, "approval_id": status["approval_id"]}
+    first = structured(await session.call_tool("browser_act", act))
+    report["act"] = first["status"]
+    report["replay"] = code(await session.call_tool("browser_act", act))
+    report["actions"] = fake_actions(origin, approver_token)
+
+    # Bad input over the wire: refusals as tool results, unknown tools as
+    # JSON-RPC errors, the session alive throughout.
+    try:
+        await session.call_tool("browser_teleport", {})
+        report["unknown_tool"] = "answered"
+    except MCPError as error:
+        report["unknown_tool"] = error.code
+    report["missing_arguments"] = code(await session.call_tool("browser_act", {}))
+    report["no_arguments"] = code(await session.call_tool("browser_act", None))
+    report["extra_argument"] = code(await session.call_tool("browser_act", {**act, "actor_id": "someone-else"}))
+    report["wrong_type"] = code(await session.call_tool("browser_act", {**act, "url": 42}))
+    report["huge_selector"] = code(await session.call_tool("browser_propose", {**CLICK, "selector": "a" * 600_000}))
+    try:
+        await session.call_tool("browser_propose", {**CLICK, "selector": "a" * 2_000_000}, read_timeout_seconds=20)
+        report["huge_payload"] = "answered"
+    except MCPError as error:
+        report["huge_payload"] = error.code
+    except Exception as error:  # the transport may give up on a refused body
+        report["huge_payload"] = type(error).__name__
+    report["after_bad_input"] = structured(
+        await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]})
+    )["status"]
+    report["actions_at_end"] = fake_actions(origin, approver_token)
+    return origin
+
+
+async def concurrent(url, token, approver_token, report):
+    """16 sessions act on one approved grant at once: exactly one `ok`."""
+    headers = {"authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                proposed = structured(await session.call_tool("browser_propose", {**CLICK, "selector": "button#race"}))
+                origin = approve(proposed["approval_url"], approver_token)
+                status = structured(
+                    await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]})
+                )
+                act = {**CLICK, "selector": "button#race", "approval_id": status["approval_id"]}
+    before = fake_actions(origin, approver_token)
+    outcomes = []
+
+    async def one():
+        async with httpx2.AsyncClient(headers=headers) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    body = structured(await session.call_tool("browser_act", act))
+                    outcomes.append(body["status"] if body["status"] == "ok" else body["error"]["code"])
+
+    async with anyio.create_task_group() as group:
+        for _ in range(16):
+            group.start_soon(one)
+    report["concurrent"] = sorted(outcomes)
+    report["concurrent_actions"] = fake_actions(origin, approver_token) - before
+
+
+async def raw_http(url, token, report):
+    """Requests no SDK would send: a repeated key, no token, a wrong token."""
+    async with httpx2.AsyncClient() as http:
+        body = (
+            '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"browser_act",'
+            '"arguments":{"approval_id":"apr_1","approval_id":"apr_2"}}}'
+        )
+        headers = {
+            "authorization": f"Bearer {token}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        }
+        duplicate = await http.post(url, content=body, headers=headers)
+        report["duplicate_key"] = [duplicate.status_code, duplicate.json()["error"]["code"]]
+        none = await http.post(url, content="{}", headers={"content-type": "application/json"})
+        wrong = await http.post(url, content="{}", headers={**headers, "authorization": "Bearer nope"})
+        report["unauthenticated"] = [none.status_code, none.text, wrong.status_code, wrong.text]
+        huge = await http.post(url, content=b" " * (2 << 20), headers=headers)
+        report["huge_body"] = huge.status_code
+
+
+async def main():
+    mode = sys.argv[1]
+    report = {}
+    if mode == "stdio":
+        _, _, binary, config, approver_token = sys.argv
+        params = StdioServerParameters(command=binary, args=["--stdio", "--config", config])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
+                await flow(session, approver_token, report)
+    else:
+        _, _, url, token, approver_token = sys.argv
+        headers = {"authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
+                    await flow(session, approver_token, report)
+        await raw_http(url, token, report)
+        await concurrent(url, token, approver_token, report)
+    print(json.dumps(report))
+
+
+anyio.run(main)

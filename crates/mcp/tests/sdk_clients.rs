@@ -1,0 +1,332 @@
+//! Clients nobody here wrote against the `countersign-mcp` binary, over
+//! stdio and Streamable HTTP, fake backend: the official MCP Python SDK
+//! (`mcp` on PyPI) and TypeScript SDK (`@modelcontextprotocol/sdk` on npm).
+//!
+//! The Python SDK lives in a virtual environment that `cargo xtask ci`
+//! creates (`target/mcp-venv`) and names in `COUNTERSIGN_MCP_PYTHON`; the
+//! TypeScript SDK in `tests/node/node_modules`, which `cargo xtask ci`
+//! fills with `npm ci` and names in `COUNTERSIGN_MCP_NODE`. Without those
+//! variables a test runs when its SDK is there and is skipped (saying so)
+//! when it is not; with them, a missing SDK fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use countersign_act_tool::{Context, ToolFormat, Toolset};
+use countersign_approval_core::{ActorId, RunId};
+use countersign_backend_fake::FakeBackend;
+use countersign_canonical_policy::{Policy, StaticResolver};
+use countersign_mcp::McpServer;
+use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+use serde_json::Value;
+
+const CLIENT_TOKEN: &str = "client-token-0123456789";
+const APPROVER_TOKEN: &str = "approver-token-0123456789";
+
+fn python() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("COUNTERSIGN_MCP_PYTHON") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.exists(),
+            "COUNTERSIGN_MCP_PYTHON names `{}`, which does not exist",
+            path.display()
+        );
+        return Some(path);
+    }
+    let default =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python");
+    if default.exists() {
+        return Some(default);
+    }
+    eprintln!(
+        "SKIPPED: no Python MCP SDK at `{}`; `cargo xtask ci` creates it (python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp)",
+        default.display()
+    );
+    None
+}
+
+/// The TypeScript SDK's test package, when its modules are installed.
+fn node_package() -> Option<PathBuf> {
+    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let installed = package
+        .join("node_modules/@modelcontextprotocol/sdk")
+        .exists();
+    if std::env::var_os("COUNTERSIGN_MCP_NODE").is_some() {
+        assert!(
+            installed,
+            "COUNTERSIGN_MCP_NODE is set but `npm ci` did not fill `{}`",
+            package.display()
+        );
+    }
+    if !installed {
+        eprintln!(
+            "SKIPPED: no TypeScript MCP SDK; `cargo xtask ci` runs `npm ci` in `{}`",
+            package.display()
+        );
+        return None;
+    }
+    Some(package)
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/client.py")
+}
+
+fn config() -> tempfile::NamedTempFile {
+    let text = format!(
+        r#"
+[policy]
+allow_hosts = ["127.0.0.2"]
+schemes = ["http"]
+special_use = ["127.0.0.2/32"]
+
+[http]
+listen = "127.0.0.1:0"
+
+[stdio]
+actor = "py-agent"
+run = "py-run"
+
+[[tokens]]
+token = "{CLIENT_TOKEN}"
+actor = "py-agent"
+run = "py-run"
+
+[[approvers]]
+name = "py-approver"
+token = "{APPROVER_TOKEN}"
+"#
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+/// The tool list the server must publish: the toolset's own definitions
+/// under the same policy.
+fn expected_tools() -> Value {
+    let policy = Policy::builder()
+        .allow_host("127.0.0.2")
+        .allow_schemes(["http"])
+        .allow_special_use("127.0.0.2/32")
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap();
+    let context = Context::builder()
+        .actor_id(ActorId::new("py-agent").unwrap())
+        .run_id(RunId::new("py-run").unwrap())
+        .backend(FakeBackend::new())
+        .source_policy(policy)
+        .operation_store(InMemoryOperationStore::new())
+        .proposal_store(Arc::new(InMemoryApprovalStore::new()))
+        .build()
+        .unwrap();
+    let toolset = Toolset::new(context).with_act().with_propose();
+    let tools = serde_json::to_value(McpServer::tools(&toolset)).unwrap();
+    // Byte for byte: each tool's name, description and input schema are the
+    // toolset's JSON Schema definition, serialised the same way.
+    let definitions = toolset.definitions_for(ToolFormat::JsonSchema);
+    assert_eq!(tools.as_array().unwrap().len(), definitions.len());
+    for (tool, definition) in tools.as_array().unwrap().iter().zip(&definitions) {
+        assert_eq!(tool["name"], definition.name.as_str());
+        assert_eq!(tool["description"], definition.description.as_str());
+        assert_eq!(
+            serde_json::to_string(&tool["inputSchema"]).unwrap(),
+            serde_json::to_string(&definition.parameters).unwrap()
+        );
+    }
+    tools
+}
+
+fn run_client(python: &PathBuf, args: &[&str]) -> Value {
+    run_script(Command::new(python).arg(script()), args)
+}
+
+fn run_node(package: &Path, args: &[&str]) -> Value {
+    run_script(
+        Command::new("node").current_dir(package).arg("client.mjs"),
+        args,
+    )
+}
+
+fn run_script(command: &mut Command, args: &[&str]) -> Value {
+    let output = command.args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the client failed:\n{stdout}\n{stderr}"
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+}
+
+/// What both transports must show.
+fn check_flow(report: &Value) {
+    assert_eq!(
+        report["tools"],
+        expected_tools(),
+        "tools/list differs from the toolset's definitions"
+    );
+    let annotations = |name: &str| {
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["annotations"].clone())
+            .unwrap()
+    };
+    assert_eq!(annotations("browser_act")["destructiveHint"], true);
+    assert_eq!(annotations("browser_act")["openWorldHint"], true);
+    assert_eq!(annotations("browser_proposal_status")["readOnlyHint"], true);
+    assert_eq!(
+        report["elicited"],
+        serde_json::json!([["url", true]]),
+        "the client was not asked to open the approval link"
+    );
+    assert_eq!(report["act_while_pending"], "APPROVAL_REQUIRED");
+    assert_eq!(report["act"], "ok");
+    assert_eq!(report["replay"], "APPROVAL_STALE");
+    assert_eq!(report["actions"], 1);
+    assert_eq!(report["unknown_tool"], -32602);
+    assert_eq!(report["missing_arguments"], "NOT_AUTHORIZED");
+    assert_eq!(report["no_arguments"], "NOT_AUTHORIZED");
+    assert_eq!(report["extra_argument"], "NOT_AUTHORIZED");
+    assert_eq!(report["wrong_type"], "NOT_AUTHORIZED");
+    assert_eq!(report["huge_selector"], "NOT_AUTHORIZED");
+    assert_ne!(report["huge_payload"], "answered");
+    assert_eq!(report["after_bad_input"], "approved");
+    assert_eq!(report["actions_at_end"], 1);
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn python_sdk_over_stdio() {
+    let Some(python) = python() else { return };
+    let config = config();
+    let report = run_client(
+        &python,
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_countersign-mcp"),
+            config.path().to_str().unwrap(),
+            APPROVER_TOKEN,
+        ],
+    );
+    check_flow(&report);
+}
+
+/// The binary serving `config` over HTTP, and its MCP endpoint.
+fn http_server(config: &tempfile::NamedTempFile) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign-mcp"))
+        .args(["--config", config.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let server = Server(child);
+    let mut lines = BufReader::new(stderr).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.strip_prefix("MCP endpoint (Streamable HTTP): ")
+                .map(str::to_owned)
+        })
+        .expect("the server printed no MCP endpoint");
+    (server, url)
+}
+
+/// What the TypeScript client must see (a shorter flow than Python's).
+fn check_node_flow(report: &Value) {
+    assert_eq!(
+        report["tools"],
+        expected_tools(),
+        "tools/list differs from the toolset's definitions"
+    );
+    assert_eq!(report["act_while_pending"], "APPROVAL_REQUIRED");
+    assert_eq!(report["act"], "ok");
+    assert_eq!(report["replay"], "APPROVAL_STALE");
+    assert_eq!(report["unknown_tool"], -32602);
+    assert_eq!(report["extra_argument"], "NOT_AUTHORIZED");
+    assert_eq!(report["actions"], 1);
+}
+
+#[test]
+fn typescript_sdk_over_stdio() {
+    let Some(package) = node_package() else {
+        return;
+    };
+    let config = config();
+    let report = run_node(
+        &package,
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_countersign-mcp"),
+            config.path().to_str().unwrap(),
+            APPROVER_TOKEN,
+        ],
+    );
+    check_node_flow(&report);
+}
+
+#[test]
+fn typescript_sdk_over_streamable_http() {
+    let Some(package) = node_package() else {
+        return;
+    };
+    let config = config();
+    let (server, url) = http_server(&config);
+    let report = run_node(&package, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN]);
+    drop(server);
+    check_node_flow(&report);
+}
+
+#[test]
+fn python_sdk_over_streamable_http() {
+    let Some(python) = python() else { return };
+    let config = config();
+    let (server, url) = http_server(&config);
+    let report = run_client(&python, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN]);
+    drop(server);
+    check_flow(&report);
+    assert_eq!(report["duplicate_key"], serde_json::json!([400, -32600]));
+    assert_eq!(
+        report["unauthenticated"],
+        serde_json::json!([401, "", 401, ""])
+    );
+    assert_eq!(report["huge_body"], 413);
+    let concurrent: Vec<&str> = report["concurrent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(concurrent.len(), 16);
+    assert_eq!(
+        concurrent.iter().filter(|o| **o == "ok").count(),
+        1,
+        "{concurrent:?}"
+    );
+    assert!(
+        concurrent
+            .iter()
+            .filter(|o| **o != "ok")
+            .all(|o| *o == "APPROVAL_STALE")
+    );
+    assert_eq!(report["concurrent_actions"], 1);
+}
