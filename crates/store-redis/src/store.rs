@@ -69,8 +69,31 @@ impl fmt::Debug for RedisApprovalStore {
     }
 }
 
+/// Whether `err` is the server refusing a write because `maxmemory` is
+/// reached (`-OOM`). Such an answer proves that the call wrote nothing:
+/// Redis refuses a plain command before it runs, and a script only at its
+/// first write that may grow memory and only while the script has written
+/// nothing yet (past its first write a script runs to its end). The
+/// consume and abandon scripts write first with `SET` or `ZADD`, which
+/// Redis refuses there, so under `maxmemory` they are refused whole.
+pub(crate) fn is_out_of_memory(err: &RedisError) -> bool {
+    err.code() == Some("OOM")
+}
+
 /// A failed call as the trait reports it.
 pub(crate) fn redis_error(what: &str, err: &RedisError) -> StoreError {
+    if is_out_of_memory(err) {
+        // Not retryable: a server at its memory limit refuses the same
+        // write again until memory is freed, which outlasts any retry
+        // budget; and since nothing was written, there is nothing to give
+        // back, so a caller's give-back (refused the same way) ends at once.
+        return StoreError::Rejected {
+            message: format!(
+                "{what}: redis is out of memory (`maxmemory` reached) and refused the write, \
+                 so nothing was written; free memory or raise `maxmemory`"
+            ),
+        };
+    }
     if err.is_timeout() {
         return StoreError::Timeout {
             message: format!("{what}: {err}"),
