@@ -39,6 +39,9 @@ pub struct RedisApprovalStore {
     prefix: String,
     pub(crate) retention_ms: String,
     command_timeout: Duration,
+    /// How long a call may wait on top of its round trip for a failover
+    /// (the failover timeout on a cluster, zero on a single server).
+    failover_wait: Duration,
     durability: Option<Durability>,
     scripts: Scripts,
     startup_warnings: Vec<String>,
@@ -64,6 +67,7 @@ impl fmt::Debug for RedisApprovalStore {
             .field("prefix", &self.prefix)
             .field("retention_ms", &self.retention_ms)
             .field("command_timeout", &self.command_timeout)
+            .field("failover_wait", &self.failover_wait)
             .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
@@ -438,6 +442,10 @@ impl RedisApprovalStore {
             prefix: options.key_prefix.clone(),
             retention_ms: options.retention.as_millis().to_string(),
             command_timeout: options.command_timeout,
+            failover_wait: match options.topology {
+                Topology::Cluster(_) => options.failover_timeout,
+                Topology::Single(_) => Duration::ZERO,
+            },
             durability: options.durability,
             scripts: Scripts::new(),
             startup_warnings: Vec::new(),
@@ -856,22 +864,20 @@ impl RedisApprovalStore {
         let what = format!("{} script", script.name());
         let key = keys.first().copied().unwrap_or_default();
         let wait = self.durability.filter(|_| durable);
+        // A call on a cluster may wait for a failover before its round trip.
+        let round_trip = self.command_timeout.saturating_add(self.failover_wait);
         for reload in [false, true] {
             let cmd = loaded.invocation(reload, keys, args);
             let result = match wait {
-                None => timed(
-                    &what,
-                    self.command_timeout,
-                    self.conn.on_key(key, cmd, at_once),
-                )
-                .await?
-                .map(|v| (v, None)),
+                None => timed(&what, round_trip, self.conn.on_key(key, cmd, at_once))
+                    .await?
+                    .map(|v| (v, None)),
                 Some(durability) => {
                     let mut wait_cmd = redis::cmd("WAIT");
                     wait_cmd
                         .arg(durability.replicas)
                         .arg(u64::try_from(durability.timeout.as_millis()).unwrap_or(u64::MAX));
-                    let limit = self.command_timeout.saturating_add(durability.timeout);
+                    let limit = round_trip.saturating_add(durability.timeout);
                     timed(
                         &what,
                         limit,
