@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,7 +20,7 @@ use crate::conn::Connection;
 use crate::options::{
     ConnectError, Durability, InvalidOptions, RedisStoreOptions, Topology, redact,
 };
-use crate::record::{self, ISSUE_TOKEN_BYTES, text};
+use crate::record::{self, Head, ISSUE_TOKEN_BYTES, text};
 use crate::scripts::{GrantScript, Scripts};
 
 /// The oldest server major version whose scripts replicate by effect, which
@@ -231,9 +231,24 @@ fn reply_record(
     key: &str,
     reply: &Reply,
 ) -> Result<(StoredGrant, Vec<AttemptId>, Seen), StoreError> {
+    reply_record_after(script, id, key, reply, None)
+}
+
+/// [`reply_record`], reading only what follows `head` when the record
+/// starts with it (see [`record::decode_after_head`]).
+fn reply_record_after(
+    script: GrantScript,
+    id: &ApprovalId,
+    key: &str,
+    reply: &Reply,
+    head: Option<&Head>,
+) -> Result<(StoredGrant, Vec<AttemptId>, Seen), StoreError> {
     match reply.items.as_slice() {
         [Value::BulkString(raw), seen] => {
-            let decoded = record::decode(id, key, raw)?;
+            let decoded = match head.and_then(|head| record::decode_after_head(key, raw, head)) {
+                Some(decoded) => decoded,
+                None => record::decode(id, key, raw)?,
+            };
             Ok((
                 decoded.grant,
                 decoded.abandoned,
@@ -329,6 +344,9 @@ struct Known {
     /// The fingerprint of its fixed fields as this store validated them
     /// (it wrote them at issue, or read them with the strict reader).
     fingerprint: Option<String>,
+    /// The head of the record as this store encoded it at issue, with its
+    /// grant: a consume's reply that starts with it is read past it only.
+    head: Option<Arc<Head>>,
 }
 
 /// A grant as the get script read it and the library validated it.
@@ -529,8 +547,8 @@ impl RedisApprovalStore {
     }
 
     /// The slot and validated fingerprint of grant `id`, when this store
-    /// has both.
-    fn cached_fingerprint(&self, id: &ApprovalId) -> Option<(Slot, String)> {
+    /// has both, and the head of its record when this store issued it.
+    fn cached_fingerprint(&self, id: &ApprovalId) -> Option<(Slot, String, Option<Arc<Head>>)> {
         let known = self
             .slots
             .lock()
@@ -538,7 +556,16 @@ impl RedisApprovalStore {
             .get(id)
             .cloned()?;
         let fingerprint = known.fingerprint?;
-        Some((self.slot_of_tag(known.tag), fingerprint))
+        Some((self.slot_of_tag(known.tag), fingerprint, known.head))
+    }
+
+    /// Remembers the head of grant `id`'s record as this store encoded it
+    /// at issue (after [`remember`](Self::remember) of its slot).
+    fn remember_head(&self, id: &ApprovalId, head: Head) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = slots.get_mut(id) {
+            known.head = Some(Arc::new(head));
+        }
     }
 
     /// Remembers grant `id`'s slot, and the fingerprint of fixed fields
@@ -561,6 +588,7 @@ impl RedisApprovalStore {
             Known {
                 tag: tag.to_owned(),
                 fingerprint: fingerprint.map(str::to_owned),
+                head: None,
             },
         );
     }
@@ -1268,11 +1296,14 @@ enum Attempt<T> {
 impl RedisApprovalStore {
     /// Runs the consume script on grant `id` in `slot`, writing only if its
     /// fixed fields still have `fingerprint`, and checks its answer against
-    /// the rules.
+    /// the rules (reading the record it replies past `head`, when this
+    /// store issued it and it starts with it).
+    #[allow(clippy::too_many_arguments)]
     async fn consume_in(
         &self,
         slot: &Slot,
         fingerprint: &str,
+        head: Option<&Head>,
         id: &ApprovalId,
         binding: &Binding,
         now: Timestamp,
@@ -1304,7 +1335,8 @@ impl RedisApprovalStore {
         // The script saw a record with the very fixed fields validated
         // before; the library's own rules, applied to the record as the
         // script saw it, must reach its outcome.
-        let (before, abandoned, seen) = reply_record(GrantScript::Consume, id, &key, &reply)?;
+        let (before, abandoned, seen) =
+            reply_record_after(GrantScript::Consume, id, &key, &reply, head)?;
         let decision = decide_consume(&before, &abandoned, seen.stopped, binding, now, attempt);
         if !consume_agrees(status, outcome, &decision) {
             return Err(disagreement(&key, GrantScript::Consume));
@@ -1450,6 +1482,7 @@ impl ApprovalStore for RedisApprovalStore {
                         .filter(|f| f.len() == 40)
                         .ok_or_else(|| unexpected_reply(GrantScript::Issue, &key))?;
                     self.remember(&approval.id, &slot.tag, Some(fingerprint));
+                    self.remember_head(&approval.id, Head::new(record, approval.clone()));
                 }
                 self.confirm(pointer_wait)?;
                 Ok(self.confirm(wait)?)
@@ -1485,7 +1518,7 @@ impl ApprovalStore for RedisApprovalStore {
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         // One round trip when this store validated the grant's fixed
         // fields before (it issued or read it).
-        if let Some((slot, fingerprint)) = self.cached_fingerprint(id) {
+        if let Some((slot, fingerprint, _)) = self.cached_fingerprint(id) {
             match self.revoke_in(&slot, &fingerprint, id).await? {
                 Attempt::Done(outcome) => return Ok(outcome),
                 Attempt::Changed | Attempt::Unknown => self.forget(id),
@@ -1532,9 +1565,17 @@ impl ApprovalStore for RedisApprovalStore {
         // fields before (it issued or read it): the script writes only if
         // they are still exactly those. The slot is the grant's own, so a
         // binding naming another actor is counted there.
-        if let Some((slot, fingerprint)) = self.cached_fingerprint(id) {
+        if let Some((slot, fingerprint, head)) = self.cached_fingerprint(id) {
             match self
-                .consume_in(&slot, &fingerprint, id, binding, now, attempt)
+                .consume_in(
+                    &slot,
+                    &fingerprint,
+                    head.as_deref(),
+                    id,
+                    binding,
+                    now,
+                    attempt,
+                )
                 .await?
             {
                 Attempt::Done(outcome) => return Ok(outcome),
@@ -1553,7 +1594,7 @@ impl ApprovalStore for RedisApprovalStore {
                 return Ok(ConsumeOutcome::Unknown);
             };
             match self
-                .consume_in(&slot, &read.fingerprint, id, binding, now, attempt)
+                .consume_in(&slot, &read.fingerprint, None, id, binding, now, attempt)
                 .await?
             {
                 Attempt::Done(outcome) => return Ok(outcome),
