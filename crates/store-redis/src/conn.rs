@@ -5,9 +5,11 @@
 //! built with no retries (see `Client::open`), and this module follows
 //! only the answers that prove a command did not run (`MOVED`, `ASK`,
 //! `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, `MASTERDOWN`, `READONLY`, no
-//! connection to the node). A command whose fate is unknown (a dropped
-//! connection, a timeout) fails back to the caller, whose retry carries the
-//! same attempt id.
+//! connection to the node, a connection refused). A command whose fate is
+//! unknown (a dropped connection, a timeout) fails back to the caller,
+//! whose retry carries the same attempt id. While a slot's primary is gone
+//! (the answers that say so, above), a call waits for it, or for its
+//! replica's promotion, up to the failover timeout.
 //!
 //! A client whose calls time out without any reply arriving, or whose
 //! connection dies, is replaced by a fresh one (see [`Connection`]), so a
@@ -29,7 +31,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, 
 
 use crate::options::{RedisStoreOptions, Topology};
 
-/// How many times one call follows redirects and "try again" answers
+/// How many times one call follows redirects and `TRYAGAIN` answers
 /// before it gives up (the command timeout bounds it too).
 const MAX_REDIRECTS: u32 = 16;
 
@@ -39,8 +41,13 @@ enum NextTry {
     Moved { host: String, port: u16 },
     /// Follow `ASK`: send `ASKING` and the command to this node, once.
     Ask { host: String, port: u16 },
-    /// The slot is busy or its node unreachable: wait, then route by slot again.
+    /// The slot is being migrated (`TRYAGAIN`): wait, then route by slot
+    /// again; counted with the redirects.
     Wait,
+    /// The slot has no primary to answer (its node unreachable, the
+    /// cluster down, a failover under way): wait, then route by slot
+    /// again, for up to the failover timeout.
+    Failover,
 }
 
 /// What to do after `err`, or `None` when the command may have run (or
@@ -58,14 +65,17 @@ fn not_run(err: &RedisError) -> Option<NextTry> {
         ErrorKind::Server(ServerErrorKind::Ask) => {
             Some(address().map_or(NextTry::Wait, |(host, port)| NextTry::Ask { host, port }))
         }
+        ErrorKind::Server(ServerErrorKind::TryAgain) => Some(NextTry::Wait),
         ErrorKind::Server(
-            ServerErrorKind::TryAgain
-            | ServerErrorKind::ClusterDown
+            ServerErrorKind::ClusterDown
             | ServerErrorKind::BusyLoading
             | ServerErrorKind::MasterDown
             | ServerErrorKind::ReadOnly,
         )
-        | ErrorKind::ClusterConnectionNotFound => Some(NextTry::Wait),
+        | ErrorKind::ClusterConnectionNotFound => Some(NextTry::Failover),
+        // Refused: nothing was sent on that connection. A connection that
+        // dropped (reset, closed) may have carried the command: not here.
+        _ if err.is_connection_refusal() => Some(NextTry::Failover),
         _ => None,
     }
 }
@@ -80,8 +90,9 @@ fn pause(tries: u32) -> Duration {
 enum Client {
     /// One server (its primary); reconnects by itself.
     Single(ConnectionManager),
-    /// A cluster; commands go to the primary that owns the key's slot.
-    Cluster(ClusterConnection),
+    /// A cluster; commands go to the primary that owns the key's slot,
+    /// waiting up to the failover timeout (the `Duration`) for one.
+    Cluster(ClusterConnection, Duration),
 }
 
 /// The primary owning `key`'s slot: grants are never read from replicas.
@@ -115,7 +126,7 @@ impl Client {
                     .retries(0)
                     .build()?;
                 let conn = client.get_async_connection().await?;
-                Ok(Client::Cluster(conn))
+                Ok(Client::Cluster(conn, options.failover_timeout))
             }
         }
     }
@@ -124,8 +135,8 @@ impl Client {
     pub(crate) async fn on_key(&self, key: &str, cmd: Cmd) -> RedisResult<Value> {
         match self.clone() {
             Client::Single(mut conn) => conn.send_packed_command(&cmd).await?.extract_error(),
-            Client::Cluster(conn) => {
-                let mut replies = cluster_on_key(conn, key, vec![cmd]).await?;
+            Client::Cluster(conn, failover) => {
+                let mut replies = cluster_on_key(conn, failover, key, vec![cmd]).await?;
                 replies.pop().unwrap_or(Value::Nil).extract_error()
             }
         }
@@ -149,7 +160,7 @@ impl Client {
                 }
                 conn.send_packed_commands(&pipeline, 0, count).await
             }
-            Client::Cluster(conn) => cluster_on_key(conn, key, cmds).await,
+            Client::Cluster(conn, failover) => cluster_on_key(conn, failover, key, cmds).await,
         }
     }
 
@@ -188,7 +199,7 @@ impl Client {
                 };
                 Ok(vec![("server".to_owned(), value)])
             }
-            Client::Cluster(mut conn) => {
+            Client::Cluster(mut conn, _) => {
                 let routing = RoutingInfo::MultiNode((nodes, None));
                 match conn.route_command(cmd, routing).await? {
                     Value::Map(entries) => Ok(entries
@@ -214,7 +225,7 @@ impl Client {
     pub(crate) async fn on_all_nodes(&self, cmd: Cmd) -> RedisResult<Value> {
         let value = match self.clone() {
             Client::Single(mut conn) => conn.send_packed_command(&cmd).await?,
-            Client::Cluster(mut conn) => {
+            Client::Cluster(mut conn, _) => {
                 let routing = RoutingInfo::MultiNode((
                     MultipleNodeRoutingInfo::AllNodes,
                     Some(ResponsePolicy::AllSucceeded),
@@ -228,9 +239,13 @@ impl Client {
 
 /// Sends `cmds` as one pipeline to the primary of `key`'s slot, following
 /// the answers that prove the first command did not run; returns one reply
-/// per command (with `ASKING` left out).
+/// per command (with `ASKING` left out). While the slot has no primary to
+/// answer, it waits up to `failover` from the first such answer: each try
+/// that finds no connection to the node makes the cluster client refresh
+/// its slot map, so a later try reaches the promoted replica.
 async fn cluster_on_key(
     mut conn: ClusterConnection,
+    failover: Duration,
     key: &str,
     cmds: Vec<Cmd>,
 ) -> RedisResult<Vec<Value>> {
@@ -238,6 +253,7 @@ async fn cluster_on_key(
     let mut route = primary_for(key);
     let mut asking = false;
     let mut tries = 0;
+    let mut failing: Option<(Instant, u32)> = None;
     loop {
         let mut pipeline = Pipeline::with_capacity(count + 1);
         if asking {
@@ -262,11 +278,29 @@ async fn cluster_on_key(
             Ok(replies) => return Ok(replies),
             Err(err) => err,
         };
-        tries += 1;
-        let next = match not_run(&err) {
-            Some(next) if tries < MAX_REDIRECTS => next,
-            _ => return Err(err),
+        let Some(next) = not_run(&err) else {
+            return Err(err);
         };
+        if let NextTry::Failover = next {
+            let (since, waits) = failing.get_or_insert_with(|| (Instant::now(), 0));
+            *waits += 1;
+            let wait = pause(*waits);
+            if since.elapsed() + wait > failover {
+                return Err(err);
+            }
+            // The redirects so far led to a node that is gone (a replica
+            // answers `MOVED` to its dead primary until it is promoted
+            // itself): the wait, not their count, bounds them now.
+            tries = 0;
+            route = primary_for(key);
+            asking = false;
+            tokio::time::sleep(wait).await;
+            continue;
+        }
+        tries += 1;
+        if tries >= MAX_REDIRECTS {
+            return Err(err);
+        }
         asking = false;
         match next {
             NextTry::Moved { host, port } => {
@@ -276,7 +310,7 @@ async fn cluster_on_key(
                 route = SingleNodeRoutingInfo::ByAddress { host, port };
                 asking = true;
             }
-            NextTry::Wait => {
+            NextTry::Wait | NextTry::Failover => {
                 route = primary_for(key);
                 tokio::time::sleep(pause(tries)).await;
             }
@@ -489,7 +523,7 @@ impl Connection {
 
     /// Whether this is a cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.shared.lock().client, Client::Cluster(_))
+        matches!(self.shared.lock().client, Client::Cluster(..))
     }
 
     /// How many times the client has been replaced.
@@ -511,8 +545,8 @@ impl Connection {
         let state = self.shared.lock();
         let lane = match (&state.client, key) {
             (Client::Single(_), _) => Some(Lane::Server),
-            (Client::Cluster(_), Some(key)) => Some(Lane::Slot(Slot::for_key(key))),
-            (Client::Cluster(_), None) => None,
+            (Client::Cluster(..), Some(key)) => Some(Lane::Slot(Slot::for_key(key))),
+            (Client::Cluster(..), None) => None,
         };
         let watch = Watch {
             shared: Arc::clone(&self.shared),

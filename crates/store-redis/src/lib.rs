@@ -157,9 +157,9 @@ pub use oplog::{
     RedisOperationLog,
 };
 pub use options::{
-    ConnectError, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX,
-    DEFAULT_RETENTION, Durability, InvalidOptions, MAX_KEY_PREFIX_BYTES, MAX_RETENTION,
-    RedisStoreOptions,
+    ConnectError, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER_TIMEOUT,
+    DEFAULT_KEY_PREFIX, DEFAULT_RETENTION, Durability, InvalidOptions, MAX_FAILOVER_TIMEOUT,
+    MAX_KEY_PREFIX_BYTES, MAX_RETENTION, RedisStoreOptions,
 };
 pub use record::{RECORD_FIELDS, RecordField, record_fields, record_from_fields};
 pub use scripts::GrantScript;

@@ -23,6 +23,16 @@ pub const DEFAULT_KEY_PREFIX: &str = "countersign";
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long connecting (and the start-up probe) may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a call on a Redis Cluster waits for a slot's primary to come
+/// back or for its replica to be promoted: 15 s.
+///
+/// A replica is promoted about `cluster-node-timeout` after its primary
+/// died, plus an election of a second or two (the store's tests, with a
+/// 5 s node timeout, measured 5.5–8.5 s), so this covers node timeouts up
+/// to about 10 s; with Redis's default of 15 s set about 20 s.
+pub const DEFAULT_FAILOVER_TIMEOUT: Duration = Duration::from_secs(15);
+/// The longest failover timeout accepted.
+pub const MAX_FAILOVER_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// The longest retention accepted.
 pub const MAX_RETENTION: Duration = Duration::from_secs(366 * 24 * 60 * 60);
 /// The longest key prefix accepted, in bytes.
@@ -78,6 +88,7 @@ pub struct RedisStoreOptions {
     pub(crate) retention: Duration,
     pub(crate) command_timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    pub(crate) failover_timeout: Duration,
     pub(crate) durability: Option<Durability>,
     pub(crate) allow_non_durable_persistence: bool,
     pub(crate) allow_unverified_persistence: bool,
@@ -91,6 +102,7 @@ impl RedisStoreOptions {
             retention: DEFAULT_RETENTION,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
             durability: None,
             allow_non_durable_persistence: false,
             allow_unverified_persistence: false,
@@ -141,6 +153,23 @@ impl RedisStoreOptions {
     /// The limit on connecting and on the start-up probe (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// On a Redis Cluster, how long one call waits for the primary of its
+    /// slot while the cluster proves the call did not run there: no
+    /// connection to the node, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`,
+    /// `READONLY` (default [`DEFAULT_FAILOVER_TIMEOUT`], 15 s; zero
+    /// fails such a call at once; at most 10 minutes). Meanwhile the call is
+    /// sent again, routed by the cluster's refreshed slot map, every 100
+    /// ms or so, so a call on the slots of a primary that died succeeds
+    /// once its replica is promoted. A call whose reply was lost (it may
+    /// have run) is never sent again by the store: it fails, and the
+    /// caller's retry with the same attempt id answers a replay. Set it
+    /// above your cluster's `cluster-node-timeout` plus a couple of
+    /// seconds of election. Ignored on a single server.
+    pub fn failover_timeout(mut self, timeout: Duration) -> Self {
+        self.failover_timeout = timeout;
         self
     }
 
@@ -229,6 +258,11 @@ impl RedisStoreOptions {
                 "connect timeout must be more than zero",
             ));
         }
+        if self.failover_timeout > MAX_FAILOVER_TIMEOUT {
+            return Err(InvalidOptions::new(
+                "failover timeout must be at most 10 minutes",
+            ));
+        }
         if let Some(durability) = self.durability {
             if durability.replicas == 0 {
                 return Err(InvalidOptions::new(
@@ -282,6 +316,7 @@ impl fmt::Debug for RedisStoreOptions {
             .field("retention", &self.retention)
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("failover_timeout", &self.failover_timeout)
             .field("durability", &self.durability)
             .field(
                 "allow_non_durable_persistence",
@@ -393,6 +428,7 @@ mod tests {
             base().retention(MAX_RETENTION + Duration::from_secs(1)),
             base().command_timeout(Duration::ZERO),
             base().connect_timeout(Duration::ZERO),
+            base().failover_timeout(MAX_FAILOVER_TIMEOUT + Duration::from_millis(1)),
             base().durability(Durability::new(0, Duration::from_secs(1))),
             base().durability(Durability::new(1, Duration::ZERO)),
             base().durability(Durability::new(1, Duration::from_micros(999))),

@@ -436,6 +436,69 @@ pub(crate) fn decode(id: &ApprovalId, key: &str, record: &[u8]) -> Result<Decode
     })
 }
 
+/// The head of a record as this store encoded it at issue
+/// ([`encode_new`]: the format byte and fields 1 to 17), and the grant,
+/// checked when it was built, that those bytes encode.
+#[derive(Debug)]
+pub(crate) struct Head {
+    bytes: Vec<u8>,
+    approval: Approval,
+}
+
+impl Head {
+    /// The head `encode_new(approval, …)` wrote as `bytes`.
+    pub(crate) fn new(bytes: Vec<u8>, approval: Approval) -> Self {
+        Head { bytes, approval }
+    }
+}
+
+/// Reads a record that starts with the very bytes of `head`, parsing only
+/// what follows them: those bytes decode to `head`'s grant (the reader and
+/// [`encode_new`] agree field for field), so reading them again could only
+/// repeat checks that grant already passed. What follows is checked as
+/// [`decode`] checks it. `None` when the record does not start with the
+/// head, or when anything after it is not as [`decode`] wants: the caller
+/// then reads it with [`decode`], which says what is wrong.
+pub(crate) fn decode_after_head(key: &str, record: &[u8], head: &Head) -> Option<Decoded> {
+    /// The next field as text: `Some(None)` when absent, `None` when the
+    /// bytes are not a field or not UTF-8.
+    fn text<'a>(r: &mut Reader<'a>) -> Option<Option<&'a str>> {
+        match r.field()? {
+            Some(value) => std::str::from_utf8(value).ok().map(Some),
+            None => Some(None),
+        }
+    }
+    let rest = record.strip_prefix(head.bytes.as_slice())?;
+    let mut r = Reader::new(rest);
+    for _generation in ["rgen", "agen"] {
+        parse_u64(text(&mut r)??)?;
+    }
+    let state = r.field()??;
+    let failed = text(&mut r)??;
+    let (consumed_at, consumed_by, abandoned) = (text(&mut r)?, text(&mut r)?, text(&mut r)?);
+    if !r.done() {
+        return None;
+    }
+    let changing = Changing {
+        state,
+        failed,
+        consumed_at,
+        consumed_by,
+        abandoned,
+    };
+    let (state, failed_attempts) =
+        decode_changing(key, &changing, head.approval.attempt_limit).ok()?;
+    let abandoned = decode_abandoned(key, changing.abandoned).ok()?;
+    Some(Decoded {
+        grant: StoredGrant {
+            approval: head.approval.clone(),
+            state,
+            failed_attempts,
+        },
+        abandoned,
+    })
+}
+
 /// The state and the count of failed attempts, checked against each other
 /// and the attempt limit.
 fn decode_changing(
@@ -842,6 +905,67 @@ pub(crate) mod tests {
     /// changed as a consume and two abandons would.
     fn stored(approval: &Approval) -> Vec<u8> {
         let mut raw = encode_new(approval, &[7u8; ISSUE_TOKEN_BYTES]);
+        for value in ["0", "3", "c", "2", "17", "att_x"] {
+            put(&mut raw, value.as_bytes());
+        }
+        put(&mut raw, b"att_a att_b");
+        raw
+    }
+
+    /// Past a head this store encoded, a record reads exactly as the full
+    /// reader reads it; anything the full reader would refuse after the
+    /// head, or a record with other head bytes, is left to the full reader.
+    #[test]
+    fn a_record_read_past_its_head_reads_as_the_whole_record() {
+        let approval = full_grant();
+        let head = Head::new(
+            encode_new(&approval, &[7u8; ISSUE_TOKEN_BYTES]),
+            approval.clone(),
+        );
+        let raw = stored(&approval);
+        let fast = decode_after_head("k", &raw, &head).unwrap();
+        let full = decode(&approval.id, "k", &raw).unwrap();
+        assert_eq!(fast.grant, full.grant);
+        assert_eq!(fast.abandoned, full.abandoned);
+        let mut active = encode_new(&approval, &[7u8; ISSUE_TOKEN_BYTES]);
+        for value in [Some("0"), Some("1"), Some("a"), Some("0"), None, None, None] {
+            put_opt(&mut active, value.map(str::as_bytes));
+        }
+        let fast = decode_after_head("k", &active, &head).unwrap();
+        assert_eq!(
+            fast.grant,
+            decode(&approval.id, "k", &active).unwrap().grant
+        );
+        // Another issue token: other head bytes.
+        let other = stored_with_token(&approval, [8u8; ISSUE_TOKEN_BYTES]);
+        assert!(decode_after_head("k", &other, &head).is_none());
+        // Damage after the head: each is refused by the full reader.
+        let fields = record_fields(&raw).unwrap();
+        let damages: [(&str, Option<&[u8]>); 7] = [
+            ("rgen", Some(b"01")),
+            ("agen", None),
+            ("state", Some(b"x")),
+            ("failed", Some(b"9")),
+            ("consumed_at", None),
+            ("consumed_by", Some(b"not an id!")),
+            ("abandoned", Some(b"att_a  att_b")),
+        ];
+        for (name, value) in damages {
+            let mut damaged = fields.clone();
+            let field = damaged.iter_mut().find(|(n, _)| *n == name).unwrap();
+            field.1 = value.map(<[u8]>::to_vec);
+            let damaged = record_from_fields(&damaged);
+            assert!(decode(&approval.id, "k", &damaged).is_err(), "{name}");
+            assert!(decode_after_head("k", &damaged, &head).is_none(), "{name}");
+        }
+        let mut longer = raw.clone();
+        longer.push(0);
+        assert!(decode_after_head("k", &longer, &head).is_none());
+        assert!(decode_after_head("k", &raw[..raw.len() - 1], &head).is_none());
+    }
+
+    fn stored_with_token(approval: &Approval, token: [u8; ISSUE_TOKEN_BYTES]) -> Vec<u8> {
+        let mut raw = encode_new(approval, &token);
         for value in ["0", "3", "c", "2", "17", "att_x"] {
             put(&mut raw, value.as_bytes());
         }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,7 +20,7 @@ use crate::conn::Connection;
 use crate::options::{
     ConnectError, Durability, InvalidOptions, RedisStoreOptions, Topology, redact,
 };
-use crate::record::{self, ISSUE_TOKEN_BYTES, text};
+use crate::record::{self, Head, ISSUE_TOKEN_BYTES, text};
 use crate::scripts::{GrantScript, Scripts};
 
 /// The oldest server major version whose scripts replicate by effect, which
@@ -39,6 +39,9 @@ pub struct RedisApprovalStore {
     prefix: String,
     pub(crate) retention_ms: String,
     command_timeout: Duration,
+    /// How long a call may wait on top of its round trip for a failover
+    /// (the failover timeout on a cluster, zero on a single server).
+    failover_wait: Duration,
     durability: Option<Durability>,
     scripts: Scripts,
     startup_warnings: Vec<String>,
@@ -64,13 +67,37 @@ impl fmt::Debug for RedisApprovalStore {
             .field("prefix", &self.prefix)
             .field("retention_ms", &self.retention_ms)
             .field("command_timeout", &self.command_timeout)
+            .field("failover_wait", &self.failover_wait)
             .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
 }
 
+/// Whether `err` is the server refusing a write because `maxmemory` is
+/// reached (`-OOM`). Such an answer proves that the call wrote nothing:
+/// Redis refuses a plain command before it runs, and a script only at its
+/// first write that may grow memory and only while the script has written
+/// nothing yet (past its first write a script runs to its end). The
+/// consume and abandon scripts write first with `SET` or `ZADD`, which
+/// Redis refuses there, so under `maxmemory` they are refused whole.
+pub(crate) fn is_out_of_memory(err: &RedisError) -> bool {
+    err.code() == Some("OOM")
+}
+
 /// A failed call as the trait reports it.
 pub(crate) fn redis_error(what: &str, err: &RedisError) -> StoreError {
+    if is_out_of_memory(err) {
+        // Not retryable: a server at its memory limit refuses the same
+        // write again until memory is freed, which outlasts any retry
+        // budget; and since nothing was written, there is nothing to give
+        // back, so a caller's give-back (refused the same way) ends at once.
+        return StoreError::Rejected {
+            message: format!(
+                "{what}: redis is out of memory (`maxmemory` reached) and refused the write, \
+                 so nothing was written; free memory or raise `maxmemory`"
+            ),
+        };
+    }
     if err.is_timeout() {
         return StoreError::Timeout {
             message: format!("{what}: {err}"),
@@ -204,9 +231,24 @@ fn reply_record(
     key: &str,
     reply: &Reply,
 ) -> Result<(StoredGrant, Vec<AttemptId>, Seen), StoreError> {
+    reply_record_after(script, id, key, reply, None)
+}
+
+/// [`reply_record`], reading only what follows `head` when the record
+/// starts with it (see [`record::decode_after_head`]).
+fn reply_record_after(
+    script: GrantScript,
+    id: &ApprovalId,
+    key: &str,
+    reply: &Reply,
+    head: Option<&Head>,
+) -> Result<(StoredGrant, Vec<AttemptId>, Seen), StoreError> {
     match reply.items.as_slice() {
         [Value::BulkString(raw), seen] => {
-            let decoded = record::decode(id, key, raw)?;
+            let decoded = match head.and_then(|head| record::decode_after_head(key, raw, head)) {
+                Some(decoded) => decoded,
+                None => record::decode(id, key, raw)?,
+            };
             Ok((
                 decoded.grant,
                 decoded.abandoned,
@@ -302,6 +344,9 @@ struct Known {
     /// The fingerprint of its fixed fields as this store validated them
     /// (it wrote them at issue, or read them with the strict reader).
     fingerprint: Option<String>,
+    /// The head of the record as this store encoded it at issue, with its
+    /// grant: a consume's reply that starts with it is read past it only.
+    head: Option<Arc<Head>>,
 }
 
 /// A grant as the get script read it and the library validated it.
@@ -415,6 +460,10 @@ impl RedisApprovalStore {
             prefix: options.key_prefix.clone(),
             retention_ms: options.retention.as_millis().to_string(),
             command_timeout: options.command_timeout,
+            failover_wait: match options.topology {
+                Topology::Cluster(_) => options.failover_timeout,
+                Topology::Single(_) => Duration::ZERO,
+            },
             durability: options.durability,
             scripts: Scripts::new(),
             startup_warnings: Vec::new(),
@@ -498,8 +547,8 @@ impl RedisApprovalStore {
     }
 
     /// The slot and validated fingerprint of grant `id`, when this store
-    /// has both.
-    fn cached_fingerprint(&self, id: &ApprovalId) -> Option<(Slot, String)> {
+    /// has both, and the head of its record when this store issued it.
+    fn cached_fingerprint(&self, id: &ApprovalId) -> Option<(Slot, String, Option<Arc<Head>>)> {
         let known = self
             .slots
             .lock()
@@ -507,7 +556,16 @@ impl RedisApprovalStore {
             .get(id)
             .cloned()?;
         let fingerprint = known.fingerprint?;
-        Some((self.slot_of_tag(known.tag), fingerprint))
+        Some((self.slot_of_tag(known.tag), fingerprint, known.head))
+    }
+
+    /// Remembers the head of grant `id`'s record as this store encoded it
+    /// at issue (after [`remember`](Self::remember) of its slot).
+    fn remember_head(&self, id: &ApprovalId, head: Head) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = slots.get_mut(id) {
+            known.head = Some(Arc::new(head));
+        }
     }
 
     /// Remembers grant `id`'s slot, and the fingerprint of fixed fields
@@ -530,6 +588,7 @@ impl RedisApprovalStore {
             Known {
                 tag: tag.to_owned(),
                 fingerprint: fingerprint.map(str::to_owned),
+                head: None,
             },
         );
     }
@@ -833,22 +892,20 @@ impl RedisApprovalStore {
         let what = format!("{} script", script.name());
         let key = keys.first().copied().unwrap_or_default();
         let wait = self.durability.filter(|_| durable);
+        // A call on a cluster may wait for a failover before its round trip.
+        let round_trip = self.command_timeout.saturating_add(self.failover_wait);
         for reload in [false, true] {
             let cmd = loaded.invocation(reload, keys, args);
             let result = match wait {
-                None => timed(
-                    &what,
-                    self.command_timeout,
-                    self.conn.on_key(key, cmd, at_once),
-                )
-                .await?
-                .map(|v| (v, None)),
+                None => timed(&what, round_trip, self.conn.on_key(key, cmd, at_once))
+                    .await?
+                    .map(|v| (v, None)),
                 Some(durability) => {
                     let mut wait_cmd = redis::cmd("WAIT");
                     wait_cmd
                         .arg(durability.replicas)
                         .arg(u64::try_from(durability.timeout.as_millis()).unwrap_or(u64::MAX));
-                    let limit = self.command_timeout.saturating_add(durability.timeout);
+                    let limit = round_trip.saturating_add(durability.timeout);
                     timed(
                         &what,
                         limit,
@@ -1239,11 +1296,14 @@ enum Attempt<T> {
 impl RedisApprovalStore {
     /// Runs the consume script on grant `id` in `slot`, writing only if its
     /// fixed fields still have `fingerprint`, and checks its answer against
-    /// the rules.
+    /// the rules (reading the record it replies past `head`, when this
+    /// store issued it and it starts with it).
+    #[allow(clippy::too_many_arguments)]
     async fn consume_in(
         &self,
         slot: &Slot,
         fingerprint: &str,
+        head: Option<&Head>,
         id: &ApprovalId,
         binding: &Binding,
         now: Timestamp,
@@ -1275,7 +1335,8 @@ impl RedisApprovalStore {
         // The script saw a record with the very fixed fields validated
         // before; the library's own rules, applied to the record as the
         // script saw it, must reach its outcome.
-        let (before, abandoned, seen) = reply_record(GrantScript::Consume, id, &key, &reply)?;
+        let (before, abandoned, seen) =
+            reply_record_after(GrantScript::Consume, id, &key, &reply, head)?;
         let decision = decide_consume(&before, &abandoned, seen.stopped, binding, now, attempt);
         if !consume_agrees(status, outcome, &decision) {
             return Err(disagreement(&key, GrantScript::Consume));
@@ -1421,6 +1482,7 @@ impl ApprovalStore for RedisApprovalStore {
                         .filter(|f| f.len() == 40)
                         .ok_or_else(|| unexpected_reply(GrantScript::Issue, &key))?;
                     self.remember(&approval.id, &slot.tag, Some(fingerprint));
+                    self.remember_head(&approval.id, Head::new(record, approval.clone()));
                 }
                 self.confirm(pointer_wait)?;
                 Ok(self.confirm(wait)?)
@@ -1456,7 +1518,7 @@ impl ApprovalStore for RedisApprovalStore {
     async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
         // One round trip when this store validated the grant's fixed
         // fields before (it issued or read it).
-        if let Some((slot, fingerprint)) = self.cached_fingerprint(id) {
+        if let Some((slot, fingerprint, _)) = self.cached_fingerprint(id) {
             match self.revoke_in(&slot, &fingerprint, id).await? {
                 Attempt::Done(outcome) => return Ok(outcome),
                 Attempt::Changed | Attempt::Unknown => self.forget(id),
@@ -1503,9 +1565,17 @@ impl ApprovalStore for RedisApprovalStore {
         // fields before (it issued or read it): the script writes only if
         // they are still exactly those. The slot is the grant's own, so a
         // binding naming another actor is counted there.
-        if let Some((slot, fingerprint)) = self.cached_fingerprint(id) {
+        if let Some((slot, fingerprint, head)) = self.cached_fingerprint(id) {
             match self
-                .consume_in(&slot, &fingerprint, id, binding, now, attempt)
+                .consume_in(
+                    &slot,
+                    &fingerprint,
+                    head.as_deref(),
+                    id,
+                    binding,
+                    now,
+                    attempt,
+                )
                 .await?
             {
                 Attempt::Done(outcome) => return Ok(outcome),
@@ -1524,7 +1594,7 @@ impl ApprovalStore for RedisApprovalStore {
                 return Ok(ConsumeOutcome::Unknown);
             };
             match self
-                .consume_in(&slot, &read.fingerprint, id, binding, now, attempt)
+                .consume_in(&slot, &read.fingerprint, None, id, binding, now, attempt)
                 .await?
             {
                 Attempt::Done(outcome) => return Ok(outcome),

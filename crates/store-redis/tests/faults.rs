@@ -517,3 +517,140 @@ async fn a_lost_consume_reply_is_a_replay_when_retried() {
     assert_eq!(again["error"]["code"], "APPROVAL_STALE");
     assert_eq!(backend.len(), 1);
 }
+
+/// Calls of the scripts (`EVALSHA` and `EVAL`, refused ones included) the
+/// server ran since its statistics were last reset: the store's round
+/// trips, counted by the server itself.
+fn script_calls(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .flat_map(|line| line.split([':', ',']))
+        .filter_map(|field| {
+            let (name, value) = field.split_once('=')?;
+            ["calls", "rejected_calls"]
+                .contains(&name)
+                .then(|| value.parse::<u64>().unwrap())
+        })
+        .sum()
+}
+
+fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(conn)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_is_refused_at_once_and_the_grant_stays_usable() {
+    // A server of its own: its memory limit and statistics are the test's.
+    let server = RedisServer::start();
+    let store = Arc::new(fast_store(server.url(), "oom", None).await);
+    let mut admin = server.conn();
+    let t0 = now();
+    let direct = grant("a#oom-direct", TTL, t0).await;
+    let through_act = grant("a#oom-act", TTL, t0).await;
+    let (direct_id, binding) = (direct.id.clone(), direct.binding());
+    let act_id = through_act.id.clone();
+    store.issue(direct).await.unwrap();
+    store.issue(through_act).await.unwrap();
+    let keys = |id| {
+        support::grant_keys(&store, id)
+            .into_iter()
+            .map(|(_, key)| key)
+            .collect::<Vec<_>>()
+    };
+    let dump = |conn: &mut redis::Connection, keys: &[String]| -> Vec<Option<Vec<u8>>> {
+        keys.iter()
+            .map(|key| redis::cmd("DUMP").arg(key).query(conn).unwrap())
+            .collect()
+    };
+    let (direct_keys, act_keys) = (keys(&direct_id), keys(&act_id));
+    let (direct_before, act_before) = (dump(&mut admin, &direct_keys), dump(&mut admin, &act_keys));
+
+    // Every byte in use is over a 1-byte limit: each write is refused.
+    config_set(&mut admin, "maxmemory", "1");
+
+    // Store level: a refusal that says why, that is not worth repeating,
+    // and that wrote nothing (the script's first write was the one refused).
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut admin)
+        .unwrap();
+    let attempt = fresh_attempt();
+    let refused = store
+        .consume_once(&direct_id, &binding, now(), &attempt)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::Rejected { .. }), "{refused}");
+    assert!(!refused.is_retryable(), "{refused}");
+    assert!(refused.to_string().contains("out of memory"), "{refused}");
+    assert!(refused.to_string().contains("`maxmemory`"), "{refused}");
+    assert_eq!(script_calls(&mut admin), 1, "one round trip, no retry");
+    let gave_back = store
+        .abandon(&direct_id, &attempt, now())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(gave_back, StoreError::Rejected { .. }),
+        "{gave_back}"
+    );
+    let issued = store
+        .issue(grant("a#oom-new", TTL, now()).await)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&issued, countersign_approval_core::IssueError::Store(e) if !e.is_retryable()),
+        "{issued}"
+    );
+    // Reads still answer.
+    assert_eq!(
+        store.get(&direct_id).await.unwrap().unwrap().state,
+        GrantState::Active
+    );
+    assert_eq!(dump(&mut admin, &direct_keys), direct_before);
+
+    // Through Act with its default retries (3 tries, then a give-back
+    // retried for up to its 1 s abandon timeout): one consume, one
+    // give-back, each refused at once; nothing performed, nothing written.
+    let backend = FakeBackend::new();
+    let operations = Arc::new(InMemoryOperationStore::new());
+    let act = act_over(store.clone(), &backend, &operations, RetryPolicy::default());
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut admin)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let result = act
+        .execute_tool_call(&call(act_id.as_str(), "a#oom-act"))
+        .await;
+    let took = started.elapsed();
+    let calls = script_calls(&mut admin);
+    eprintln!("out of memory: one refused Act call took {took:?}, {calls} script calls");
+    assert_eq!(result.code(), OutcomeCode::StoreUnavailable);
+    assert_eq!(calls, 2, "one consume and one give-back, neither retried");
+    assert!(backend.is_empty());
+    assert_eq!(dump(&mut admin, &act_keys), act_before);
+
+    // Memory freed: both grants are usable, each exactly once.
+    config_set(&mut admin, "maxmemory", "0");
+    let result = act
+        .execute_tool_call(&call(act_id.as_str(), "a#oom-act"))
+        .await;
+    assert!(result.is_ok(), "{}", result.to_json());
+    assert_eq!(backend.len(), 1);
+    let again = act
+        .execute_tool_call(&call(act_id.as_str(), "a#oom-act"))
+        .await;
+    assert_eq!(again.code(), OutcomeCode::ApprovalStale);
+    assert_eq!(
+        store
+            .consume_once(&direct_id, &binding, now(), &fresh_attempt())
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed { replay: false }
+    );
+}

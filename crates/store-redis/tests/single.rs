@@ -1771,3 +1771,59 @@ async fn memory_per_grant_is_measured() {
     // A generous sanity bound: the figures above go to docs/redis.md.
     assert!(per_grant < 1_024, "{per_grant} B per grant");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_set_memory_is_measured_across_its_encodings() {
+    // Redis keeps a sorted set of at most `zset-max-listpack-entries` (128
+    // by default) members as one listpack, and a larger one as a skiplist
+    // with a hash table: the bytes per live grant change at that size.
+    let store = store_on(shared_server(), "live-memory").await;
+    let mut conn = shared_server().conn();
+    let live = store.live_key(&support::actor(), &support::run());
+    let usage = |conn: &mut redis::Connection| -> (u64, String) {
+        let bytes = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&live)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(conn)
+            .unwrap();
+        let encoding = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(&live)
+            .query(conn)
+            .unwrap();
+        (bytes, encoding)
+    };
+    let t0 = now();
+    let mut issued = 0;
+    let mut figures = Vec::new();
+    for size in [100, 128, 129, 1_000, 10_000] {
+        while issued < size {
+            let selector = format!("button#buy-{issued}");
+            let approval = grant(&selector, Duration::from_secs(600), t0).await;
+            store.issue(approval).await.unwrap();
+            issued += 1;
+        }
+        let (bytes, encoding) = usage(&mut conn);
+        eprintln!(
+            "live set of {size} grants: {bytes} B by MEMORY USAGE ({encoding}), {:.1} B per grant",
+            bytes as f64 / size as f64
+        );
+        figures.push((size, bytes, encoding));
+    }
+    let per = |from: usize, to: usize| {
+        let bytes = |size| figures.iter().find(|f| f.0 == size).unwrap().1;
+        (bytes(to) - bytes(from)) as f64 / (to - from) as f64
+    };
+    eprintln!(
+        "live set, bytes per added grant: {:.1} B from 100 to 128, {:.1} B from 1 000 to 10 000",
+        per(100, 128),
+        per(1_000, 10_000)
+    );
+    assert_eq!(figures[1].2, "listpack");
+    assert_eq!(figures[2].2, "skiplist");
+    // Sanity bounds around the figures docs/redis.md gives.
+    assert!(per(100, 128) < 48.0);
+    assert!(per(1_000, 10_000) < 160.0);
+}

@@ -242,15 +242,80 @@ pub fn shared_server() -> &'static RedisServer {
     SERVER.get_or_init(RedisServer::start)
 }
 
-/// Three masters, no replicas, all 16384 slots assigned.
+/// Three masters (and their replicas, when asked), all 16384 slots assigned.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
     pub fn start() -> RedisCluster {
+        Self::start_nodes(0)
+    }
+
+    /// Three masters, each with `replicas` replicas (linked and in sync),
+    /// all 16384 slots assigned; the node timeout is 5 s, as in
+    /// [`start`](Self::start).
+    pub fn start_with_replicas(replicas: usize) -> RedisCluster {
+        let cluster = Self::start_nodes(replicas);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &cluster.nodes {
+            let mut conn = node.conn();
+            loop {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut conn)
+                    .unwrap();
+                let linked = info.contains("role:master")
+                    && info.contains(&format!("connected_slaves:{replicas}"))
+                    || info.contains("role:slave") && info.contains("master_link_status:up");
+                if linked {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "replication did not link: {info}"
+                );
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+        cluster
+    }
+
+    /// The node (its index in `nodes`) that is the primary of `key`'s slot
+    /// now, as a live node `asker` sees it; `None` while the primary it
+    /// knows is failing.
+    pub fn primary_of(&self, asker: usize, key: &str) -> Option<usize> {
+        let mut conn = self.nodes[asker].conn();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .unwrap();
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap();
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if !fields[2].split(',').any(|f| f == "master") || fields[2].contains("fail") {
+                continue;
+            }
+            let owns = fields[8..].iter().any(|range| {
+                let (from, to) = range.split_once('-').unwrap_or((range, range));
+                match (from.parse::<u16>(), to.parse::<u16>()) {
+                    (Ok(from), Ok(to)) => (from..=to).contains(&slot),
+                    _ => false,
+                }
+            });
+            if owns {
+                let port: u16 = fields[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
+                return self.nodes.iter().position(|n| n.port() == port);
+            }
+        }
+        None
+    }
+
+    fn start_nodes(replicas: usize) -> RedisCluster {
+        let count = 3 * (1 + replicas);
         let mut nodes = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..count {
             let bus = free_port().to_string();
             // Relative to the node's own --dir.
             let node = RedisServer::start_with(&[
@@ -272,7 +337,7 @@ impl RedisCluster {
         let output = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .expect("redis-cli runs");
@@ -289,7 +354,7 @@ impl RedisCluster {
                 let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
                 if info.contains("cluster_state:ok")
                     && info.contains("cluster_slots_ok:16384")
-                    && info.contains("cluster_known_nodes:3")
+                    && info.contains(&format!("cluster_known_nodes:{count}"))
                 {
                     break;
                 }
