@@ -34,6 +34,7 @@ fn main() -> ExitCode {
 
 fn run(quick: bool) -> Result<(), String> {
     let load_before = report::load_average();
+    let tree = report::tree_summary();
     let budget = if quick {
         Budget {
             samples: 3,
@@ -151,7 +152,15 @@ fn run(quick: bool) -> Result<(), String> {
             &destination.scale_svg,
         ));
     }
-    let path = report::write(&destination, &only, &load_before, &rows, &extra, &drawn)?;
+    let path = report::write(
+        &destination,
+        &only,
+        &tree,
+        &load_before,
+        &rows,
+        &extra,
+        &drawn,
+    )?;
     eprintln!("wrote {path}");
     Ok(())
 }

@@ -126,7 +126,7 @@ pub fn load_average() -> String {
 }
 
 /// The tree measured: the commit, and whether the work tree differed from it.
-fn tree_summary() -> String {
+pub fn tree_summary() -> String {
     let commit = command_output("git", &["rev-parse", "HEAD"]);
     if commit.is_empty() {
         return "unknown (not a git checkout)".to_owned();
@@ -183,12 +183,14 @@ impl Destination {
     }
 }
 
-/// Writes the report of one run; returns its path. `load_before` is the
-/// load average when the run began; `charts` the chart files written (by
+/// Writes the report of one run; returns its path. `tree` is
+/// [`tree_summary`] taken when the run began, `load_before` the
+/// load average then; `charts` the chart files written (by
 /// file name) for the report to link.
 pub fn write(
     destination: &Destination,
     only: &str,
+    tree: &str,
     load_before: &str,
     rows: &[Row],
     sections: &[String],
@@ -211,7 +213,7 @@ pub fn write(
          `cargo xtask bench --quick` (part of `cargo xtask ci`) only checks that every \
          benchmark still runs.\n"
     );
-    let _ = writeln!(out, "- tree: {}", tree_summary());
+    let _ = writeln!(out, "- tree: {tree} (when the run began)");
     let _ = writeln!(out, "- date: {date}");
     let _ = writeln!(out, "- machine: {}", machine_summary());
     let _ = writeln!(

@@ -37,7 +37,7 @@ fn through_proxy(options: RedisStoreOptions) -> RedisStoreOptions {
 /// every call is `ok` with exactly one action.
 async fn lost_replies_end_in_ok(
     store: Arc<RedisApprovalStore>,
-    arm: impl Fn(&str),
+    arm: impl Fn(&str, &str),
     disarm: impl Fn(),
     dropped: impl Fn() -> usize,
 ) {
@@ -49,7 +49,7 @@ async fn lost_replies_end_in_ok(
         store.issue(approval).await.unwrap();
         let attempt = AttemptId::generate().unwrap();
         let before = dropped();
-        arm(&consume_sha);
+        arm(&support::grant_key(&store, &id), &consume_sha);
         let lost = store
             .consume_once(&id, &binding, t0, &attempt)
             .await
@@ -91,8 +91,9 @@ async fn lost_replies_end_in_ok(
         let selector = format!("a#act{i}");
         let approval = grant(&selector, TTL, now()).await;
         let id = approval.id.as_str().to_owned();
+        let key = support::grant_key(&store, &approval.id);
         store.issue(approval).await.unwrap();
-        arm(&consume_sha);
+        arm(&key, &consume_sha);
         let result = act.execute_json(&call(&id, &selector)).await;
         assert_eq!(result["status"], "ok", "call {i}: {result}");
         assert_eq!(dropped(), before + i + 1, "call {i}: one reply dropped");
@@ -126,7 +127,7 @@ async fn a_lost_consume_reply_on_a_cluster_ends_in_ok() {
     );
     lost_replies_end_in_ok(
         store,
-        |needle| proxied.arm(needle),
+        |key, needle| proxied.arm_for(key, needle),
         || proxied.disarm(),
         || proxied.dropped(),
     )
@@ -144,7 +145,7 @@ async fn a_lost_consume_reply_on_one_server_ends_in_ok() {
     );
     lost_replies_end_in_ok(
         store,
-        |needle| proxy.arm(needle),
+        |_, needle| proxy.arm(needle),
         || proxy.disarm(),
         || proxy.dropped(),
     )

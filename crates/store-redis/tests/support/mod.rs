@@ -754,6 +754,41 @@ impl ProxiedCluster {
         }
     }
 
+    /// Only the proxy of the primary that owns `key`'s slot drops the reply
+    /// to the next request containing `needle`: a request the cluster
+    /// client sends elsewhere while it recovers (and is answered `MOVED`)
+    /// is never mistaken for the one lost reply.
+    pub fn arm_for(&self, key: &str, needle: &str) {
+        let mut conn = self.cluster.nodes[0].conn();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .unwrap();
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap();
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if !fields[2].split(',').any(|f| f == "master") {
+                continue;
+            }
+            let owns = fields[8..].iter().any(|range| {
+                let (from, to) = range.split_once('-').unwrap_or((range, range));
+                matches!(
+                    (from.parse::<u16>(), to.parse::<u16>()),
+                    (Ok(from), Ok(to)) if (from..=to).contains(&slot)
+                )
+            });
+            if owns {
+                // Nodes announce their proxy's port.
+                let port: u16 = fields[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
+                let proxy = self.proxies.iter().find(|p| p.port == port).unwrap();
+                proxy.arm(needle);
+                return;
+            }
+        }
+        panic!("no primary owns slot {slot}");
+    }
+
     /// Disarms every proxy.
     pub fn disarm(&self) {
         for proxy in &self.proxies {
