@@ -7,10 +7,11 @@ use countersign_approval_core::{
     GivenApprovalId, Navigation, OperationId, OperationRecord, OutcomeCode, PageBinding,
     RenderedSnapshot,
 };
-use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl, quote_untrusted};
+use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::{Value, json};
 
 use crate::act::new_operation_id;
+use crate::call::shown_name;
 use crate::definition::{
     NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, ToolDefinition, ToolFormat, navigate_definition,
     observe_definition,
@@ -440,10 +441,7 @@ impl Browse {
             Value::Null => {}
             Value::Object(object) => {
                 if let Some(name) = object.keys().next() {
-                    return Err(Refused::new(
-                        OutcomeCode::NotAuthorized,
-                        unknown_argument(name),
-                    ));
+                    return Err(Refused::new(OutcomeCode::NotAuthorized, shown_name(name)));
                 }
             }
             _ => {
@@ -530,18 +528,6 @@ impl Browse {
     }
 }
 
-fn unknown_argument(name: &str) -> String {
-    let plain = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if plain {
-        format!("unknown argument `{name}`")
-    } else {
-        format!("unknown argument `{}`", quote_untrusted(name))
-    }
-}
-
 /// The `url` of a navigate call: an object with a string `url` and no
 /// other argument but `approval_id` when `with_grant`.
 fn navigate_url(args: &Value, with_grant: bool) -> Result<&str, Refused> {
@@ -555,10 +541,7 @@ fn navigate_url(args: &Value, with_grant: bool) -> Result<&str, Refused> {
         .keys()
         .find(|k| !(k.as_str() == "url" || (with_grant && k.as_str() == "approval_id")))
     {
-        return Err(Refused::new(
-            OutcomeCode::NotAuthorized,
-            unknown_argument(name),
-        ));
+        return Err(Refused::new(OutcomeCode::NotAuthorized, shown_name(name)));
     }
     match object.get("url") {
         Some(Value::String(url)) => Ok(url),

@@ -198,7 +198,7 @@ impl Malformed {
 
 /// Quotes an unknown argument name only when it is short and plain, so a
 /// message never echoes arbitrary text from the model.
-fn shown_name(name: &str) -> String {
+pub(crate) fn shown_name(name: &str) -> String {
     let plain = (1..=64).contains(&name.len())
         && name
             .bytes()
