@@ -19,11 +19,11 @@ use axum::response::Html;
 use axum::routing::get;
 use countersign::approval::ApprovalId;
 use countersign::prelude::*;
-use countersign::serde_json::{Value, json};
+use countersign::serde_json::json;
 use countersign_approval_web::ApprovalPages;
 use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
 use countersign_egress_guard::EgressGuard;
-use countersign_examples::{DemoSession, approve_through_the_page};
+use countersign_examples::{DemoSession, approve_through_the_page, outcome, running_as_root};
 
 /// The shop's front page: a link to the cart.
 const HOME: &str = r#"<!doctype html><title>Shop</title>
@@ -41,15 +41,6 @@ const CART: &str = r#"<!doctype html><title>Cart</title>
   });
 </script>"#;
 
-/// `ok`, or the error code of a refused call.
-fn outcome(result: &Value) -> String {
-    result["error"]["code"]
-        .as_str()
-        .or_else(|| result["status"].as_str())
-        .unwrap_or("no status")
-        .to_owned()
-}
-
 async fn clicks_on_the_page(tab: &Tab) -> Result<String, Box<dyn Error>> {
     let text = tab
         .inspect("function () { const o = document.getElementById('clicks'); return o ? o.textContent : 'no counter'; }")
@@ -66,15 +57,6 @@ fn ref_of(snapshot: &str, role: &str, name: &str) -> Option<String> {
     let start = line.find("[ref=")? + "[ref=".len();
     let end = start + line[start..].find(']')?;
     Some(line[start..end].to_owned())
-}
-
-/// Chromium refuses to start as root with its sandbox on.
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// Runs the walkthrough and returns the lines it prints (the

@@ -18,9 +18,10 @@ use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
 use countersign::prelude::*;
-use countersign::serde_json::{Value, json};
+use countersign::serde_json::json;
 use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
 use countersign_egress_guard::EgressGuard;
+use countersign_examples::{outcome, running_as_root};
 
 /// A button that counts the clicks a user makes (trusted events only).
 const PAGE: &str = r#"<!doctype html>
@@ -32,29 +33,11 @@ const PAGE: &str = r#"<!doctype html>
   });
 </script>"#;
 
-/// `ok`, or the error code of a refused call.
-fn outcome(result: &Value) -> String {
-    result["error"]["code"]
-        .as_str()
-        .or_else(|| result["status"].as_str())
-        .unwrap_or("no status")
-        .to_owned()
-}
-
 async fn clicks_on_the_page(tab: &Tab) -> Result<String, Box<dyn Error>> {
     let text = tab
         .inspect("function () { return document.getElementById('clicks').textContent; }")
         .await?;
     Ok(text.as_str().unwrap_or("?").to_owned())
-}
-
-/// Chromium refuses to start as root with its sandbox on.
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// Runs the walkthrough and returns the lines it prints (the `live_output`

@@ -24,6 +24,7 @@ use axum::http::{Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use countersign::approval::ApproverId;
+use countersign::serde_json::Value;
 use countersign_approval_web::{Approvers, Parts, async_trait};
 use tower::ServiceExt;
 
@@ -147,4 +148,24 @@ fn attribute_before<'a>(html: &'a str, marker: &str, prefix: &str) -> Option<&'a
     let tag = &html[tag_start..at];
     let value = tag.split(prefix).nth(1)?;
     value.split('"').next()
+}
+
+/// `ok`, or the error code of a refused call: one word per tool answer,
+/// for the examples' printed lines.
+pub fn outcome(result: &Value) -> String {
+    result["error"]["code"]
+        .as_str()
+        .or_else(|| result["status"].as_str())
+        .unwrap_or("no status")
+        .to_owned()
+}
+
+/// Whether this process runs as root, where Chromium refuses to start with
+/// its sandbox on.
+pub fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
+    })
 }
