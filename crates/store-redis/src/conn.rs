@@ -17,7 +17,9 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -501,6 +503,83 @@ impl Drop for Replacement {
     }
 }
 
+/// One call on client `generation`, until its reply arrives: polled by its
+/// caller, or, once the caller stops waiting, by a task of its own (see
+/// [`Connection::call`]).
+struct InFlight<T, Fut>
+where
+    T: Send + 'static,
+    Fut: Future<Output = RedisResult<T>> + Send + 'static,
+{
+    /// `None` once the reply arrived.
+    call: Option<Pin<Box<Fut>>>,
+    shared: Arc<Shared>,
+    generation: u64,
+    lane: Option<Lane>,
+}
+
+/// Counts a reply on `lane` as proof that its connection is alive, while
+/// the client it came on is still the current one.
+fn note_reply<T>(shared: &Shared, generation: u64, lane: Option<Lane>, result: &RedisResult<T>) {
+    let replied = match result {
+        Ok(_) => true,
+        Err(err) => !is_connection_failure(err),
+    };
+    if replied && let Some(lane) = lane {
+        let mut state = shared.lock();
+        if state.generation == generation {
+            *state.replies.entry(lane).or_insert(0) += 1;
+        }
+    }
+}
+
+impl<T, Fut> Future for InFlight<T, Fut>
+where
+    T: Send + 'static,
+    Fut: Future<Output = RedisResult<T>> + Send + 'static,
+{
+    type Output = RedisResult<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Every field is Unpin (the call is boxed), so the struct is too.
+        let this = self.get_mut();
+        let Some(call) = this.call.as_mut() else {
+            return Poll::Ready(Err(RedisError::from(std::io::Error::other(
+                "the call was polled after it ended",
+            ))));
+        };
+        let result = std::task::ready!(call.as_mut().poll(cx));
+        this.call = None;
+        note_reply(&this.shared, this.generation, this.lane, &result);
+        Poll::Ready(result)
+    }
+}
+
+impl<T, Fut> Drop for InFlight<T, Fut>
+where
+    T: Send + 'static,
+    Fut: Future<Output = RedisResult<T>> + Send + 'static,
+{
+    fn drop(&mut self) {
+        // Only the call of a caller that stopped waiting is still here.
+        let Some(call) = self.call.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (shared, generation, lane) = (Arc::clone(&self.shared), self.generation, self.lane);
+        runtime.spawn(async move {
+            let mut current = shared.current.subscribe();
+            tokio::select! {
+                result = call => note_reply(&shared, generation, lane, &result),
+                // Only an error if the sender is gone, which `shared` prevents.
+                _ = current.wait_for(|g| *g != generation) => {}
+            }
+        });
+    }
+}
+
 impl Connection {
     /// Opens the client the options describe.
     pub(crate) async fn open(options: &RedisStoreOptions) -> RedisResult<Connection> {
@@ -560,12 +639,15 @@ impl Connection {
         (state.client.clone(), watch)
     }
 
-    /// Runs `run` on the current client, watched. The call runs in a task of
-    /// its own, which outlives a caller that stops waiting (a timeout around
-    /// the call): its reply, when it arrives, still counts as proof that its
-    /// lane's connection is alive, so that calls queued behind it are not
-    /// mistaken for a dead connection. Such a task ends when the reply
-    /// arrives or when its client is replaced, whichever comes first.
+    /// Runs `run` on the current client, watched. The call is polled in the
+    /// caller's task; a caller that stops waiting (a timeout around the
+    /// call) hands the call to a task of its own, which outlives it: its
+    /// reply, when it arrives, still counts as proof that its lane's
+    /// connection is alive, so that calls queued behind it are not mistaken
+    /// for a dead connection. Such a task ends when the reply arrives or
+    /// when its client is replaced, whichever comes first. (Polling in the
+    /// caller's task spares every call a spawn, a channel and a wake-up on
+    /// another thread.)
     async fn call<T, F, Fut>(&self, key: Option<&str>, at_once: bool, run: F) -> RedisResult<T>
     where
         T: Send + 'static,
@@ -573,39 +655,13 @@ impl Connection {
         Fut: Future<Output = RedisResult<T>> + Send + 'static,
     {
         let (client, watch) = self.checkout(key, at_once).await;
-        let (generation, lane) = (watch.generation, watch.lane);
-        let shared = Arc::clone(&self.shared);
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let call = run(client);
-        tokio::spawn(async move {
-            let mut current = shared.current.subscribe();
-            let mut answer = answer;
-            let replaced_after_caller_left = async {
-                answer.closed().await;
-                // Only an error if the sender is gone, which `shared` prevents.
-                let _ = current.wait_for(|g| *g != generation).await;
-            };
-            let result = tokio::select! {
-                result = call => result,
-                () = replaced_after_caller_left => return,
-            };
-            let replied = match &result {
-                Ok(_) => true,
-                Err(err) => !is_connection_failure(err),
-            };
-            if replied && let Some(lane) = lane {
-                let mut state = shared.lock();
-                if state.generation == generation {
-                    *state.replies.entry(lane).or_insert(0) += 1;
-                }
-            }
-            let _ = answer.send(result);
-        });
-        let result = answered.await.unwrap_or_else(|_| {
-            Err(RedisError::from(std::io::Error::other(
-                "the call ended without an answer",
-            )))
-        });
+        let in_flight = InFlight {
+            call: Some(Box::pin(run(client))),
+            shared: Arc::clone(&self.shared),
+            generation: watch.generation,
+            lane: watch.lane,
+        };
+        let result = in_flight.await;
         watch.end(result)
     }
 
