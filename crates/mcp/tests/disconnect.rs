@@ -359,27 +359,92 @@ async fn a_stdio_client_cancelling_mid_act_leaves_one_recorded_act() {
     assert_eq!(h.backend.len(), 1);
 }
 
-/// Sends `()` when dropped before it is disarmed: the request's future was
-/// dropped before it produced a response, as when the client disconnects.
-struct DroppedEarly(Option<mpsc::UnboundedSender<()>>);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_client_gone_before_its_act_arrived_leaves_the_grant_usable() {
+    let h = harness();
+    let approval = h.grant("button#half").await;
+    let mut client = StdioClient::open(&h.server).await;
+    // Half of the call's line, then the client closes its side: the line
+    // is answered as not JSON and never reaches the toolset.
+    let mut line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "browser_act", "arguments": act("button#half", &approval)}})
+    .to_string()
+    .into_bytes();
+    line.truncate(line.len() / 2);
+    client.to_server.write_all(&line).await.unwrap();
+    client.to_server.shutdown().await.unwrap();
+    let refused = client.next().await;
+    assert_eq!(refused["error"]["code"], -32700, "{refused}");
+    assert_eq!(refused["id"], Value::Null);
+    let ended = tokio::time::timeout(PATIENCE, client.session)
+        .await
+        .expect("the session never ended");
+    assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
+    assert_eq!(h.backend.len(), 0);
+    assert_eq!(h.outcomes().await, Vec::<&str>::new());
+
+    // Nothing was consumed: the grant works, once, in another session.
+    let mut other = StdioClient::open(&h.server).await;
+    h.gate.release.notify_one();
+    other.call_act(1, act("button#half", &approval)).await;
+    assert_eq!(other.outcome(1).await, "ok");
+    assert_eq!(h.backend.len(), 1);
+    assert_eq!(h.outcomes().await, ["ok"]);
+}
+
+/// How a request ended in the server.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// It produced a response (with this status).
+    Answered(u16),
+    /// Its future was dropped before it produced a response, as when the
+    /// client disconnects.
+    Dropped,
+}
+
+/// Sends [`Ended::Dropped`] when dropped before it is disarmed.
+struct DroppedEarly(Option<mpsc::UnboundedSender<Ended>>);
 
 impl Drop for DroppedEarly {
     fn drop(&mut self) {
         if let Some(tx) = self.0.take() {
-            let _ = tx.send(());
+            let _ = tx.send(Ended::Dropped);
         }
     }
 }
 
 async fn watch_for_drops(
-    State(tx): State<mpsc::UnboundedSender<()>>,
+    State(tx): State<mpsc::UnboundedSender<Ended>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let mut guard = DroppedEarly(Some(tx));
+    let mut guard = DroppedEarly(Some(tx.clone()));
     let response = next.run(request).await;
     guard.0 = None;
+    let _ = tx.send(Ended::Answered(response.status().as_u16()));
     response
+}
+
+/// The router of `h` on a loopback port, and how its requests end.
+async fn serve_http(h: &Harness) -> (String, mpsc::UnboundedReceiver<Ended>) {
+    let (ended_tx, ended) = mpsc::unbounded_channel();
+    let app = router(
+        h.server.clone(),
+        StaticTokens::new().with(TOKEN, identity()),
+        HttpOptions::default(),
+    )
+    .layer(middleware::from_fn_with_state(ended_tx, watch_for_drops));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (origin, ended)
+}
+
+async fn next_end(ended: &mut mpsc::UnboundedReceiver<Ended>) -> Ended {
+    tokio::time::timeout(PATIENCE, ended.recv())
+        .await
+        .expect("the server never finished the request")
+        .unwrap()
 }
 
 /// A 2026-07-28 `tools/call` of `browser_act` as raw HTTP/1.1 bytes.
@@ -423,16 +488,7 @@ async fn act_over_http(origin: &str, arguments: Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_client_gone_mid_act_leaves_one_recorded_act() {
     let mut h = harness();
-    let (dropped_tx, mut dropped) = mpsc::unbounded_channel();
-    let app = router(
-        h.server.clone(),
-        StaticTokens::new().with(TOKEN, identity()),
-        HttpOptions::default(),
-    )
-    .layer(middleware::from_fn_with_state(dropped_tx, watch_for_drops));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
-    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (origin, mut ended) = serve_http(&h).await;
 
     let approval = h.grant("button#gone").await;
     let mut connection = tokio::net::TcpStream::connect(origin.trim_start_matches("http://"))
@@ -447,10 +503,7 @@ async fn an_http_client_gone_mid_act_leaves_one_recorded_act() {
     // request (its response can no longer be sent) while the act is held.
     h.gate.entered.notified().await;
     drop(connection);
-    tokio::time::timeout(PATIENCE, dropped.recv())
-        .await
-        .expect("the server never noticed the disconnect")
-        .unwrap();
+    assert_eq!(next_end(&mut ended).await, Ended::Dropped);
     assert_eq!(h.backend.len(), 0);
     assert_eq!(h.outcomes().await, Vec::<&str>::new());
 
@@ -472,6 +525,36 @@ async fn an_http_client_gone_mid_act_leaves_one_recorded_act() {
     );
     assert_eq!(h.backend.len(), 2);
     assert_eq!(h.outcomes().await, ["ok", "APPROVAL_STALE", "ok"]);
-    assert!(!serving.is_finished());
-    serving.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_client_gone_before_its_act_arrived_leaves_the_grant_usable() {
+    let h = harness();
+    let (origin, mut ended) = serve_http(&h).await;
+    let approval = h.grant("button#half").await;
+    // The headers and half of the body, then the client hangs up: the
+    // server never has the whole call, so the SDK never sees it.
+    let request = raw_act(act("button#half", &approval));
+    let mut connection = tokio::net::TcpStream::connect(origin.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    connection
+        .write_all(&request[..request.len() - 20])
+        .await
+        .unwrap();
+    drop(connection);
+    // The guard's read of the body fails, and it answers as it answers any
+    // body it cannot read whole (`413`), to nobody.
+    assert_eq!(next_end(&mut ended).await, Ended::Answered(413));
+    assert_eq!(h.backend.len(), 0);
+    assert_eq!(h.outcomes().await, Vec::<&str>::new());
+
+    // Nothing was consumed: the grant works, once.
+    h.gate.release.notify_one();
+    assert_eq!(
+        act_over_http(&origin, act("button#half", &approval)).await,
+        "ok"
+    );
+    assert_eq!(h.backend.len(), 1);
+    assert_eq!(h.outcomes().await, ["ok"]);
 }
