@@ -413,14 +413,26 @@ impl Drop for DroppedEarly {
     }
 }
 
+/// A request's future and the guard that reports its drop.
+struct Watched<F> {
+    future: std::pin::Pin<Box<F>>,
+    guard: DroppedEarly,
+}
+
 async fn watch_for_drops(
     State(tx): State<mpsc::UnboundedSender<Ended>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let mut guard = DroppedEarly(Some(tx.clone()));
-    let response = next.run(request).await;
-    guard.0 = None;
+    // Fields drop in order: when the connection goes, the request's own
+    // future (and the SDK's cancellation guard in it) is gone before
+    // `Dropped` is sent.
+    let mut watched = Watched {
+        future: Box::pin(next.run(request)),
+        guard: DroppedEarly(Some(tx.clone())),
+    };
+    let response = (&mut watched.future).await;
+    watched.guard.0 = None;
     let _ = tx.send(Ended::Answered(response.status().as_u16()));
     response
 }
