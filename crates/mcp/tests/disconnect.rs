@@ -400,16 +400,55 @@ enum Ended {
     /// Its future was dropped before it produced a response, as when the
     /// client disconnects.
     Dropped,
+    /// Its streamed response body was dropped before its end (watched for
+    /// requests that carry [`WATCH_BODY`]).
+    BodyDropped,
 }
 
-/// Sends [`Ended::Dropped`] when dropped before it is disarmed.
-struct DroppedEarly(Option<mpsc::UnboundedSender<Ended>>);
+/// The request header asking the test's middleware to watch the body.
+const WATCH_BODY: &str = "x-test-watch-body";
+
+/// Sends its message when dropped before it is disarmed.
+struct DroppedEarly(Option<mpsc::UnboundedSender<Ended>>, Ended);
+
+impl DroppedEarly {
+    fn new(tx: mpsc::UnboundedSender<Ended>, message: Ended) -> Self {
+        DroppedEarly(Some(tx), message)
+    }
+}
 
 impl Drop for DroppedEarly {
     fn drop(&mut self) {
         if let Some(tx) = self.0.take() {
-            let _ = tx.send(Ended::Dropped);
+            let _ = tx.send(std::mem::replace(&mut self.1, Ended::Dropped));
         }
+    }
+}
+
+/// A response body that reports being dropped before its end. Its inner
+/// body is dropped first (fields drop in order).
+struct WatchedBody {
+    inner: axum::body::Body,
+    guard: DroppedEarly,
+}
+
+impl http_body::Body for WatchedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let frame = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = frame {
+            self.guard.0 = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
     }
 }
 
@@ -427,14 +466,23 @@ async fn watch_for_drops(
     // Fields drop in order: when the connection goes, the request's own
     // future (and the SDK's cancellation guard in it) is gone before
     // `Dropped` is sent.
+    let watch_body = request.headers().contains_key(WATCH_BODY);
     let mut watched = Watched {
         future: Box::pin(next.run(request)),
-        guard: DroppedEarly(Some(tx.clone())),
+        guard: DroppedEarly::new(tx.clone(), Ended::Dropped),
     };
     let response = (&mut watched.future).await;
     watched.guard.0 = None;
     let _ = tx.send(Ended::Answered(response.status().as_u16()));
-    response
+    if !watch_body {
+        return response;
+    }
+    response.map(|inner| {
+        axum::body::Body::new(WatchedBody {
+            inner,
+            guard: DroppedEarly::new(tx, Ended::BodyDropped),
+        })
+    })
 }
 
 /// The router of `h` on a loopback port, and how its requests end.
@@ -569,4 +617,63 @@ async fn an_http_client_gone_before_its_act_arrived_leaves_the_grant_usable() {
     );
     assert_eq!(h.backend.len(), 1);
     assert_eq!(h.outcomes().await, ["ok"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_session_client_gone_mid_act_leaves_one_recorded_act() {
+    let mut h = harness();
+    let (origin, mut ended) = serve_http(&h).await;
+    let approval = h.grant("button#gone").await;
+    // A 2025-11-25 session, as the official SDKs open one.
+    let mut session =
+        support::Session::open_with_token(&format!("{origin}{MCP_PATH}"), TOKEN).await;
+    assert_eq!(next_end(&mut ended).await, Ended::Answered(200));
+    assert_eq!(next_end(&mut ended).await, Ended::Answered(202));
+
+    // The call's answer is a stream the server opens at once; the act runs
+    // in the session. The client hangs up while it is inside the backend.
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "browser_act", "arguments": act("button#gone", &approval)}})
+    .to_string();
+    let request = format!(
+        "POST {MCP_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-11-25\r\n\
+         Mcp-Session-Id: {}\r\nAuthorization: Bearer {TOKEN}\r\n{WATCH_BODY}: 1\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        session.id,
+        body.len()
+    );
+    let mut connection = tokio::net::TcpStream::connect(origin.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    connection.write_all(request.as_bytes()).await.unwrap();
+    h.gate.entered.notified().await;
+    assert_eq!(next_end(&mut ended).await, Ended::Answered(200));
+    drop(connection);
+    assert_eq!(next_end(&mut ended).await, Ended::BodyDropped);
+    assert_eq!(h.backend.len(), 0);
+    assert_eq!(h.outcomes().await, Vec::<&str>::new());
+
+    h.gate.release.notify_one();
+    h.recorded(1).await;
+    assert_eq!(h.backend.len(), 1);
+    assert_eq!(h.outcomes().await, ["ok"]);
+
+    // The session itself goes on: the grant is used up, a new one works.
+    assert_eq!(
+        session
+            .outcome("browser_act", act("button#gone", &approval))
+            .await,
+        "APPROVAL_STALE"
+    );
+    let fresh = h.grant("button#next").await;
+    h.gate.release.notify_one();
+    assert_eq!(
+        session
+            .outcome("browser_act", act("button#next", &fresh))
+            .await,
+        "ok"
+    );
+    assert_eq!(h.backend.len(), 2);
+    assert_eq!(h.outcomes().await, ["ok", "APPROVAL_STALE", "ok"]);
 }

@@ -446,12 +446,13 @@ pub fn answer_to(body: &str, id: u64) -> Value {
 pub struct Session {
     http: reqwest::Client,
     url: String,
+    token: String,
     pub id: String,
     next: u64,
 }
 
 impl Session {
-    fn headers(session: Option<&str>) -> HeaderMap {
+    fn headers(token: &str, session: Option<&str>) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/json"));
         headers.insert(
@@ -460,7 +461,7 @@ impl Session {
         );
         headers.insert(
             "authorization",
-            HeaderValue::from_str(&format!("Bearer {CLIENT_TOKEN}")).unwrap(),
+            HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
         );
         if let Some(session) = session {
             headers.insert("mcp-session-id", HeaderValue::from_str(session).unwrap());
@@ -472,15 +473,21 @@ impl Session {
         headers
     }
 
-    /// `initialize`, then `notifications/initialized`.
+    /// `initialize`, then `notifications/initialized`, as the client of
+    /// [`CLIENT_TOKEN`].
     pub async fn open(url: &str) -> Session {
+        Self::open_with_token(url, CLIENT_TOKEN).await
+    }
+
+    /// The same, with the bearer token `token`.
+    pub async fn open_with_token(url: &str, token: &str) -> Session {
         let http = http();
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
             "clientInfo": {"name": "shared-store-test", "version": "1"}}});
         let answer = http
             .post(url)
-            .headers(Self::headers(None))
+            .headers(Self::headers(token, None))
             .body(init.to_string())
             .send()
             .await
@@ -501,7 +508,7 @@ impl Session {
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let answer = http
             .post(url)
-            .headers(Self::headers(Some(&id)))
+            .headers(Self::headers(token, Some(&id)))
             .body(initialized.to_string())
             .send()
             .await
@@ -510,6 +517,7 @@ impl Session {
         Session {
             http,
             url: url.to_owned(),
+            token: token.to_owned(),
             id,
             next: 1,
         }
@@ -529,7 +537,7 @@ impl Session {
         let answer = self
             .http
             .post(url)
-            .headers(Self::headers(Some(&self.id)))
+            .headers(Self::headers(&self.token, Some(&self.id)))
             .body(request.to_string())
             .send()
             .await
