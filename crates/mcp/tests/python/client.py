@@ -133,7 +133,7 @@ async def wait_for_clicks(expected):
             await anyio.sleep(0.05)
 
 
-async def flow(session, approver_token, report):
+async def flow(session, approver_token, report, http_target=None):
     init = await session.initialize()
     report["protocol_version"] = init.protocol_version
     tools = await session.list_tools()
@@ -185,10 +185,20 @@ async def flow(session, approver_token, report):
     report["huge_selector"] = code(
         await session.call_tool("browser_propose", {**by_selector, "selector": "a" * 600_000})
     )
+    huge = {**by_selector, "selector": "a" * 2_000_000}
     try:
-        await session.call_tool(
-            "browser_propose", {**by_selector, "selector": "a" * 2_000_000}, read_timeout_seconds=20
-        )
+        if http_target is None:
+            await session.call_tool("browser_propose", huge, read_timeout_seconds=20)
+        else:
+            # Over HTTP on a session of its own: the server may close the
+            # connection while the body is still being sent, and the SDK
+            # then fails the whole session, not only this call.
+            url, token = http_target
+            async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write) as other:
+                        await other.initialize()
+                        await other.call_tool("browser_propose", huge, read_timeout_seconds=20)
         report["huge_payload"] = "answered"
     except MCPError as error:
         report["huge_payload"] = error.code
@@ -288,7 +298,7 @@ async def main():
         async with httpx2.AsyncClient(headers=headers) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
-                    await flow(session, approver_token, report)
+                    await flow(session, approver_token, report, (url, token))
         if not LIVE:
             await raw_http(url, token, report)
             await concurrent(url, token, approver_token, report)
