@@ -53,8 +53,10 @@ struct Args {
     /// The demo's backend: `fake` (a model of the demo page, clicks
     /// nothing) or `chromium` (headless Chromium behind the egress guard,
     /// clicks the demo page).
-    #[arg(long, value_enum, requires = "demo", default_value = "fake")]
-    backend: DemoBackend,
+    /// Only with `--demo` (default `fake`): with `--config` the file's
+    /// `[backend]` decides.
+    #[arg(long, value_enum, conflicts_with = "config")]
+    backend: Option<DemoBackend>,
 }
 
 /// What `--demo` acts with.
@@ -81,7 +83,7 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let (config, demo) = match (&args.config, args.demo) {
         (_, true) => {
-            let (config, demo) = demo_config(args.backend).await?;
+            let (config, demo) = demo_config(args.backend.unwrap_or(DemoBackend::Fake)).await?;
             (config, Some(demo))
         }
         (Some(path), false) => (config::load(path)?, None),

@@ -225,6 +225,20 @@ fn a_missing_chromium_is_named_at_start_up() {
         String::from_utf8_lossy(&output.stderr),
         "countersign-mcp: `backend.chromium_path` is `/nonexistent/chromium`, which is not a file: install Chromium there or name its binary\n"
     );
+    // `--backend` is the demo's; a file names its own.
+    let output = Command::new(env!("CARGO_BIN_EXE_countersign-mcp"))
+        .args([
+            "--config",
+            config.path().to_str().unwrap(),
+            "--backend",
+            "fake",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).starts_with(
+        "error: the argument '--config <FILE>' cannot be used with '--backend <BACKEND>'"
+    ));
 }
 
 /// The approval page an MCP client's proposal leads to, on the live
