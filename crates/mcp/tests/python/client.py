@@ -260,8 +260,13 @@ async def raw_http(url, token, report):
         none = await http.post(url, content="{}", headers={"content-type": "application/json"})
         wrong = await http.post(url, content="{}", headers={**headers, "authorization": "Bearer nope"})
         report["unauthenticated"] = [none.status_code, none.text, wrong.status_code, wrong.text]
-        huge = await http.post(url, content=b" " * (2 << 20), headers=headers)
-        report["huge_body"] = huge.status_code
+        try:
+            huge = await http.post(url, content=b" " * (2 << 20), headers=headers)
+            report["huge_body"] = huge.status_code
+        except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
+            # The server answers 413 and closes while the body is still
+            # arriving; the reset can reach the client before the answer.
+            report["huge_body"] = "closed without an answer"
 
 
 async def propose_only(url, token, report):
