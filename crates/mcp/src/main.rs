@@ -50,11 +50,10 @@ struct Args {
     /// MCP endpoint, fresh tokens; prints how to connect.
     #[arg(long, conflicts_with = "config")]
     demo: bool,
-    /// The demo's backend: `fake` (a model of the demo page, clicks
-    /// nothing) or `chromium` (headless Chromium behind the egress guard,
-    /// clicks the demo page).
-    /// Only with `--demo` (default `fake`): with `--config` the file's
-    /// `[backend]` decides.
+    /// The demo's backend (with `--demo`; default `fake`): `fake` (a model
+    /// of the demo page, clicks nothing) or `chromium` (headless Chromium
+    /// behind the egress guard, clicks the demo page). With `--config` the
+    /// file's `[backend]` decides.
     #[arg(long, value_enum, conflicts_with = "config")]
     backend: Option<DemoBackend>,
 }
