@@ -241,6 +241,16 @@ impl Session {
     /// Opens a new tab in this session at `url` (already accepted by a
     /// policy) and waits for it to load.
     pub async fn open(&self, url: &AuthorizedUrl) -> Result<Tab, ChromiumError> {
+        let tab = self.open_blank().await?;
+        tab.navigate(url).await?;
+        Ok(tab)
+    }
+
+    /// Opens a new tab in this session showing `about:blank`, having loaded
+    /// nothing from the network: for a host that leaves the first page to
+    /// the model's `browser_navigate` (through [`Tab::backend`]), which then
+    /// answers every way that navigation can end.
+    pub async fn open_blank(&self) -> Result<Tab, ChromiumError> {
         let mut params = CreateTargetParams::new("about:blank");
         params.browser_context_id = Some(self.context.clone());
         let page = self
@@ -267,7 +277,6 @@ impl Session {
                 watchers,
             }),
         };
-        tab.navigate(url).await?;
         Ok(tab)
     }
 }

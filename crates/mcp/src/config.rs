@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -77,9 +77,20 @@ pub struct BackendConfig {
     /// `fake` (records, clicks nothing) or `chromium`.
     #[serde(default = "fake")]
     pub kind: String,
-    /// Whether the browser's traffic goes through the egress guard.
+    /// Whether the browser's traffic goes through the egress guard
+    /// (`chromium` only; off only when the file says `false`).
     #[serde(default = "yes")]
     pub guard: bool,
+    /// The Chromium binary (`chromium` only; default: `chromium` on `PATH`).
+    pub chromium_path: Option<PathBuf>,
+    /// Whether Chromium runs with its sandbox (`chromium` only; default
+    /// on, which Chromium refuses as root).
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// The fake's pages, which `browser_navigate` and `browser_observe`
+    /// show (`fake` only; without any the fake has no pages).
+    #[serde(default)]
+    pub pages: Vec<PageConfig>,
 }
 
 fn fake() -> String {
@@ -95,8 +106,39 @@ impl Default for BackendConfig {
         BackendConfig {
             kind: fake(),
             guard: true,
+            chromium_path: None,
+            sandbox: true,
+            pages: Vec::new(),
         }
     }
+}
+
+/// `[[backend.pages]]`: one page of the fake's site.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageConfig {
+    /// Its URL, as the policy canonicalises it (`http://127.0.0.2:8000/`).
+    pub url: String,
+    /// Its title.
+    #[serde(default)]
+    pub title: String,
+    /// Its elements, in document order.
+    #[serde(default)]
+    pub elements: Vec<ElementConfig>,
+}
+
+/// One element of a fake page.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ElementConfig {
+    /// Its role (`button`, `link`, `textbox`, …).
+    pub role: String,
+    /// Its accessible name.
+    pub name: String,
+    /// A CSS selector that names it for actions (compared as text).
+    pub selector: Option<String>,
+    /// Its tag (default `div`).
+    pub tag: Option<String>,
 }
 
 /// `[http]`.
@@ -209,12 +251,7 @@ fn check(config: &Config) -> Result<(), String> {
             "`store.url` is `{url}`: use `memory`, a `redis://` or a `postgres://` URL"
         ));
     }
-    if !matches!(config.backend.kind.as_str(), "fake" | "chromium") {
-        return Err(format!(
-            "`backend.kind` is `{}`: use `fake` or `chromium`",
-            config.backend.kind
-        ));
-    }
+    check_backend(&config.backend)?;
     let mut seen = HashSet::new();
     let secrets = config
         .tokens
@@ -241,6 +278,45 @@ fn check(config: &Config) -> Result<(), String> {
     Ok(())
 }
 
+fn check_backend(backend: &BackendConfig) -> Result<(), String> {
+    match backend.kind.as_str() {
+        "fake" => {
+            let chromium_only = [
+                ("chromium_path", backend.chromium_path.is_some()),
+                ("sandbox", !backend.sandbox),
+                ("guard", !backend.guard),
+            ];
+            if let Some((key, _)) = chromium_only.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "`backend.{key}` applies to `kind = \"chromium\"` only; the fake opens no browser"
+                ));
+            }
+        }
+        "chromium" => {
+            if !backend.pages.is_empty() {
+                return Err(
+                    "`backend.pages` applies to `kind = \"fake\"` only; chromium loads the real pages"
+                        .into(),
+                );
+            }
+        }
+        other => {
+            return Err(format!(
+                "`backend.kind` is `{other}`: use `fake` or `chromium`"
+            ));
+        }
+    }
+    let mut urls = HashSet::new();
+    for page in &backend.pages {
+        let parsed = url::Url::parse(&page.url)
+            .map_err(|e| format!("`backend.pages` has the url `{}`: {e}", page.url))?;
+        if !urls.insert(parsed.to_string()) {
+            return Err(format!("`backend.pages` has the url `{}` twice", page.url));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,7 +329,38 @@ mod tests {
         assert_eq!(config.store.url, "memory");
         assert_eq!(config.backend.kind, "fake");
         assert!(config.backend.guard);
+        assert!(config.backend.sandbox);
+        assert!(config.backend.chromium_path.is_none());
+        assert!(config.backend.pages.is_empty());
         assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn a_fake_site_and_a_chromium_backend_are_read() {
+        let fake = parse(&format!(
+            "{MINIMAL}[[backend.pages]]\nurl = \"http://127.0.0.2:9/\"\ntitle = \"demo\"\n\
+             elements = [{{ role = \"button\", name = \"count\", selector = \"button#count\", tag = \"button\" }}]\n"
+        ))
+        .unwrap();
+        assert_eq!(fake.backend.pages.len(), 1);
+        assert_eq!(fake.backend.pages[0].elements[0].name, "count");
+        assert_eq!(
+            fake.backend.pages[0].elements[0].tag.as_deref(),
+            Some("button")
+        );
+        let chromium = parse(&format!(
+            "{MINIMAL}[backend]\nkind = \"chromium\"\nchromium_path = \"/opt/chromium\"\nsandbox = false\n"
+        ))
+        .unwrap();
+        assert!(
+            chromium.backend.guard,
+            "the guard stays on unless the file turns it off"
+        );
+        assert!(!chromium.backend.sandbox);
+        assert_eq!(
+            chromium.backend.chromium_path.as_deref(),
+            Some(Path::new("/opt/chromium"))
+        );
     }
 
     #[test]
@@ -264,6 +371,31 @@ mod tests {
         assert!(error(&format!("{MINIMAL}[store]\nurl = \"mysql://x\"\n")).contains("`mysql://x`"));
         assert!(error(&format!("{MINIMAL}[backend]\nkind = \"firefox\"\n")).contains("`firefox`"));
         assert!(error(&format!("{MINIMAL}colour = 1\n")).contains("colour"));
+        assert_eq!(
+            error(&format!(
+                "{MINIMAL}[backend]\nchromium_path = \"/usr/bin/chromium\"\n"
+            )),
+            "`backend.chromium_path` applies to `kind = \"chromium\"` only; the fake opens no browser"
+        );
+        assert_eq!(
+            error(&format!("{MINIMAL}[backend]\nguard = false\n")),
+            "`backend.guard` applies to `kind = \"chromium\"` only; the fake opens no browser"
+        );
+        let chromium_pages = format!(
+            "{MINIMAL}[backend]\nkind = \"chromium\"\n[[backend.pages]]\nurl = \"http://a/\"\n"
+        );
+        assert!(
+            error(&chromium_pages).starts_with("`backend.pages` applies to `kind = \"fake\"` only")
+        );
+        let bad_page = format!("{MINIMAL}[[backend.pages]]\nurl = \"not a url\"\n");
+        assert!(error(&bad_page).starts_with("`backend.pages` has the url `not a url`: "));
+        let twice = format!(
+            "{MINIMAL}[[backend.pages]]\nurl = \"http://a/\"\n[[backend.pages]]\nurl = \"http://a\"\n"
+        );
+        assert_eq!(
+            error(&twice),
+            "`backend.pages` has the url `http://a` twice"
+        );
         let short = format!("{MINIMAL}[[tokens]]\ntoken = \"abc\"\nactor = \"a\"\nrun = \"r\"\n");
         assert!(error(&short).contains("shorter than 16"));
         let shared = format!(

@@ -1,32 +1,34 @@
 //! `countersign-mcp`: the countersign toolset as an MCP server, the
 //! approval pages beside it, configured by one TOML file.
 
+mod backend;
 mod config;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use countersign_act_tool::{Context, Toolset};
 use countersign_approval_core::{
     ActorId, ApprovalId, ApproverId, OperationLog, ProposalStore, RunId,
 };
 use countersign_approval_web::{ApprovalPages, Approvers, Parts, async_trait};
-use countersign_backend_fake::FakeBackend;
 use countersign_canonical_policy::{Policy, StaticResolver, SystemResolver};
 use countersign_mcp::http::{HttpOptions, MCP_PATH};
 use countersign_mcp::{Identity, McpServer, StaticTokens};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 
+use crate::backend::{Backends, running_as_root};
 use crate::config::{ApproverConfig, Config, IdentityConfig, PolicyConfig, TokenConfig};
 
 /// The session cookie the approvers' sign-in link sets.
@@ -45,9 +47,24 @@ struct Args {
     #[arg(long)]
     stdio: bool,
     /// Serve a local demo: a site on loopback, the approval page and the
-    /// MCP endpoint, fake backend, fresh tokens; prints how to connect.
+    /// MCP endpoint, fresh tokens; prints how to connect.
     #[arg(long, conflicts_with = "config")]
     demo: bool,
+    /// The demo's backend (with `--demo`; default `fake`): `fake` (a model
+    /// of the demo page, clicks nothing) or `chromium` (headless Chromium
+    /// behind the egress guard, clicks the demo page). With `--config` the
+    /// file's `[backend]` decides.
+    #[arg(long, value_enum, conflicts_with = "config")]
+    backend: Option<DemoBackend>,
+}
+
+/// What `--demo` acts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DemoBackend {
+    /// The fake backend, showing a model of the demo page.
+    Fake,
+    /// Headless Chromium behind the egress guard.
+    Chromium,
 }
 
 #[tokio::main]
@@ -65,7 +82,7 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let (config, demo) = match (&args.config, args.demo) {
         (_, true) => {
-            let (config, demo) = demo_config().await?;
+            let (config, demo) = demo_config(args.backend.unwrap_or(DemoBackend::Fake)).await?;
             (config, Some(demo))
         }
         (Some(path), false) => (config::load(path)?, None),
@@ -92,7 +109,7 @@ async fn run(args: Args) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| format!("http://{address}"));
     let public = public.trim_end_matches('/').to_owned();
-    let (app, server) = build(&config, &public).await?;
+    let (app, server, backends) = build(&config, &public).await?;
 
     // In stdio mode stdout is the protocol: everything else goes to stderr.
     let say = |line: String| {
@@ -103,6 +120,18 @@ async fn run(args: Args) -> Result<(), String> {
         }
     };
     say(format!("approval pages: {public}/approvals"));
+    say(match backends.as_ref() {
+        Backends::Fake { site: Some(_), .. } => {
+            "backend: fake, with the configured pages".to_owned()
+        }
+        Backends::Fake { site: None, .. } => "backend: fake, without pages".to_owned(),
+        Backends::Chromium { guard: Some(_), .. } => {
+            "backend: chromium, behind the egress guard".to_owned()
+        }
+        Backends::Chromium { guard: None, .. } => {
+            "backend: chromium, WITHOUT the egress guard (`backend.guard = false`)".to_owned()
+        }
+    });
     if !config.tokens.is_empty() {
         say(format!(
             "MCP endpoint (Streamable HTTP): {public}{MCP_PATH}"
@@ -189,32 +218,33 @@ async fn stores(url: &str) -> Result<(Arc<dyn ProposalStore>, Arc<dyn OperationL
     Ok((Arc::new(store), Arc::new(log)))
 }
 
-/// The application: approval pages, sign-in, the MCP endpoint.
-async fn build(config: &Config, public: &str) -> Result<(Router, McpServer), String> {
+/// The application: approval pages, sign-in, the MCP endpoint; and the
+/// backends, kept by the caller for as long as it serves.
+async fn build(
+    config: &Config,
+    public: &str,
+) -> Result<(Router, McpServer, Arc<Backends>), String> {
     let policy = policy(&config.policy)?;
     let (store, operations) = stores(&config.store.url).await?;
-    if config.backend.kind == "chromium" {
-        let guard = if config.backend.guard { "on" } else { "off" };
-        return Err(format!(
-            "`backend.kind = \"chromium\"` (guard {guard}) is not available in this release of countersign-mcp: use `fake`"
-        ));
-    }
-    let backend = FakeBackend::new();
+    let backends = Arc::new(Backends::start(&config.backend, &policy).await?);
     let proposal_ttl = Duration::from_secs(config.http.proposal_ttl_secs);
     let factory_store = Arc::clone(&store);
-    let factory_backend = backend.clone();
+    let factory_backends = Arc::clone(&backends);
     let server = McpServer::new(move |identity: &Identity| {
         let context = Context::builder()
             .actor_id(identity.actor.clone())
             .run_id(identity.run.clone())
-            .backend(factory_backend.clone())
+            .backend(factory_backends.for_identity(&policy))
             .source_policy(policy.clone())
             .operation_store(Arc::clone(&operations))
             .proposal_store(Arc::clone(&factory_store))
             .proposal_ttl(proposal_ttl)
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Toolset::new(context).with_act().with_propose())
+        Ok(Toolset::new(context)
+            .with_browse()
+            .with_act()
+            .with_propose())
     })
     .with_approval_pages(format!("{public}/approvals"));
 
@@ -235,22 +265,22 @@ async fn build(config: &Config, public: &str) -> Result<(Router, McpServer), Str
         Some(hosts) => HttpOptions::default().allowed_hosts(hosts.clone()),
         None => HttpOptions::default(),
     };
-    let app = Router::new()
-        .nest("/approvals", pages.router())
-        .route(
-            "/sign-in/{token}",
-            get(sign_in).with_state(Arc::clone(&approvers)),
-        )
-        .route(
+    let mut app = Router::new().nest("/approvals", pages.router()).route(
+        "/sign-in/{token}",
+        get(sign_in).with_state(Arc::clone(&approvers)),
+    );
+    if backends.fake_actions().is_some() {
+        app = app.route(
             "/fake-backend/actions",
-            get(fake_actions).with_state((approvers, backend)),
-        )
-        .merge(countersign_mcp::http::router(
-            server.clone(),
-            tokens,
-            options,
-        ));
-    Ok((app, server))
+            get(fake_actions).with_state((approvers, Arc::clone(&backends))),
+        );
+    }
+    let app = app.merge(countersign_mcp::http::router(
+        server.clone(),
+        tokens,
+        options,
+    ));
+    Ok((app, server, backends))
 }
 
 /// The approvers of the configuration: a secret token each, sent as a
@@ -316,35 +346,64 @@ fn same_secret(given: &str, secret: &str) -> bool {
             == 0
 }
 
-/// A valid sign-in link sets the approver's session cookie.
+/// Where a sign-in link may send the approver afterwards.
+#[derive(Debug, serde::Deserialize)]
+struct SignInQuery {
+    next: Option<String>,
+}
+
+/// A valid sign-in link sets the approver's session cookie, and sends the
+/// approver on to `next` when it is a path of the approval pages
+/// (`/approvals/…`); anywhere else is not a place the link can send them.
 async fn sign_in(
     State(approvers): State<Arc<ConfigApprovers>>,
     Path(given): Path<String>,
+    Query(query): Query<SignInQuery>,
 ) -> Response {
     if approvers.find(&given).is_none() {
         return (StatusCode::FORBIDDEN, "this sign-in link is not valid").into_response();
     }
-    let page = Html(
-        "<!doctype html><title>signed in</title><p>Signed in. Open the approval link the agent \
-         shows you (…/approvals/proposals/…).</p>",
-    );
-    let mut response = page.into_response();
+    let next = query.next.filter(|next| approval_path(next));
+    let mut response = match &next {
+        Some(next) => Response::builder()
+            .status(StatusCode::SEE_OTHER)
+            .header(header::LOCATION, next.as_str())
+            .body(Body::empty())
+            .unwrap_or_default(),
+        None => Html(
+            "<!doctype html><title>signed in</title><p>Signed in. Open the approval link the agent \
+             shows you (…/approvals/proposals/…).</p>",
+        )
+        .into_response(),
+    };
     if let Ok(cookie) = format!("{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/").parse() {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
 }
 
+/// Whether `next` is a path of the approval pages on this origin: no
+/// scheme, no other host (`//…`), no way out of `/approvals/`.
+fn approval_path(next: &str) -> bool {
+    (next == "/approvals" || next.starts_with("/approvals/"))
+        && !next.contains("..")
+        && !next.contains('\\')
+        && next
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/-_.?=&".contains(c))
+}
+
 /// How many actions the fake backend performed: for approvers (and tests).
 async fn fake_actions(
-    State((approvers, backend)): State<(Arc<ConfigApprovers>, FakeBackend)>,
+    State((approvers, backends)): State<(Arc<ConfigApprovers>, Arc<Backends>)>,
     request: axum::http::Request<Body>,
 ) -> Response {
     let (parts, _) = request.into_parts();
     if approvers.approver(&parts).await.is_none() {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    let body = serde_json::json!({ "actions": backend.len() }).to_string();
+    let actions = backends.fake_actions().unwrap_or_default();
+    let body = serde_json::json!({ "actions": actions }).to_string();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -359,6 +418,7 @@ impl Demo {
     fn instructions(&self, public: &str) -> Vec<String> {
         vec![
             format!("demo site: {}", self.site),
+            format!("demo site clicks: {}clicks", self.site),
             format!("approver sign-in: {public}/sign-in/{}", self.approver_token),
             format!("MCP bearer token: {}", self.client_token),
             "connect (Claude Code):".to_owned(),
@@ -367,7 +427,7 @@ impl Demo {
                 self.client_token
             ),
             format!(
-                "then ask the agent to click `button#count` on {} ; open the approval_url it shows after signing in above",
+                "then ask the agent to open {} and press the `count` button; open the approval_url it shows after signing in above (or add `?next=/approvals/proposals/<id>` to the sign-in link)",
                 self.site
             ),
             "press Ctrl-C to stop".to_owned(),
@@ -382,12 +442,31 @@ fn secret() -> Result<String, String> {
         .map_err(|e| format!("no randomness: {e}"))
 }
 
+/// The demo site's page: a button that counts the clicks a person (or
+/// the browser's input events) makes, in the page, its title and at the
+/// site's `/clicks`. A script's synthetic click counts nothing.
+const DEMO_PAGE: &str = r#"<!doctype html><title>countersign demo</title>
+<h1>countersign demo</h1>
+<p>Clicks so far: <output id="clicks">0</output></p>
+<button id="count">count</button>
+<script>
+  let clicks = 0;
+  document.getElementById("count").addEventListener("click", (event) => {
+    if (!event.isTrusted) return;
+    clicks += 1;
+    document.getElementById("clicks").textContent = String(clicks);
+    document.title = "countersign demo: " + clicks + (clicks === 1 ? " click" : " clicks");
+    fetch("/clicks", { method: "POST" });
+  });
+</script>"#;
+
 /// The demo's site and configuration. The site is on 127.0.0.2 where the
 /// system has it (Linux), so it has an address of its own that the policy
 /// can allow alone, else on 127.0.0.1 (macOS); its port is the only one
 /// allowed either way, so the approval pages and the MCP endpoint are never
-/// a target.
-async fn demo_config() -> Result<(Config, Demo), String> {
+/// a target. The fake backend shows a model of the same page (title,
+/// `button#count`), so the same calls work on either backend.
+async fn demo_config(backend: DemoBackend) -> Result<(Config, Demo), String> {
     let listener = match tokio::net::TcpListener::bind(("127.0.0.2", 0)).await {
         Ok(listener) => listener,
         Err(_) => tokio::net::TcpListener::bind(("127.0.0.1", 0))
@@ -398,16 +477,49 @@ async fn demo_config() -> Result<(Config, Demo), String> {
         .local_addr()
         .map_err(|e| format!("no local address: {e}"))?;
     let (ip, port) = (site.ip(), site.port());
-    let page = Router::new().route(
-        "/",
-        get(|| async {
-            Html(
-                "<!doctype html><title>countersign demo</title><button id=\"count\">count</button>",
-            )
-        }),
-    );
+    let clicks = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&clicks);
+    let page = Router::new()
+        .route("/", get(|| async { Html(DEMO_PAGE) }))
+        .route(
+            "/clicks",
+            get(move || {
+                let clicks = Arc::clone(&clicks);
+                async move {
+                    let body = serde_json::json!({ "clicks": clicks.load(Ordering::SeqCst) });
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        body.to_string(),
+                    )
+                }
+            })
+            .post(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::NO_CONTENT }
+            }),
+        );
     tokio::spawn(async move { axum::serve(listener, page).await });
     let (client_token, approver_token) = (secret()?, secret()?);
+    let site_url = format!("http://{site}/");
+    let backend_table = match backend {
+        DemoBackend::Fake => format!(
+            r#"
+[[backend.pages]]
+url = "{site_url}"
+title = "countersign demo"
+elements = [
+  {{ role = "heading", name = "countersign demo", tag = "h1" }},
+  {{ role = "button", name = "count", selector = "button#count", tag = "button" }},
+]
+"#
+        ),
+        // Chromium refuses its sandbox as root; the demo runs where the
+        // examples run, so it drops the sandbox there as they do.
+        DemoBackend::Chromium => format!(
+            "\n[backend]\nkind = \"chromium\"\nsandbox = {}\n",
+            !running_as_root()
+        ),
+    };
     let text = format!(
         r#"
 [policy]
@@ -431,13 +543,13 @@ run = "demo-run"
 [[approvers]]
 name = "demo-approver"
 token = "{approver_token}"
-"#
+{backend_table}"#
     );
     let config = config::parse(&text)?;
     Ok((
         config,
         Demo {
-            site: format!("http://{site}/"),
+            site: site_url,
             client_token,
             approver_token,
         },

@@ -1,6 +1,10 @@
 //! Clients nobody here wrote against the `countersign-mcp` binary, over
-//! stdio and Streamable HTTP, fake backend: the official MCP Python SDK
-//! (`mcp` on PyPI) and TypeScript SDK (`@modelcontextprotocol/sdk` on npm).
+//! stdio and Streamable HTTP: the official MCP Python SDK (`mcp` on PyPI)
+//! and TypeScript SDK (`@modelcontextprotocol/sdk` on npm). The fake
+//! backend (a page model from `[[backend.pages]]`) for the full flow on
+//! both transports; headless Chromium behind the egress guard, on the
+//! demo's real page, for the Python SDK over HTTP (Chromium must be
+//! installed: `chromium` on `PATH`, as CI has it).
 //!
 //! The Python SDK lives in a virtual environment that `cargo xtask ci`
 //! creates (`target/mcp-venv`) and names in `COUNTERSIGN_MCP_PYTHON`; the
@@ -76,9 +80,20 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/client.py")
 }
 
+/// The page the fake backend shows (the demo page's model).
+const SITE: &str = "http://127.0.0.2:9/";
+
 fn config() -> tempfile::NamedTempFile {
     let text = format!(
         r#"
+[[backend.pages]]
+url = "{SITE}"
+title = "countersign demo"
+elements = [
+  {{ role = "heading", name = "countersign demo", tag = "h1" }},
+  {{ role = "button", name = "count", selector = "button#count", tag = "button" }},
+]
+
 [policy]
 allow_hosts = ["127.0.0.2"]
 schemes = ["http"]
@@ -125,7 +140,10 @@ fn expected_tools() -> Value {
         .proposal_store(Arc::new(InMemoryApprovalStore::new()))
         .build()
         .unwrap();
-    let toolset = Toolset::new(context).with_act().with_propose();
+    let toolset = Toolset::new(context)
+        .with_browse()
+        .with_act()
+        .with_propose();
     let tools = serde_json::to_value(McpServer::tools(&toolset)).unwrap();
     // Byte for byte: each tool's name, description and input schema are the
     // toolset's JSON Schema definition, serialised the same way.
@@ -183,12 +201,20 @@ fn check_flow(report: &Value) {
     assert_eq!(annotations("browser_act")["destructiveHint"], true);
     assert_eq!(annotations("browser_act")["openWorldHint"], true);
     assert_eq!(annotations("browser_proposal_status")["readOnlyHint"], true);
+    assert_eq!(annotations("browser_observe")["readOnlyHint"], true);
+    assert_eq!(annotations("browser_navigate")["openWorldHint"], true);
+    assert_eq!(report["navigate"], "ok");
+    assert_eq!(report["observe"], "ok");
     assert_eq!(
         report["elicited"],
         serde_json::json!([["url", true]]),
         "the client was not asked to open the approval link"
     );
     assert_eq!(report["act_while_pending"], "APPROVAL_REQUIRED");
+    assert_eq!(
+        report["status_after_accept"], "pending",
+        "accepting the elicitation approved something"
+    );
     assert_eq!(report["act"], "ok");
     assert_eq!(report["replay"], "APPROVAL_STALE");
     assert_eq!(report["actions"], 1);
@@ -223,9 +249,11 @@ fn python_sdk_over_stdio() {
             env!("CARGO_BIN_EXE_countersign-mcp"),
             config.path().to_str().unwrap(),
             APPROVER_TOKEN,
+            SITE,
         ],
     );
     check_flow(&report);
+    assert_eq!(report["title_after_act"], "countersign demo");
 }
 
 /// The binary serving `config` over HTTP, and its MCP endpoint.
@@ -258,6 +286,8 @@ fn check_node_flow(report: &Value) {
         expected_tools(),
         "tools/list differs from the toolset's definitions"
     );
+    assert_eq!(report["navigate"], "ok");
+    assert_eq!(report["observe"], "ok");
     assert_eq!(report["act_while_pending"], "APPROVAL_REQUIRED");
     assert_eq!(report["act"], "ok");
     assert_eq!(report["replay"], "APPROVAL_STALE");
@@ -279,6 +309,7 @@ fn typescript_sdk_over_stdio() {
             env!("CARGO_BIN_EXE_countersign-mcp"),
             config.path().to_str().unwrap(),
             APPROVER_TOKEN,
+            SITE,
         ],
     );
     check_node_flow(&report);
@@ -291,7 +322,10 @@ fn typescript_sdk_over_streamable_http() {
     };
     let config = config();
     let (server, url) = http_server(&config);
-    let report = run_node(&package, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN]);
+    let report = run_node(
+        &package,
+        &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN, SITE],
+    );
     drop(server);
     check_node_flow(&report);
 }
@@ -301,15 +335,22 @@ fn python_sdk_over_streamable_http() {
     let Some(python) = python() else { return };
     let config = config();
     let (server, url) = http_server(&config);
-    let report = run_client(&python, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN]);
+    let report = run_client(&python, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN, SITE]);
     drop(server);
     check_flow(&report);
+    assert_eq!(report["title_after_act"], "countersign demo");
     assert_eq!(report["duplicate_key"], serde_json::json!([400, -32600]));
     assert_eq!(
         report["unauthenticated"],
         serde_json::json!([401, "", 401, ""])
     );
-    assert_eq!(report["huge_body"], 413);
+    // 413, or (when the server's close overtakes its answer) no answer:
+    // never an answer of the SDK's.
+    assert!(
+        report["huge_body"] == 413 || report["huge_body"] == "closed without an answer",
+        "{}",
+        report["huge_body"]
+    );
     let concurrent: Vec<&str> = report["concurrent"]
         .as_array()
         .unwrap()
@@ -329,4 +370,217 @@ fn python_sdk_over_streamable_http() {
             .all(|o| *o == "APPROVAL_STALE")
     );
     assert_eq!(report["concurrent_actions"], 1);
+}
+
+/// `countersign-mcp --demo --backend …`, and what it printed.
+struct Demo {
+    server: Server,
+    lines: Vec<String>,
+    stderr: tempfile::NamedTempFile,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        // A failed test shows whether the server was still running, and
+        // what it said.
+        if std::thread::panicking() {
+            eprintln!(
+                "the demo server: {:?}\n{}",
+                self.server.0.try_wait(),
+                std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
+            );
+        }
+    }
+}
+
+impl Demo {
+    fn start(backend: &str) -> Demo {
+        let stderr = tempfile::NamedTempFile::new().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_countersign-mcp"))
+            .args(["--demo", "--backend", backend])
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let server = Server(child);
+        let mut reader = BufReader::new(stdout).lines();
+        let lines = reader
+            .by_ref()
+            .map_while(Result::ok)
+            .take_while(|line| !line.starts_with("press Ctrl-C"))
+            .collect();
+        // Kept open and read to the end: a write to a closed pipe would
+        // end the server (or a child of it) in the middle of the test.
+        std::thread::spawn(move || reader.for_each(drop));
+        Demo {
+            server,
+            lines,
+            stderr,
+        }
+    }
+
+    fn value(&self, prefix: &str) -> String {
+        self.lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` in {:?}", self.lines))
+            .trim()
+            .to_owned()
+    }
+}
+
+/// The same flow on real Chromium behind the egress guard, on the demo's
+/// page, which counts the clicks it receives itself: one navigate, one
+/// observe, a proposal by ref, an accepted elicitation that approves
+/// nothing, an approval on the page, one `ok`, one `APPROVAL_STALE`, and
+/// exactly one click on the page.
+#[test]
+fn python_sdk_on_live_chromium() {
+    let Some(python) = python() else { return };
+    let demo = Demo::start("chromium");
+    assert!(
+        demo.lines
+            .contains(&"backend: chromium, behind the egress guard".to_owned()),
+        "{:?}",
+        demo.lines
+    );
+    let url = demo.value("MCP endpoint (Streamable HTTP): ");
+    let token = demo.value("MCP bearer token: ");
+    let approver = demo.value("approver sign-in: ");
+    let approver = approver.rsplit('/').next().unwrap();
+    let site = demo.value("demo site: ");
+    let report = run_client(&python, &["live", &url, &token, approver, &site]);
+    check_flow(&report);
+    assert_eq!(report["title"], "countersign demo");
+    assert_eq!(report["title_after_act"], "countersign demo: 1 click");
+}
+
+/// A page on 127.0.0.2 whose image comes from a second port of the same
+/// address, which the policy does not allow; how often each port was hit.
+struct Beacon {
+    page: String,
+    page_hits: Arc<std::sync::atomic::AtomicUsize>,
+    beacon_hits: Arc<std::sync::atomic::AtomicUsize>,
+    page_port: u16,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Beacon {
+    fn serve() -> Beacon {
+        use axum::routing::get;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (page_hits, beacon_hits) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (page_listener, beacon_listener) = runtime.block_on(async {
+            (
+                tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap(),
+                tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap(),
+            )
+        });
+        let page_port = page_listener.local_addr().unwrap().port();
+        let beacon_port = beacon_listener.local_addr().unwrap().port();
+        let hits = Arc::clone(&page_hits);
+        let page = axum::Router::new().route(
+            "/",
+            get(move || {
+                hits.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    axum::response::Html(format!(
+                        "<!doctype html><title>beacon</title><button id=\"count\">count</button>\
+                         <img src=\"http://127.0.0.2:{beacon_port}/pixel.png\" alt=\"\">"
+                    ))
+                }
+            }),
+        );
+        let hits = Arc::clone(&beacon_hits);
+        let beacon = axum::Router::new().route(
+            "/pixel.png",
+            get(move || {
+                hits.fetch_add(1, Ordering::SeqCst);
+                async { "" }
+            }),
+        );
+        runtime.spawn(async move { axum::serve(page_listener, page).await });
+        runtime.spawn(async move { axum::serve(beacon_listener, beacon).await });
+        Beacon {
+            page: format!("http://127.0.0.2:{page_port}/"),
+            page_hits,
+            beacon_hits,
+            page_port,
+            _runtime: runtime,
+        }
+    }
+
+    fn config(&self, guard: bool) -> tempfile::NamedTempFile {
+        let text = format!(
+            r#"
+[policy]
+allow_hosts = ["127.0.0.2"]
+schemes = ["http"]
+special_use = ["127.0.0.2/32"]
+ports = [{port}]
+
+[backend]
+kind = "chromium"
+guard = {guard}
+sandbox = {sandbox}
+
+[http]
+listen = "127.0.0.1:0"
+
+[[tokens]]
+token = "{CLIENT_TOKEN}"
+actor = "py-agent"
+run = "py-run"
+"#,
+            port = self.page_port,
+            sandbox = !running_as_root(),
+        );
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
+    })
+}
+
+/// The binary's Chromium goes through the egress guard built from the
+/// policy: a page the policy allows loads, its image from a port the
+/// policy does not allow never reaches that port. With `guard = false`
+/// (written in the file) the same image is fetched: the guard is what
+/// stopped it.
+#[test]
+fn the_binary_chromium_goes_through_the_egress_guard() {
+    use std::sync::atomic::Ordering;
+    let Some(python) = python() else { return };
+    let beacon = Beacon::serve();
+    for (guard, expected) in [(true, 0), (false, 1)] {
+        let config = beacon.config(guard);
+        let (server, url) = http_server(&config);
+        let before = beacon.page_hits.load(Ordering::SeqCst);
+        let report = run_client(&python, &["propose", &url, CLIENT_TOKEN, &beacon.page]);
+        drop(server);
+        assert_eq!(report["navigate"], "ok");
+        assert!(report["approval_url"].as_str().is_some());
+        assert_eq!(beacon.page_hits.load(Ordering::SeqCst), before + 1);
+        assert_eq!(
+            beacon.beacon_hits.load(Ordering::SeqCst),
+            expected,
+            "guard = {guard}"
+        );
+    }
 }

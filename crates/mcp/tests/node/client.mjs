@@ -1,8 +1,8 @@
 // Drives countersign-mcp with the official MCP TypeScript SDK
 // (@modelcontextprotocol/sdk). Run by crates/mcp/tests/node_client.rs:
 //
-//   node client.mjs stdio <server binary> <config file> <approver token>
-//   node client.mjs http <mcp url> <client token> <approver token>
+//   node client.mjs stdio <server binary> <config file> <approver token> <site url>
+//   node client.mjs http <mcp url> <client token> <approver token> <site url>
 //
 // Prints one JSON object (the tool list as the SDK received it, and what
 // happened) on its last line.
@@ -11,8 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const CLICK = { url: "http://127.0.0.2:9/", method: "click", selector: "button#count" };
-const [mode, target, secret, approverToken] = process.argv.slice(2);
+const [mode, target, secret, approverToken, site] = process.argv.slice(2);
 
 function assert(condition, what) {
   if (!condition) throw new Error(`assertion failed: ${what}`);
@@ -60,6 +59,16 @@ const client = new Client({ name: "countersign-node-test", version: "1.0.0" });
 await client.connect(transport);
 const report = {};
 report.tools = (await client.listTools()).tools;
+
+const landed = (await client.callTool({ name: "browser_navigate", arguments: { url: site } })).structuredContent;
+assert(landed.status === "ok" && landed.url === site, `navigated: ${JSON.stringify(landed)}`);
+report.navigate = landed.status;
+const seen = (await client.callTool({ name: "browser_observe", arguments: {} })).structuredContent;
+report.observe = seen.status;
+const line = seen.page_content.snapshot.split("\n").find((l) => l.trim().startsWith('- button "count"'));
+const ref = /\[ref=([^\]]+)\]/.exec(line ?? "")?.[1];
+assert(ref, `a ref for the count button in ${seen.page_content.snapshot}`);
+const CLICK = { url: site, method: "click", ref };
 
 const proposed = (await client.callTool({ name: "browser_propose", arguments: CLICK })).structuredContent;
 assert(proposed.status === "pending", "proposal pending");

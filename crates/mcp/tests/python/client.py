@@ -1,9 +1,16 @@
 """Drives countersign-mcp with the official MCP Python SDK (`mcp` on PyPI).
 
-Run by crates/mcp/tests/python_client.rs, never by hand:
+Run by crates/mcp/tests/sdk_clients.rs (and demo.rs), never by hand:
 
-    client.py stdio <server binary> <config file> <approver token>
-    client.py http <mcp url> <client token> <approver token>
+    client.py stdio <server binary> <config file> <approver token> <site url>
+    client.py http <mcp url> <client token> <approver token> <site url>
+    client.py live <mcp url> <client token> <approver token> <site url>
+    client.py propose <mcp url> <client token> <site url>
+
+`stdio` and `http` run against the fake backend (its action count at
+`/fake-backend/actions`); `live` against Chromium and the demo's site,
+which counts the clicks it receives at `<site url>clicks`; `propose` only
+navigates, observes and proposes, for the screenshot of the approval page.
 
 Checks the whole flow with asserts and prints one JSON object (the tool
 list as the SDK received it, and what happened) on its last line.
@@ -19,8 +26,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-URL = "http://127.0.0.2:9/"
-CLICK = {"url": URL, "method": "click", "selector": "button#count", "description": "count once"}
+SITE = sys.argv[-1]
 
 
 ELICITED = []
@@ -73,7 +79,28 @@ def approve(approval_url, approver_token):
     return origin
 
 
+def ref_of(snapshot, role, name):
+    """The ref the observation gives the line `- role "name" ... [ref=…]`."""
+    for line in snapshot.splitlines():
+        if line.strip().startswith(f'- {role} "{name}"'):
+            found = re.search(r"\[ref=([^\]]+)\]", line)
+            if found:
+                return found.group(1)
+    raise AssertionError(f"no {role} {name!r} in the snapshot:\n{snapshot}")
+
+
+def site_clicks():
+    """The clicks the live demo page counted (its own trusted-click handler
+    posts each to the site)."""
+    with httpx2.Client() as http:
+        answer = http.get(SITE + "clicks")
+        assert answer.status_code == 200, answer.status_code
+        return answer.json()["clicks"]
+
+
 def fake_actions(origin, approver_token):
+    if LIVE:
+        return site_clicks()
     with httpx2.Client() as http:
         answer = http.get(
             origin + "/fake-backend/actions",
@@ -83,13 +110,37 @@ def fake_actions(origin, approver_token):
         return answer.json()["actions"]
 
 
-async def flow(session, approver_token, report):
+async def look(session, report):
+    """browser_navigate to the site, browser_observe it: the click by ref."""
+    landed = structured(await session.call_tool("browser_navigate", {"url": SITE}))
+    assert landed["status"] == "ok" and landed["url"] == SITE, landed
+    report["navigate"] = landed["status"]
+    seen = structured(await session.call_tool("browser_observe", {}))
+    assert seen["status"] == "ok" and seen["url"] == SITE, seen
+    report["observe"] = seen["status"]
+    report["title"] = seen["page_content"]["title"]
+    ref = ref_of(seen["page_content"]["snapshot"], "button", "count")
+    return {"url": SITE, "method": "click", "ref": ref, "description": "count once"}
+
+
+async def wait_for_clicks(expected):
+    """The live page posts its count after the click: wait (bounded) for it
+    to arrive, then report what arrived."""
+    if not LIVE:
+        return
+    with anyio.move_on_after(10):
+        while site_clicks() < expected:
+            await anyio.sleep(0.05)
+
+
+async def flow(session, approver_token, report, http_target=None):
     init = await session.initialize()
     report["protocol_version"] = init.protocol_version
     tools = await session.list_tools()
     report["tools"] = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools.tools]
 
-    proposed = structured(await session.call_tool("browser_propose", CLICK))
+    click = await look(session, report)
+    proposed = structured(await session.call_tool("browser_propose", click))
     assert proposed["status"] == "pending", proposed
     link = proposed["approval_url"]
     assert link.endswith("/approvals/proposals/" + proposed["proposal_id"]), link
@@ -103,17 +154,21 @@ async def flow(session, approver_token, report):
     assert status["status"] == "pending" and status["approval_url"] == link, status
 
     # Acting while pending: there is no grant; any id the client makes up fails.
-    pending = await session.call_tool("browser_act", {**CLICK, "approval_id": "apr_" + "0" * 32})
+    pending = await session.call_tool("browser_act", {**click, "approval_id": "apr_" + "0" * 32})
     report["act_while_pending"] = code(pending)
+    status = structured(await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
+    report["status_after_accept"] = status["status"]
 
     origin = approve(link, approver_token)
     status = structured(await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
     assert status["status"] == "approved", status
-    act = {**CLICK, "approval_id": status["approval_id"]}
+    act = {**click, "approval_id": status["approval_id"]}
     first = structured(await session.call_tool("browser_act", act))
     report["act"] = first["status"]
     report["replay"] = code(await session.call_tool("browser_act", act))
+    await wait_for_clicks(1)
     report["actions"] = fake_actions(origin, approver_token)
+    report["title_after_act"] = structured(await session.call_tool("browser_observe", {}))["page_content"]["title"]
 
     # Bad input over the wire: refusals as tool results, unknown tools as
     # JSON-RPC errors, the session alive throughout.
@@ -126,9 +181,24 @@ async def flow(session, approver_token, report):
     report["no_arguments"] = code(await session.call_tool("browser_act", None))
     report["extra_argument"] = code(await session.call_tool("browser_act", {**act, "actor_id": "someone-else"}))
     report["wrong_type"] = code(await session.call_tool("browser_act", {**act, "url": 42}))
-    report["huge_selector"] = code(await session.call_tool("browser_propose", {**CLICK, "selector": "a" * 600_000}))
+    by_selector = {k: v for k, v in click.items() if k != "ref"}
+    report["huge_selector"] = code(
+        await session.call_tool("browser_propose", {**by_selector, "selector": "a" * 600_000})
+    )
+    huge = {**by_selector, "selector": "a" * 2_000_000}
     try:
-        await session.call_tool("browser_propose", {**CLICK, "selector": "a" * 2_000_000}, read_timeout_seconds=20)
+        if http_target is None:
+            await session.call_tool("browser_propose", huge, read_timeout_seconds=20)
+        else:
+            # Over HTTP on a session of its own: the server may close the
+            # connection while the body is still being sent, and the SDK
+            # then fails the whole session, not only this call.
+            url, token = http_target
+            async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write) as other:
+                        await other.initialize()
+                        await other.call_tool("browser_propose", huge, read_timeout_seconds=20)
         report["huge_payload"] = "answered"
     except MCPError as error:
         report["huge_payload"] = error.code
@@ -148,12 +218,13 @@ async def concurrent(url, token, approver_token, report):
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                proposed = structured(await session.call_tool("browser_propose", {**CLICK, "selector": "button#race"}))
+                click = await look(session, {})
+                proposed = structured(await session.call_tool("browser_propose", click))
                 origin = approve(proposed["approval_url"], approver_token)
                 status = structured(
                     await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]})
                 )
-                act = {**CLICK, "selector": "button#race", "approval_id": status["approval_id"]}
+                act = {**click, "approval_id": status["approval_id"]}
     before = fake_actions(origin, approver_token)
     outcomes = []
 
@@ -189,28 +260,53 @@ async def raw_http(url, token, report):
         none = await http.post(url, content="{}", headers={"content-type": "application/json"})
         wrong = await http.post(url, content="{}", headers={**headers, "authorization": "Bearer nope"})
         report["unauthenticated"] = [none.status_code, none.text, wrong.status_code, wrong.text]
-        huge = await http.post(url, content=b" " * (2 << 20), headers=headers)
-        report["huge_body"] = huge.status_code
+        try:
+            huge = await http.post(url, content=b" " * (2 << 20), headers=headers)
+            report["huge_body"] = huge.status_code
+        except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
+            # The server answers 413 and closes while the body is still
+            # arriving; the reset can reach the client before the answer.
+            report["huge_body"] = "closed without an answer"
+
+
+async def propose_only(url, token, report):
+    """Navigate, observe, propose by ref: the approval page to look at."""
+    headers = {"authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                click = await look(session, report)
+                proposed = structured(await session.call_tool("browser_propose", click))
+                assert proposed["status"] == "pending", proposed
+                report["approval_url"] = proposed["approval_url"]
+
+
+LIVE = sys.argv[1] == "live"
 
 
 async def main():
     mode = sys.argv[1]
     report = {}
-    if mode == "stdio":
-        _, _, binary, config, approver_token = sys.argv
+    if mode == "propose":
+        _, _, url, token, _site = sys.argv
+        await propose_only(url, token, report)
+    elif mode == "stdio":
+        _, _, binary, config, approver_token, _site = sys.argv
         params = StdioServerParameters(command=binary, args=["--stdio", "--config", config])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
                 await flow(session, approver_token, report)
     else:
-        _, _, url, token, approver_token = sys.argv
+        _, _, url, token, approver_token, _site = sys.argv
         headers = {"authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
-                    await flow(session, approver_token, report)
-        await raw_http(url, token, report)
-        await concurrent(url, token, approver_token, report)
+                    await flow(session, approver_token, report, (url, token))
+        if not LIVE:
+            await raw_http(url, token, report)
+            await concurrent(url, token, approver_token, report)
     print(json.dumps(report))
 
 
