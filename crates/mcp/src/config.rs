@@ -159,6 +159,36 @@ pub struct HttpConfig {
     /// How long an approved grant stays usable, in seconds (default 120).
     #[serde(default = "grant_ttl")]
     pub grant_ttl_secs: u64,
+    /// The secret the approval pages sign their forms with, as 64
+    /// hexadecimal digits (32 bytes); the same on every process that serves
+    /// the pages, so a form rendered by one may be posted to another.
+    /// Default: a fresh random key at start-up.
+    pub form_key: Option<String>,
+}
+
+impl HttpConfig {
+    /// The form key's 32 bytes, when one is set and well-formed.
+    pub fn form_key_bytes(&self) -> Result<Option<[u8; 32]>, String> {
+        let Some(text) = &self.form_key else {
+            return Ok(None);
+        };
+        let refused = || {
+            "`http.form_key` must be 64 hexadecimal digits (32 bytes, e.g. from `openssl rand -hex 32`)"
+                .to_owned()
+        };
+        if text.len() != 64 {
+            return Err(refused());
+        }
+        let mut key = [0u8; 32];
+        for (byte, pair) in key.iter_mut().zip(text.as_bytes().chunks(2)) {
+            let pair = std::str::from_utf8(pair).map_err(|_| refused())?;
+            *byte = u8::from_str_radix(pair, 16).map_err(|_| refused())?;
+        }
+        if key.iter().all(|b| *b == 0) {
+            return Err("`http.form_key` is all zeros: draw it at random".into());
+        }
+        Ok(Some(key))
+    }
 }
 
 fn listen() -> SocketAddr {
@@ -179,6 +209,7 @@ impl Default for HttpConfig {
             allowed_hosts: None,
             proposal_ttl_secs: proposal_ttl(),
             grant_ttl_secs: grant_ttl(),
+            form_key: None,
         }
     }
 }
@@ -242,6 +273,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
 }
 
 fn check(config: &Config) -> Result<(), String> {
+    config.http.form_key_bytes()?;
     if config.policy.allow_hosts.is_empty() {
         return Err("`policy.allow_hosts` is empty: list the hosts actions may happen on".into());
     }
@@ -333,6 +365,43 @@ mod tests {
         assert!(config.backend.chromium_path.is_none());
         assert!(config.backend.pages.is_empty());
         assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn a_shared_form_key_is_read_and_a_bad_one_refused() {
+        let key = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+        let config = parse(&format!("{MINIMAL}[http]\nform_key = \"{key}\"\n")).unwrap();
+        let bytes = config.http.form_key_bytes().unwrap().unwrap();
+        assert_eq!(bytes[..4], [0x00, 0x11, 0x22, 0x33]);
+        assert_eq!(bytes[31], 0xff);
+        assert!(
+            parse(MINIMAL)
+                .unwrap()
+                .http
+                .form_key_bytes()
+                .unwrap()
+                .is_none()
+        );
+        let shape = "`http.form_key` must be 64 hexadecimal digits (32 bytes, e.g. from `openssl rand -hex 32`)";
+        for bad in [
+            &key[..62],
+            "zz112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+            "é0112233445566778899aabbccddeeff00112233445566778899aabbccddeef",
+        ] {
+            assert_eq!(
+                parse(&format!("{MINIMAL}[http]\nform_key = \"{bad}\"\n")).unwrap_err(),
+                shape,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse(&format!(
+                "{MINIMAL}[http]\nform_key = \"{}\"\n",
+                "0".repeat(64)
+            ))
+            .unwrap_err(),
+            "`http.form_key` is all zeros: draw it at random"
+        );
     }
 
     #[test]

@@ -257,8 +257,12 @@ async fn build(
         tokens = tokens.with(token.clone(), identity);
     }
     let approvers = Arc::new(ConfigApprovers::new(&config.approvers)?);
-    let pages = ApprovalPages::builder(Arc::clone(&store), Arc::clone(&approvers))
-        .grant_ttl(Duration::from_secs(config.http.grant_ttl_secs))
+    let mut pages = ApprovalPages::builder(Arc::clone(&store), Arc::clone(&approvers))
+        .grant_ttl(Duration::from_secs(config.http.grant_ttl_secs));
+    if let Some(key) = config.http.form_key_bytes()? {
+        pages = pages.form_key(key);
+    }
+    let pages = pages
         .build()
         .map_err(|e| format!("the approval pages cannot start: {e}"))?;
     let options = match &config.http.allowed_hosts {

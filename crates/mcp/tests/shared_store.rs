@@ -1,7 +1,9 @@
 //! Two `countersign-mcp` processes on one store (Redis, then PostgreSQL),
 //! as a deployment behind a load balancer runs them: a proposal made
 //! through one process is approved on the other's approval page and acted
-//! on once; a run stopped through either refuses acts on both.
+//! on once; a run stopped through either refuses acts on both. With one
+//! form key (`http.form_key`) a form rendered by one process is taken by
+//! the other.
 //!
 //! Each test starts its own store server on a free loopback port; without
 //! `redis-server` or `initdb` it says `SKIPPED` (see `support`).
@@ -225,4 +227,30 @@ async fn two_processes_share_one_postgres_store() {
         .await
         .unwrap();
     check_log(&store.operation_log()).await;
+}
+
+/// With the same `http.form_key`, a form one process rendered is taken by
+/// the other, so the approval pages need no sticky routing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_form_key_lets_either_process_take_a_form() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let key = "form_key = \"8f0e1d2c3b4a59687766554433221100ffeeddccbbaa99887766554433221100\"";
+    let a = Process::start_with(&redis.url(), key);
+    let b = Process::start_with(&redis.url(), key);
+    let mut on_a = Session::open(&a.mcp).await;
+    let proposal = propose(&mut on_a, "button#first").await;
+    // Rendered by B, posted to A: taken.
+    let form = approve_form(&b.origin, &proposal).await;
+    let (status, location) = post_form(&a.origin, &form).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{location}");
+    let approval = approval_of(&mut on_a, &proposal).await;
+    assert_eq!(
+        on_a.call("browser_act", act("button#first", &approval))
+            .await["status"],
+        "ok"
+    );
+    assert_eq!(a.fake_actions().await, 1);
+    assert_eq!(b.fake_actions().await, 0);
 }

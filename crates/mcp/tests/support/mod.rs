@@ -320,6 +320,12 @@ pub struct Process {
 impl Process {
     /// The binary with the test's configuration on `store_url`.
     pub fn start(store_url: &str) -> Process {
+        Process::start_with(store_url, "")
+    }
+
+    /// The binary with the test's configuration on `store_url`, and
+    /// `http_extra` added to its `[http]` table.
+    pub fn start_with(store_url: &str, http_extra: &str) -> Process {
         let text = format!(
             r#"
 [policy]
@@ -332,6 +338,7 @@ url = "{store_url}"
 
 [http]
 listen = "127.0.0.1:0"
+{http_extra}
 
 [[tokens]]
 token = "{CLIENT_TOKEN}"
