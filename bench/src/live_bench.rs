@@ -13,6 +13,7 @@ use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
 use chromiumoxide::Browser;
+use chromiumoxide::cdp::browser_protocol::page::GetFrameTreeParams;
 use chromiumoxide::layout::Point;
 use countersign_act_tool::{Act, Context, issue_page_grant};
 use countersign_approval_core::{ActorId, RunId};
@@ -201,26 +202,7 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
 
     // The baseline attaches its own DevTools client to the same tab.
     let (bare, point) = rt.block_on(async {
-        let (mut browser, mut handler) = Browser::connect(chromium.devtools_url())
-            .await
-            .map_err(err)?;
-        tokio::spawn(async move { while handler.next().await.is_some() {} });
-        browser.fetch_targets().await.map_err(err)?;
-        // The second client learns of the tab asynchronously: poll, bounded.
-        let mut page = None;
-        for _ in 0..100 {
-            page = browser
-                .pages()
-                .await
-                .map_err(err)?
-                .into_iter()
-                .find(|p| p.target_id().inner() == tab.target().as_str());
-            if page.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let page = page.ok_or("the benchmark tab is not visible to a second client within 10 s")?;
+        let page = bare_client(&chromium, &tab).await?;
         let centre = tab
             .inspect(
                 "function () { const r = document.getElementById('count').getBoundingClientRect(); \
@@ -277,6 +259,7 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
 
     let mut failures = 0u64;
     let mut bare_clicks = 0u64;
+    let mut first_bare_failure: Option<String> = None;
     let mut act_clicks = 0u64;
     let (subject, baseline) = compare(
         budget,
@@ -284,8 +267,11 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..n {
-                    if bare.click(point).await.is_ok() {
-                        bare_clicks += 1;
+                    match bare.click(point).await {
+                        Ok(_) => bare_clicks += 1,
+                        Err(e) => {
+                            first_bare_failure.get_or_insert_with(|| e.to_string());
+                        }
                     }
                 }
                 start.elapsed()
@@ -314,6 +300,10 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
     if failures > 0 {
         return Err(format!("{failures} live Act calls failed"));
     }
+    // A baseline that did nothing would make any subject look slow.
+    if let Some(failure) = first_bare_failure {
+        return Err(format!("bare DevTools clicks failed, the first: {failure}"));
+    }
     let counted: u64 = on_page.as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
     if counted != bare_clicks + act_clicks {
         return Err(format!(
@@ -341,6 +331,51 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
     rt.block_on(chromium.close()).map_err(err)?;
     rows.extend(peer?);
     Ok(rows)
+}
+
+/// The benchmark tab through a DevTools client of its own, for the
+/// baselines. The second client learns of the tab asynchronously, and the
+/// page it lists sometimes belongs to a session the browser has already
+/// dropped ("Session with given id not found"), for good: the page is
+/// taken only once a call through it answers, connecting afresh while
+/// it does not, for at most 10 s.
+async fn bare_client(
+    chromium: &Chromium,
+    tab: &countersign_backend_chromium::Tab,
+) -> Result<chromiumoxide::Page, String> {
+    let mut last = String::from("the tab was not listed");
+    for _ in 0..50 {
+        let (mut browser, mut handler) = Browser::connect(chromium.devtools_url())
+            .await
+            .map_err(err)?;
+        let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
+        for _ in 0..10 {
+            browser.fetch_targets().await.map_err(err)?;
+            let page = browser
+                .pages()
+                .await
+                .map_err(err)?
+                .into_iter()
+                .find(|p| p.target_id().inner() == tab.target().as_str());
+            let Some(page) = page else {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            };
+            // A call the browser itself answers through the page's session.
+            match page.execute(GetFrameTreeParams::default()).await {
+                Ok(_) => return Ok(page),
+                Err(e) => {
+                    last = e.to_string();
+                    break;
+                }
+            }
+        }
+        handler.abort();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!(
+        "the benchmark tab is not usable from a second client within 10 s: {last}"
+    ))
 }
 
 /// Issues `n` grants bound to `page` for a click on `#count` (the host's
@@ -503,26 +538,7 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
     let backend = tab.backend();
 
     // The baseline: the same tab through a DevTools client of its own.
-    let bare = rt.block_on(async {
-        let (mut browser, mut handler) = Browser::connect(chromium.devtools_url())
-            .await
-            .map_err(err)?;
-        tokio::spawn(async move { while handler.next().await.is_some() {} });
-        browser.fetch_targets().await.map_err(err)?;
-        for _ in 0..100 {
-            let page = browser
-                .pages()
-                .await
-                .map_err(err)?
-                .into_iter()
-                .find(|p| p.target_id().inner() == tab.target().as_str());
-            if let Some(page) = page {
-                return Ok::<_, String>(page);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Err("the benchmark tab is not visible to a second client within 10 s".to_owned())
-    })?;
+    let bare = rt.block_on(bare_client(&chromium, &tab))?;
     let frame = rt
         .block_on(bare.mainframe())
         .map_err(err)?
@@ -544,6 +560,8 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
     let mut bare_nodes = 0usize;
     let mut bare_failures = 0u64;
     let mut failures = 0u64;
+    let mut first_failure: Option<String> = None;
+    let mut first_bare_failure: Option<String> = None;
     let (subject, baseline) = compare(
         budget,
         |n| {
@@ -556,7 +574,10 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
                     };
                     match bare.execute(params).await {
                         Ok(tree) => bare_nodes = tree.result.nodes.len(),
-                        Err(_) => bare_failures += 1,
+                        Err(e) => {
+                            bare_failures += 1;
+                            first_bare_failure.get_or_insert_with(|| format!("bare read: {e}"));
+                        }
                     }
                 }
                 start.elapsed()
@@ -566,8 +587,9 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..n {
-                    if backend.observe().await.is_err() {
+                    if let Err(e) = backend.observe().await {
                         failures += 1;
+                        first_failure.get_or_insert_with(|| format!("observe: {e}"));
                     }
                 }
                 start.elapsed()
@@ -577,7 +599,12 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
     rt.block_on(chromium.close()).map_err(err)?;
     if failures + bare_failures > 0 {
         return Err(format!(
-            "{failures} observations and {bare_failures} bare tree reads failed"
+            "{failures} observations and {bare_failures} bare tree reads failed; first failures: {}",
+            [first_failure, first_bare_failure]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     Ok(vec![Row {

@@ -48,9 +48,15 @@ fn run(quick: bool) -> Result<(), String> {
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut extra: Vec<String> = Vec::new();
-    // BENCH_ONLY=<substring> runs only matching benchmarks, for profiling one at a time.
+    // BENCH_ONLY=<substring>[,<substring>…] runs only the benchmarks whose
+    // names contain one of them, for profiling a few at a time.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let wanted = |name: &str| only.is_empty() || name.contains(only.as_str());
+    let wanted = |name: &str| {
+        only.is_empty()
+            || only
+                .split(',')
+                .any(|part| !part.is_empty() && name.contains(part))
+    };
     let mut push = |row: Row| {
         report::print_row(&row);
         rows.push(row);
