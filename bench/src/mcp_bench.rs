@@ -1,6 +1,11 @@
 //! browser_act through countersign-mcp's Streamable HTTP Router against
-//! what it is built from: the same call to a bare rmcp echo tool over the
-//! same transport, plus the same act on the in-process Toolset.
+//! what it is built from: the same call to a bare rmcp tool over the same
+//! transport, plus the same act on the in-process Toolset.
+//!
+//! The bare tool answers a copy of an act's result, so both sides send
+//! (as text and as `structuredContent`, as rmcp's structured results do)
+//! and the client parses answers of one size; the note also gives the
+//! ratio against a bare tool that echoes its (smaller) arguments.
 //!
 //! Both sides run the whole HTTP service (requests and SSE responses
 //! through tower, no sockets, so the kernel's loopback does not drown the
@@ -38,9 +43,13 @@ use crate::policy_bench::policy;
 const TOKEN: &str = "bench-token-0123456789";
 const URL: &str = "https://docs.example.com/";
 
-/// The bare tool: answers its arguments, nothing else.
+/// The bare tools: `echo` answers its arguments, `sized` a fixed copy of
+/// an act's result (the same JSON the subject answers, so both sides send
+/// and parse responses of one size), nothing else.
 #[derive(Clone)]
-struct Echo;
+struct Echo {
+    sized: Arc<Value>,
+}
 
 impl ServerHandler for Echo {
     fn get_info(&self) -> ServerConfig {
@@ -60,8 +69,12 @@ impl ServerHandler for Echo {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        Ok(CallToolResult::structured(arguments).into())
+        let answer = if request.name == "sized" {
+            Value::clone(&self.sized)
+        } else {
+            Value::Object(request.arguments.unwrap_or_default())
+        };
+        Ok(CallToolResult::structured(answer).into())
     }
 }
 
@@ -148,6 +161,7 @@ impl Client {
 enum Which {
     Mcp,
     Echo,
+    Sized,
     InProcess,
 }
 
@@ -164,7 +178,7 @@ async fn issue(f: &Fixture, store: &InMemoryApprovalStore, n: u64) -> Result<Vec
     Ok(calls)
 }
 
-/// The row: browser_act via MCP over the echo tool plus the in-process act.
+/// The row: browser_act via MCP over the bare tool plus the in-process act.
 pub fn act(budget: Budget) -> Result<Row, String> {
     let f = Fixture::new()?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -195,30 +209,54 @@ pub fn act(budget: Budget) -> Result<Row, String> {
         StaticTokens::new().with(TOKEN, identity),
         HttpOptions::default(),
     );
+    // The bare tool's sized answer: an act's result, as the subject sends.
+    let sized = rt.block_on(async {
+        let calls = issue(&f, &store, 1).await?;
+        in_process
+            .call("browser_act", &calls[0])
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    if sized["status"] != "ok" {
+        return Err(format!("the in-process act did not act: {sized}"));
+    }
+    let sized = Arc::new(sized);
     let echo = Router::new().route_service(
         MCP_PATH,
         StreamableHttpService::new(
-            || Ok(Echo),
+            move || {
+                Ok(Echo {
+                    sized: Arc::clone(&sized),
+                })
+            },
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         ),
     );
-    let (mut ours, echo) = rt.block_on(async {
+    let (mut ours, mut echo) = rt.block_on(async {
         Ok::<_, String>((Client::connect(ours).await?, Client::connect(echo).await?))
     })?;
 
-    // One check before timing: both acting sides really act.
-    let (over_mcp, in_place) = rt.block_on(async {
+    // One check before timing: both acting sides really act, and the
+    // sized answer is as long as the subject's.
+    let (over_mcp, in_place, sized_answer) = rt.block_on(async {
         let calls = issue(&f, &store, 2).await?;
         let over_mcp = ours.call("browser_act", &calls[0]).await?;
         let in_place = in_process
             .call("browser_act", &calls[1])
             .await
             .map_err(|e| e.to_string())?;
-        Ok::<_, String>((over_mcp, in_place))
+        let sized_answer = echo.call("sized", &calls[0]).await?;
+        Ok::<_, String>((over_mcp, in_place, sized_answer))
     })?;
     if over_mcp["result"]["structuredContent"]["status"] != "ok" || in_place["status"] != "ok" {
         return Err(format!("an act side did not act: {over_mcp} / {in_place}"));
+    }
+    let length = |answer: &Value| answer["result"].to_string().len();
+    if length(&over_mcp).abs_diff(length(&sized_answer)) > 8 {
+        return Err(format!(
+            "the sized answer is not the subject's size: {over_mcp} / {sized_answer}"
+        ));
     }
 
     // Each side issues its grants untimed, then times its calls. (The
@@ -240,6 +278,9 @@ pub fn act(budget: Budget) -> Result<Row, String> {
                     Which::Echo => {
                         let _ = std::hint::black_box(echo.call("echo", call).await);
                     }
+                    Which::Sized => {
+                        let _ = std::hint::black_box(echo.call("sized", call).await);
+                    }
                     Which::InProcess => {
                         let _ = std::hint::black_box(in_process.call("browser_act", call).await);
                     }
@@ -250,27 +291,35 @@ pub fn act(budget: Budget) -> Result<Row, String> {
     };
     let mut subject = |iters: u64| timed(iters, Which::Mcp);
     let mut bare_echo = |iters: u64| timed(iters, Which::Echo);
+    let mut bare_sized = |iters: u64| timed(iters, Which::Sized);
     let mut act_in_process = |iters: u64| timed(iters, Which::InProcess);
     let sides = compare_sides(
         budget,
-        &mut [&mut subject, &mut bare_echo, &mut act_in_process],
+        &mut [
+            &mut subject,
+            &mut bare_sized,
+            &mut act_in_process,
+            &mut bare_echo,
+        ],
     );
-    let (subject, echo_side, act_side) = (sides[0], sides[1], sides[2]);
+    let (subject, sized_side, act_side, echo_side) = (sides[0], sides[1], sides[2], sides[3]);
     let baseline = Side {
-        median_ns: echo_side.median_ns + act_side.median_ns,
+        median_ns: sized_side.median_ns + act_side.median_ns,
     };
+    let echo_baseline = echo_side.median_ns + act_side.median_ns;
     Ok(Row {
         name: "browser_act via MCP Streamable HTTP (countersign-mcp, fake backend)".to_owned(),
-        baseline_name:
-            "bare rmcp echo tool over the same transport + in-process Toolset browser_act"
-                .to_owned(),
+        baseline_name: "bare rmcp tool answering an act's result over the same transport + in-process Toolset browser_act".to_owned(),
         subject,
         baseline,
         target: Target::TimeRatioAtMost(1.3),
         note: format!(
-            "baseline = bare echo {:.1} µs + in-process act {:.1} µs (medians, sides sampled in rotation); tower requests through the whole axum/rmcp service, no sockets; one session per side",
+            "baseline = bare tool {:.1} µs + in-process act {:.1} µs (medians, sides sampled in rotation); countersign-mcp adds {:.1} µs at p50; against a bare tool echoing its arguments instead ({:.1} µs, a smaller answer) the ratio is {:.2}; tower requests through the whole axum/rmcp service, no sockets; one session per side",
+            sized_side.median_ns / 1e3,
+            act_side.median_ns / 1e3,
+            (subject.median_ns - baseline.median_ns) / 1e3,
             echo_side.median_ns / 1e3,
-            act_side.median_ns / 1e3
+            subject.median_ns / echo_baseline,
         ),
     })
 }

@@ -14,7 +14,8 @@
 //! saying what to install. It also creates `target/mcp-venv`, a Python
 //! virtual environment with the official MCP SDK that countersign-mcp's
 //! tests drive the server with, and runs `npm ci` for the TypeScript SDK
-//! they drive it with too.
+//! they drive it with too and for the MCP conformance suite they run
+//! against it.
 //!
 //! ```text
 //! cargo xtask test          the workspace tests with all features
@@ -313,24 +314,31 @@ fn test() -> Result<(), String> {
     )
 }
 
-/// Installs the official MCP TypeScript SDK, as its committed lock file
-/// pins it, for countersign-mcp's tests (`npm ci`).
+/// The Node packages of countersign-mcp's tests, each pinned by its
+/// committed lock file: the official MCP TypeScript SDK (the client tests)
+/// and the MCP conformance suite (its server scenarios).
+const MCP_NODE_PACKAGES: &[&str] = &["crates/mcp/tests/node", "crates/mcp/tests/conformance"];
+
+/// Installs [`MCP_NODE_PACKAGES`] as their lock files pin them (`npm ci`).
 fn mcp_node() -> Result<(), String> {
     if !installed("npm", &[]) {
-        return Err("npm is required for countersign-mcp's TypeScript client tests: install Node.js 20 or later".into());
+        return Err("npm is required for countersign-mcp's TypeScript client and conformance tests: install Node.js 20 or later".into());
     }
-    let package = root().join("crates/mcp/tests/node");
-    run(
-        "npm",
-        &[
-            "ci",
-            "--no-audit",
-            "--no-fund",
-            "--prefix",
-            &package.to_string_lossy(),
-        ],
-        &[],
-    )
+    for package in MCP_NODE_PACKAGES {
+        let package = root().join(package);
+        run(
+            "npm",
+            &[
+                "ci",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                &package.to_string_lossy(),
+            ],
+            &[],
+        )?;
+    }
+    Ok(())
 }
 
 /// The official MCP Python SDK, pinned, that countersign-mcp's tests drive

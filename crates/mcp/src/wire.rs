@@ -6,6 +6,7 @@
 //! call whose arguments say two things at once is refused here, from the
 //! bytes, before anything reads them.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -204,16 +205,67 @@ impl<'de> Visitor<'de> for NoDuplicates {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
         // Keys arrive unescaped (`"\u0061"` is `a`), so two spellings of one
-        // key are caught too.
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
+        // key are caught too. A key without escapes is borrowed from the
+        // message, not copied; the few keys of an MCP object are compared
+        // in a list, and a large object moves to a hash set so that many
+        // keys cost linear time, not quadratic.
+        let mut few: Vec<Cow<'de, str>> = Vec::new();
+        let mut many: HashSet<Cow<'de, str>> = HashSet::new();
+        while let Some(Key(key)) = map.next_key()? {
+            let repeated = if many.is_empty() && few.len() < FEW_KEYS {
+                few.contains(&key)
+            } else {
+                if many.is_empty() {
+                    many.extend(few.drain(..));
+                }
+                many.contains(&key)
+            };
+            if repeated {
                 return Err(de::Error::custom(format_args!("{DUPLICATE}{key}")));
+            }
+            if many.is_empty() {
+                few.push(key);
+            } else {
+                many.insert(key);
             }
             map.next_value_seed(NoDuplicates)?;
         }
         Ok(())
+    }
+}
+
+/// Up to this many keys of one object are checked in a list.
+const FEW_KEYS: usize = 16;
+
+/// An object key, borrowed from the message when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(key)))
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(key.to_owned())))
+    }
+
+    fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(key)))
     }
 }
 
@@ -241,6 +293,23 @@ mod tests {
             check_message(br#"{"a":1,"\u0061":2}"#),
             Err(WireError::DuplicateKey("a".to_owned()))
         );
+    }
+
+    #[test]
+    fn refuses_a_repeat_in_a_large_object_either_side_of_the_switch() {
+        for (first, second) in [(3, 12), (3, 40), (20, 40)] {
+            let mut keys: Vec<String> = (0..50).map(|i| format!("\"k{i}\":{i}")).collect();
+            keys[second] = format!("\"k{first}\":0");
+            let message = format!("{{\"id\":1,\"params\":{{{}}}}}", keys.join(","));
+            assert_eq!(
+                check_message(message.as_bytes()),
+                Err(WireError::DuplicateKey(format!("k{first}"))),
+                "{first} repeated at {second}"
+            );
+        }
+        let distinct: Vec<String> = (0..50).map(|i| format!("\"k{i}\":{i}")).collect();
+        let message = format!("{{\"params\":{{{}}}}}", distinct.join(","));
+        assert!(check_message(message.as_bytes()).is_ok());
     }
 
     #[test]
