@@ -310,6 +310,7 @@ fn test() -> Result<(), String> {
         &[
             ("COUNTERSIGN_MCP_PYTHON", python.as_str()),
             ("COUNTERSIGN_MCP_NODE", "1"),
+            ("COUNTERSIGN_MCP_STORES", "1"),
         ],
     )
 }

@@ -90,7 +90,7 @@ async fn guard(State(tokens): State<Arc<dyn Tokens>>, request: Request, next: Ne
     if parts.method != Method::POST {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+    let Some(bytes) = read_bounded(body).await else {
         return refuse(StatusCode::PAYLOAD_TOO_LARGE, &WireError::TooLarge, b"");
     };
     if let Err(error) = check_message(&bytes) {
@@ -98,6 +98,41 @@ async fn guard(State(tokens): State<Arc<dyn Tokens>>, request: Request, next: Ne
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// How much of an oversized body is still read, and dropped, past the
+/// bound, and for how long: a client still sending when the server
+/// answers and closes gets a reset instead of the `413` that says why.
+const DRAIN_BYTES: usize = 16 * MAX_MESSAGE_BYTES;
+const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The whole body, or `None` when it is longer than [`MAX_MESSAGE_BYTES`]
+/// or cannot be read whole (the client went away). Past the bound the rest
+/// is read and dropped, up to [`DRAIN_BYTES`] within [`DRAIN_WITHIN`], so
+/// that the refusal reaches the client; never kept in memory.
+async fn read_bounded(body: Body) -> Option<axum::body::Bytes> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut kept: Vec<u8> = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        if kept.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            let mut seen = kept.len() + chunk.len();
+            drop(kept);
+            let drain = async {
+                while seen <= DRAIN_BYTES {
+                    match stream.next().await {
+                        Some(Ok(chunk)) => seen += chunk.len(),
+                        _ => return,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_WITHIN, drain).await;
+            return None;
+        }
+        kept.extend_from_slice(&chunk);
+    }
+    Some(kept.into())
 }
 
 fn refuse(status: StatusCode, error: &WireError, message: &[u8]) -> Response {

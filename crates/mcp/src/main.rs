@@ -31,6 +31,10 @@ use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 use crate::backend::{Backends, running_as_root};
 use crate::config::{ApproverConfig, Config, IdentityConfig, PolicyConfig, TokenConfig};
 
+/// How long `--stdio` waits, once its client has gone, for the tool calls
+/// still running (an act in the backend) before the process exits.
+const CALLS_FINISH_WITHIN: Duration = Duration::from_secs(60);
+
 /// The session cookie the approvers' sign-in link sets.
 const COOKIE: &str = "countersign-approver";
 
@@ -146,7 +150,19 @@ async fn run(args: Args) -> Result<(), String> {
     match stdio {
         Some(identity) => {
             let http = tokio::spawn(http);
-            let served = countersign_mcp::stdio::serve_stdio(server.launched_as(identity)).await;
+            let served =
+                countersign_mcp::stdio::serve_stdio(server.clone().launched_as(identity)).await;
+            // The client is gone; a call it started may still be inside the
+            // backend, past its consume: let it reach its record.
+            if tokio::time::timeout(CALLS_FINISH_WITHIN, server.calls_finished())
+                .await
+                .is_err()
+            {
+                eprintln!(
+                    "countersign-mcp: a tool call was still running {} s after the stdio client left; exiting anyway",
+                    CALLS_FINISH_WITHIN.as_secs()
+                );
+            }
             http.abort();
             served.map_err(|e| e.to_string())
         }

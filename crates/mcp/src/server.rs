@@ -58,6 +58,24 @@ struct Inner {
     factory: Box<ToolsetFactory>,
     toolsets: Mutex<HashMap<Identity, Arc<Toolset>>>,
     approval_base: Option<String>,
+    /// How many tool calls are running, for [`McpServer::calls_finished`].
+    in_flight: tokio::sync::watch::Sender<usize>,
+}
+
+/// One running tool call, counted while it lives.
+struct RunningCall<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> RunningCall<'a> {
+    fn begin(counter: &'a tokio::sync::watch::Sender<usize>) -> Self {
+        counter.send_modify(|n| *n += 1);
+        RunningCall(counter)
+    }
+}
+
+impl Drop for RunningCall<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl std::fmt::Debug for McpServer {
@@ -79,9 +97,22 @@ impl McpServer {
                 factory: Box::new(factory),
                 toolsets: Mutex::new(HashMap::new()),
                 approval_base: None,
+                in_flight: tokio::sync::watch::Sender::new(0),
             }),
             launched_as: None,
         }
+    }
+
+    /// Resolves once no tool call is running on any session of this
+    /// server. A session that ends (its client closed stdin, or went away
+    /// over HTTP) does not cancel a call it started: an act already inside
+    /// the backend finishes and is recorded. A host that exits when the
+    /// session ends awaits this first (with a bound of its choosing), so
+    /// that no act is cut off between its consume and its record.
+    pub async fn calls_finished(&self) {
+        let mut running = self.inner.in_flight.subscribe();
+        // Only an error if the sender is gone, which `self` prevents.
+        let _ = running.wait_for(|n| *n == 0).await;
     }
 
     /// Adds to every `browser_propose` and `browser_proposal_status`
@@ -287,7 +318,13 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _running = RunningCall::begin(&self.inner.in_flight);
         let toolset = self.caller_toolset(&context)?;
+        // `context.ct` (the client's cancellation) is not watched on
+        // purpose: once an act has consumed its grant it must reach the
+        // backend's answer and its record, so a call runs to its end even
+        // when its client cancels or goes away (tests/disconnect.rs fails
+        // if it stops early).
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = toolset
             .call(&request.name, &arguments)

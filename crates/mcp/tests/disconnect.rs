@@ -302,6 +302,13 @@ async fn a_stdio_client_gone_mid_act_leaves_one_recorded_act() {
     assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
     assert_eq!(h.backend.len(), 0);
     assert_eq!(h.outcomes().await, Vec::<&str>::new());
+    // What `countersign-mcp --stdio` waits for before it exits: not yet.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), h.server.calls_finished())
+            .await
+            .is_err(),
+        "calls_finished resolved while an act was inside the backend"
+    );
 
     // Released, the act finishes with nobody to answer: performed once,
     // recorded once.
@@ -309,6 +316,9 @@ async fn a_stdio_client_gone_mid_act_leaves_one_recorded_act() {
     h.recorded(1).await;
     assert_eq!(h.backend.len(), 1);
     assert_eq!(h.outcomes().await, ["ok"]);
+    tokio::time::timeout(PATIENCE, h.server.calls_finished())
+        .await
+        .expect("calls_finished never resolved after the act ended");
 
     // Another session: the grant is used up, and a new one works.
     let mut other = StdioClient::open(&h.server).await;

@@ -264,8 +264,8 @@ async def raw_http(url, token, report):
             huge = await http.post(url, content=b" " * (2 << 20), headers=headers)
             report["huge_body"] = huge.status_code
         except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError):
-            # The server answers 413 and closes while the body is still
-            # arriving; the reset can reach the client before the answer.
+            # Reported for the Rust side to refuse: the server must read
+            # the rest of the body and answer 413, not reset the connection.
             report["huge_body"] = "closed without an answer"
 
 
