@@ -1,11 +1,18 @@
 //! browser_act through countersign-mcp's Streamable HTTP Router against
-//! what it is built from: the same call to a bare rmcp tool over the same
-//! transport, plus the same act on the in-process Toolset.
+//! what it is built from: a bare rmcp server over the same transport whose
+//! one tool runs the same act on an in-process Toolset (no token, no
+//! duplicate-key parse, no identity, no result shaping) and answers it as
+//! a structured result, so both sides do the same act and send answers of
+//! one size.
 //!
-//! The bare tool answers a copy of an act's result, so both sides send
-//! (as text and as `structuredContent`, as rmcp's structured results do)
-//! and the client parses answers of one size; the note also gives the
-//! ratio against a bare tool that echoes its (smaller) arguments.
+//! The note also gives the sum it was first judged against, a bare tool
+//! answering a copy of an act's result plus the act timed alone in
+//! process, and the ratio against a bare tool echoing its (smaller)
+//! arguments. That sum underrates the act over MCP: timed inside the
+//! server the same act takes about twice as long as back to back in
+//! process (measured 16.4 against 8.8 µs), because the HTTP and rmcp work
+//! between two acts leaves the act's code and data out of the caches;
+//! the bare act tool pays that too.
 //!
 //! Both sides run the whole HTTP service (requests and SSE responses
 //! through tower, no sockets, so the kernel's loopback does not drown the
@@ -36,7 +43,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::harness::{Budget, Row, Side, Target, compare_sides};
+use crate::harness::{Budget, Row, Target, compare_sides};
 use crate::memory_bench::Fixture;
 use crate::policy_bench::policy;
 
@@ -49,6 +56,9 @@ const URL: &str = "https://docs.example.com/";
 #[derive(Clone)]
 struct Echo {
     sized: Arc<Value>,
+    /// The `act` tool's toolset: the act the subject runs, without
+    /// countersign-mcp around it.
+    toolset: Arc<Toolset>,
 }
 
 impl ServerHandler for Echo {
@@ -69,10 +79,16 @@ impl ServerHandler for Echo {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let answer = if request.name == "sized" {
-            Value::clone(&self.sized)
-        } else {
-            Value::Object(request.arguments.unwrap_or_default())
+        let answer = match request.name.as_ref() {
+            "sized" => Value::clone(&self.sized),
+            "act" => {
+                let arguments = Value::Object(request.arguments.unwrap_or_default());
+                self.toolset
+                    .call("browser_act", &arguments)
+                    .await
+                    .map_err(|_| ErrorData::invalid_params("no act tool", None))?
+            }
+            _ => Value::Object(request.arguments.unwrap_or_default()),
         };
         Ok(CallToolResult::structured(answer).into())
     }
@@ -162,6 +178,7 @@ enum Which {
     Mcp,
     Echo,
     Sized,
+    BareAct,
     InProcess,
 }
 
@@ -221,12 +238,14 @@ pub fn act(budget: Budget) -> Result<Row, String> {
         return Err(format!("the in-process act did not act: {sized}"));
     }
     let sized = Arc::new(sized);
+    let bare_toolset = Arc::new(Toolset::new(context(store.clone())?).with_act());
     let echo = Router::new().route_service(
         MCP_PATH,
         StreamableHttpService::new(
             move || {
                 Ok(Echo {
                     sized: Arc::clone(&sized),
+                    toolset: Arc::clone(&bare_toolset),
                 })
             },
             Arc::new(LocalSessionManager::default()),
@@ -239,21 +258,29 @@ pub fn act(budget: Budget) -> Result<Row, String> {
 
     // One check before timing: both acting sides really act, and the
     // sized answer is as long as the subject's.
-    let (over_mcp, in_place, sized_answer) = rt.block_on(async {
-        let calls = issue(&f, &store, 2).await?;
+    let (over_mcp, in_place, sized_answer, bare_answer) = rt.block_on(async {
+        let calls = issue(&f, &store, 3).await?;
         let over_mcp = ours.call("browser_act", &calls[0]).await?;
         let in_place = in_process
             .call("browser_act", &calls[1])
             .await
             .map_err(|e| e.to_string())?;
         let sized_answer = echo.call("sized", &calls[0]).await?;
-        Ok::<_, String>((over_mcp, in_place, sized_answer))
+        let bare_answer = echo.call("act", &calls[2]).await?;
+        Ok::<_, String>((over_mcp, in_place, sized_answer, bare_answer))
     })?;
-    if over_mcp["result"]["structuredContent"]["status"] != "ok" || in_place["status"] != "ok" {
-        return Err(format!("an act side did not act: {over_mcp} / {in_place}"));
+    if over_mcp["result"]["structuredContent"]["status"] != "ok"
+        || in_place["status"] != "ok"
+        || bare_answer["result"]["structuredContent"]["status"] != "ok"
+    {
+        return Err(format!(
+            "an act side did not act: {over_mcp} / {in_place} / {bare_answer}"
+        ));
     }
     let length = |answer: &Value| answer["result"].to_string().len();
-    if length(&over_mcp).abs_diff(length(&sized_answer)) > 8 {
+    if length(&over_mcp).abs_diff(length(&sized_answer)) > 8
+        || length(&over_mcp).abs_diff(length(&bare_answer)) > 8
+    {
         return Err(format!(
             "the sized answer is not the subject's size: {over_mcp} / {sized_answer}"
         ));
@@ -281,6 +308,9 @@ pub fn act(budget: Budget) -> Result<Row, String> {
                     Which::Sized => {
                         let _ = std::hint::black_box(echo.call("sized", call).await);
                     }
+                    Which::BareAct => {
+                        let _ = std::hint::black_box(echo.call("act", call).await);
+                    }
                     Which::InProcess => {
                         let _ = std::hint::black_box(in_process.call("browser_act", call).await);
                     }
@@ -293,33 +323,39 @@ pub fn act(budget: Budget) -> Result<Row, String> {
     let mut bare_echo = |iters: u64| timed(iters, Which::Echo);
     let mut bare_sized = |iters: u64| timed(iters, Which::Sized);
     let mut act_in_process = |iters: u64| timed(iters, Which::InProcess);
+    let mut bare_act = |iters: u64| timed(iters, Which::BareAct);
     let sides = compare_sides(
         budget,
         &mut [
             &mut subject,
+            &mut bare_act,
             &mut bare_sized,
             &mut act_in_process,
             &mut bare_echo,
         ],
     );
-    let (subject, sized_side, act_side, echo_side) = (sides[0], sides[1], sides[2], sides[3]);
-    let baseline = Side {
-        median_ns: sized_side.median_ns + act_side.median_ns,
-    };
-    let echo_baseline = echo_side.median_ns + act_side.median_ns;
+    let (subject, baseline, sized_side, act_side, echo_side) =
+        (sides[0], sides[1], sides[2], sides[3], sides[4]);
+    let sum = sized_side.median_ns + act_side.median_ns;
+    let echo_sum = echo_side.median_ns + act_side.median_ns;
     Ok(Row {
         name: "browser_act via MCP Streamable HTTP (countersign-mcp, fake backend)".to_owned(),
-        baseline_name: "bare rmcp tool answering an act's result over the same transport + in-process Toolset browser_act".to_owned(),
+        baseline_name: "bare rmcp tool running the same Toolset browser_act, same transport"
+            .to_owned(),
         subject,
         baseline,
         target: Target::TimeRatioAtMost(1.3),
         note: format!(
-            "baseline = bare tool {:.1} µs + in-process act {:.1} µs (medians, sides sampled in rotation); countersign-mcp adds {:.1} µs at p50; against a bare tool echoing its arguments instead ({:.1} µs, a smaller answer) the ratio is {:.2}; tower requests through the whole axum/rmcp service, no sockets; one session per side",
+            "countersign-mcp adds {:.1} µs at p50 over the bare act tool (medians, sides sampled in rotation); \
+             against a bare tool answering a copy of an act's result ({:.1} µs) plus the act alone in process ({:.1} µs) the ratio is {:.2}, \
+             against a bare echo of the arguments ({:.1} µs) plus that act {:.2}; \
+             tower requests through the whole axum/rmcp service, no sockets; one session per side",
+            (subject.median_ns - baseline.median_ns) / 1e3,
             sized_side.median_ns / 1e3,
             act_side.median_ns / 1e3,
-            (subject.median_ns - baseline.median_ns) / 1e3,
+            subject.median_ns / sum,
             echo_side.median_ns / 1e3,
-            subject.median_ns / echo_baseline,
+            subject.median_ns / echo_sum,
         ),
     })
 }
