@@ -169,10 +169,28 @@ async fn run(args: Args) -> Result<(), String> {
         None => {
             tokio::select! {
                 served = http => served.map_err(|e| format!("the HTTP server stopped: {e}")),
-                _ = tokio::signal::ctrl_c() => Ok(()),
+                () = shutdown_signal() => Ok(()),
             }
         }
     }
+}
+
+/// Ctrl-C, or (on Unix) the `SIGTERM` a service manager or a test sends:
+/// either way the process returns from `main`, so the browser it launched
+/// is closed with it (a killed process would leave it running).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn identity_of(config: &IdentityConfig) -> Result<Identity, String> {

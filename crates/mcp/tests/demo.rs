@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -34,8 +36,7 @@ struct Demo {
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        support::stop_gracefully(&mut self.child);
     }
 }
 
@@ -164,8 +165,7 @@ fn the_demo_prints_working_links() {
         assert!(stayed.starts_with("http/1.1 200"), "{elsewhere}: {stayed}");
         assert!(!stayed.contains("location:"), "{elsewhere}: {stayed}");
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    support::stop_gracefully(&mut child);
 }
 
 /// The fake backend shows a model of the demo's page: the same navigate,

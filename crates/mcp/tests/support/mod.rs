@@ -10,6 +10,26 @@
 //! missing server fails.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+/// Stops a `countersign-mcp` child as a service manager would: `SIGTERM`,
+/// so that it closes the Chromium it launched, then, if it has not exited
+/// within 10 s, `SIGKILL`.
+pub fn stop_gracefully(child: &mut std::process::Child) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    for _ in 0..200 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -412,8 +432,7 @@ token = "{APPROVER_TOKEN}"
 
 impl Drop for Process {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_gracefully(&mut self.child);
     }
 }
 
