@@ -153,6 +153,7 @@ pub use error::ChromiumError;
 pub use observation::{PageObservation, PageRevision, SessionId, TargetId};
 pub use options::{
     ChromiumOptions, DEFAULT_EXECUTABLE, DEFAULT_LAUNCH_TIMEOUT, DEFAULT_NAVIGATION_TIMEOUT,
+    running_as_root,
 };
 pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};
 pub use target::MIN_OPACITY;

@@ -450,6 +450,18 @@ fn check_proxy(proxy: &str) -> Result<url::Url, ChromiumError> {
     Ok(url)
 }
 
+/// Whether this process runs as root (Linux: effective uid 0 by
+/// `/proc/self/status`), where Chromium refuses to start with its sandbox
+/// on: a host that must run as root (a container) then chooses
+/// [`ChromiumOptions::no_sandbox`] knowingly.
+pub fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -21,9 +21,10 @@ use countersign::approval::ApprovalId;
 use countersign::prelude::*;
 use countersign::serde_json::json;
 use countersign_approval_web::ApprovalPages;
+use countersign_backend_chromium::running_as_root;
 use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
 use countersign_egress_guard::EgressGuard;
-use countersign_examples::{DemoSession, approve_through_the_page, outcome, running_as_root};
+use countersign_examples::{DemoSession, approve_through_the_page, outcome};
 
 /// The shop's front page: a link to the cart.
 const HOME: &str = r#"<!doctype html><title>Shop</title>

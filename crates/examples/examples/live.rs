@@ -19,9 +19,10 @@ use axum::response::Html;
 use axum::routing::get;
 use countersign::prelude::*;
 use countersign::serde_json::json;
+use countersign_backend_chromium::running_as_root;
 use countersign_backend_chromium::{Chromium, ChromiumOptions, DEFAULT_EXECUTABLE, Tab};
 use countersign_egress_guard::EgressGuard;
-use countersign_examples::{outcome, running_as_root};
+use countersign_examples::outcome;
 
 /// A button that counts the clicks a user makes (trusted events only).
 const PAGE: &str = r#"<!doctype html>

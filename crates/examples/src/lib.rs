@@ -159,13 +159,3 @@ pub fn outcome(result: &Value) -> String {
         .unwrap_or("no status")
         .to_owned()
 }
-
-/// Whether this process runs as root, where Chromium refuses to start with
-/// its sandbox on.
-pub fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
-}

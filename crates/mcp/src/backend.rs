@@ -18,7 +18,7 @@ use countersign_approval_core::policy::{Action, AuthorizedUrl};
 use countersign_approval_core::{
     ActionRequest, Backend, BackendError, Navigation, ObservedPage, PageBinding, PageSnapshot,
 };
-use countersign_backend_chromium::{Chromium, ChromiumBackend, ChromiumOptions};
+use countersign_backend_chromium::{Chromium, ChromiumBackend, ChromiumOptions, running_as_root};
 use countersign_backend_fake::{FakeBackend, FakeElement, FakePage, FakeSite};
 use countersign_canonical_policy::Policy;
 use countersign_egress_guard::EgressGuard;
@@ -169,16 +169,6 @@ fn chromium_executable(configured: Option<&Path>) -> Result<PathBuf, String> {
             "no `chromium` on `PATH`: install Chromium (Debian: `apt install chromium`) or set `backend.chromium_path`"
                 .to_owned()
         })
-}
-
-/// Whether this process runs as root, where Chromium refuses to start with
-/// its sandbox on.
-pub fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// One identity's tab: a browser context of its own and a tab in it,

@@ -28,7 +28,9 @@ use countersign_mcp::http::{HttpOptions, MCP_PATH};
 use countersign_mcp::{Identity, McpServer, StaticTokens};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 
-use crate::backend::{Backends, running_as_root};
+use countersign_backend_chromium::running_as_root;
+
+use crate::backend::Backends;
 use crate::config::{ApproverConfig, Config, IdentityConfig, PolicyConfig, TokenConfig};
 
 /// How long `--stdio` waits, once its client has gone, for the tool calls

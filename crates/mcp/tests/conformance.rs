@@ -30,25 +30,11 @@ const APPROVER_TOKEN: &str = "conformance-approver-0123456789";
 
 /// The suite's package, when `npm ci` has installed it.
 fn suite() -> Option<PathBuf> {
-    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    let installed = package
-        .join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
-        .exists();
-    if std::env::var_os("COUNTERSIGN_MCP_NODE").is_some() {
-        assert!(
-            installed,
-            "COUNTERSIGN_MCP_NODE is set but `npm ci` did not fill `{}`",
-            package.display()
-        );
-    }
-    if !installed {
-        eprintln!(
-            "SKIPPED: no MCP conformance suite; `cargo xtask ci` runs `npm ci` in `{}`",
-            package.display()
-        );
-        return None;
-    }
-    Some(package)
+    support::npm_package(
+        "tests/conformance",
+        "node_modules/@modelcontextprotocol/conformance/dist/index.js",
+        "MCP conformance suite",
+    )
 }
 
 /// The scenarios expected to fail, each with its reason, from the

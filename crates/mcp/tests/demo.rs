@@ -9,6 +9,7 @@
 
 mod support;
 
+use countersign_backend_chromium::running_as_root;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -288,12 +289,4 @@ fn the_demo_approval_page_on_chromium() {
             .join("../../docs/images/mcp-demo-approval.png");
         std::fs::write(docs, bytes).unwrap();
     }
-}
-
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }

@@ -17,6 +17,7 @@
 
 mod support;
 
+use countersign_backend_chromium::running_as_root;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,25 +58,11 @@ fn python() -> Option<PathBuf> {
 
 /// The TypeScript SDK's test package, when its modules are installed.
 fn node_package() -> Option<PathBuf> {
-    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
-    let installed = package
-        .join("node_modules/@modelcontextprotocol/sdk")
-        .exists();
-    if std::env::var_os("COUNTERSIGN_MCP_NODE").is_some() {
-        assert!(
-            installed,
-            "COUNTERSIGN_MCP_NODE is set but `npm ci` did not fill `{}`",
-            package.display()
-        );
-    }
-    if !installed {
-        eprintln!(
-            "SKIPPED: no TypeScript MCP SDK; `cargo xtask ci` runs `npm ci` in `{}`",
-            package.display()
-        );
-        return None;
-    }
-    Some(package)
+    support::npm_package(
+        "tests/node",
+        "node_modules/@modelcontextprotocol/sdk",
+        "TypeScript MCP SDK",
+    )
 }
 
 fn script() -> PathBuf {
@@ -545,14 +532,6 @@ run = "py-run"
         std::fs::write(file.path(), text).unwrap();
         file
     }
-}
-
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"))
-    })
 }
 
 /// The binary's Chromium goes through the egress guard built from the

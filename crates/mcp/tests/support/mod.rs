@@ -10,6 +10,30 @@
 //! missing server fails.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+/// The npm package at `dir` (under this crate) when `npm ci` has
+/// installed `module` in it; `None`, saying `SKIPPED` and naming `what`,
+/// when it has not. With `COUNTERSIGN_MCP_NODE` set (`cargo xtask ci`
+/// sets it) a missing package fails instead.
+pub fn npm_package(dir: &str, module: &str, what: &str) -> Option<std::path::PathBuf> {
+    let package = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let installed = package.join(module).exists();
+    if std::env::var_os("COUNTERSIGN_MCP_NODE").is_some() {
+        assert!(
+            installed,
+            "COUNTERSIGN_MCP_NODE is set but `npm ci` did not fill `{}`",
+            package.display()
+        );
+    }
+    if !installed {
+        eprintln!(
+            "SKIPPED: no {what}; `cargo xtask ci` runs `npm ci` in `{}`",
+            package.display()
+        );
+        return None;
+    }
+    Some(package)
+}
+
 /// Stops a `countersign-mcp` child as a service manager would: `SIGTERM`,
 /// so that it closes the Chromium it launched, then, if it has not exited
 /// within 10 s, `SIGKILL`.
@@ -30,6 +54,7 @@ pub fn stop_gracefully(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
+use countersign_backend_chromium::running_as_root;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -211,13 +236,6 @@ fn pg_bin(name: &str) -> PathBuf {
         }
     }
     PathBuf::from(name)
-}
-
-fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
 fn pg_command(program: &str) -> Command {
