@@ -17,11 +17,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::FormSubmission;
+
 /// The attributes an [`ElementIdentity`] may bind: the ones that decide
 /// where a click leads or what an input submits. Sorted.
 pub const ELEMENT_ATTRIBUTES: &[&str] = &[
     "action",
     "formaction",
+    "formmethod",
     "href",
     "method",
     "name",
@@ -48,9 +51,9 @@ pub const MAX_FRAMES: usize = 8;
 /// At most this many bytes of a frame's origin or document id.
 pub const MAX_FRAME_FIELD_BYTES: usize = 256;
 /// At most this many bytes of an element identity's canonical JSON: what a
-/// store must be able to keep (the largest identity, every string escaped at
-/// its longest, fits).
-pub const MAX_ELEMENT_IDENTITY_BYTES: usize = 64 * 1024;
+/// store must be able to keep (the largest identity, its form data set
+/// included, every string escaped at its longest, fits).
+pub const MAX_ELEMENT_IDENTITY_BYTES: usize = 128 * 1024;
 
 /// An element identity could not be built or read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -149,6 +152,11 @@ pub struct ElementIdentity {
     frames: Vec<FrameIdentity>,
     name: String,
     role: String,
+    /// For a target that submits a form: the form data set it would send.
+    /// Absent otherwise, so identities without one keep their canonical
+    /// form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    submission: Option<FormSubmission>,
     tag: String,
     text: String,
 }
@@ -214,6 +222,7 @@ impl ElementIdentity {
             frames,
             name: folded(name, MAX_ACCESSIBLE_NAME_BYTES),
             role,
+            submission: None,
             tag,
             text: folded(text, MAX_ELEMENT_TEXT_BYTES),
         })
@@ -251,6 +260,19 @@ impl ElementIdentity {
         &self.frames
     }
 
+    /// This identity, for a target that submits a form, with the form data
+    /// set the submit would send.
+    pub fn with_submission(mut self, submission: FormSubmission) -> ElementIdentity {
+        self.submission = Some(submission);
+        self
+    }
+
+    /// The form data set a submit from the target would send, when it
+    /// submits a form.
+    pub fn submission(&self) -> Option<&FormSubmission> {
+        self.submission.as_ref()
+    }
+
     /// The canonical JSON: keys sorted by bytes at every level, no white
     /// space, strings escaped as `serde_json` escapes them. This is what
     /// stores keep and what [`digest`](Self::digest) hashes.
@@ -278,7 +300,7 @@ impl ElementIdentity {
         }
         let read: ElementIdentity = serde_json::from_str(text)
             .map_err(|e| ElementIdentityError::NotCanonical(e.to_string()))?;
-        let rebuilt = ElementIdentity::new(
+        let mut rebuilt = ElementIdentity::new(
             read.role,
             &read.name,
             &read.tag,
@@ -286,6 +308,12 @@ impl ElementIdentity {
             read.attributes,
             read.frames,
         )?;
+        if let Some(submission) = read.submission {
+            // Deserialising skipped the bounds: check them again.
+            let checked = FormSubmission::new(submission.fields().to_vec())
+                .map_err(|e| ElementIdentityError::NotCanonical(e.to_string()))?;
+            rebuilt = rebuilt.with_submission(checked);
+        }
         if rebuilt.canonical_json() != text {
             return Err(ElementIdentityError::NotCanonical(
                 "it differs from its canonical form".to_owned(),
@@ -346,6 +374,7 @@ fn cut(text: &str, max: usize) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::{FormField, MAX_FORM_BYTES, MAX_FORM_FIELDS};
 
     fn main_frame() -> Vec<FrameIdentity> {
         vec![FrameIdentity::new("https://shop.example", "LOADER1")]
@@ -452,6 +481,12 @@ mod tests {
             );
             MAX_FRAMES
         ];
+        // Every byte of the form data set a control character JSON escapes
+        // as six bytes.
+        let per_field = MAX_FORM_BYTES / MAX_FORM_FIELDS;
+        let fields = (0..MAX_FORM_FIELDS)
+            .map(|_| FormField::text("\u{1}", "\u{1}".repeat(per_field - 1)))
+            .collect();
         let big = ElementIdentity::new(
             "r".repeat(MAX_ROLE_BYTES),
             &"\u{1}".repeat(4096),
@@ -460,7 +495,8 @@ mod tests {
             attributes,
             frames,
         )
-        .unwrap();
+        .unwrap()
+        .with_submission(FormSubmission::new(fields).unwrap());
         let json = big.canonical_json();
         assert!(json.len() <= MAX_ELEMENT_IDENTITY_BYTES, "{}", json.len());
         assert_eq!(ElementIdentity::from_canonical_json(&json).unwrap(), big);

@@ -50,6 +50,7 @@ mod operation;
 mod page;
 mod proposal;
 mod store;
+mod submission;
 mod time;
 
 pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
@@ -81,6 +82,9 @@ pub use proposal::{
     ProposeError, StoredProposal, decide_proposal,
 };
 pub use store::{ApprovalStore, IssueError, ProposalStore, StoreError};
+pub use submission::{
+    FormField, FormFieldKind, FormSubmission, FormSubmissionError, MAX_FORM_BYTES, MAX_FORM_FIELDS,
+};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 
 /// Re-exported so users of this crate name the same types.

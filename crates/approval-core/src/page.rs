@@ -62,6 +62,12 @@ impl PageBinding {
     }
 }
 
+impl AsRef<PageBinding> for PageBinding {
+    fn as_ref(&self) -> &PageBinding {
+        self
+    }
+}
+
 impl Approval {
     /// Binds this grant to `page`: the session and tab are kept in
     /// `session_id` (as `session/target`), the revision in

@@ -39,6 +39,14 @@ pub struct PageSnapshot {
     pub target_found: bool,
 }
 
+impl AsRef<PageBinding> for PageSnapshot {
+    /// The page the snapshot binds, its element included: what a grant
+    /// approved from this snapshot is bound to.
+    fn as_ref(&self) -> &PageBinding {
+        &self.page
+    }
+}
+
 /// A proposal could not be created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
