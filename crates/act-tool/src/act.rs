@@ -593,6 +593,18 @@ impl Act {
         };
         let approver = Some(grant.approval.approver.as_ref().map(|a| a.id.clone()));
         match grant.approval.page() {
+            // A grant that names the document but not the element would
+            // act on whatever the selector finds by then.
+            Some(bound)
+                if bound.same_document(&current)
+                    && bound.element.is_none()
+                    && !context.accepts_grants_without_element() =>
+            {
+                Err(Refusal::new(
+                    OutcomeCode::ApprovalRequired,
+                    "approval binds no target element; the host must approve from a snapshot of the action (or opt in with `accept_grants_without_element`)",
+                ))
+            }
             // The element, when bound, is the backend's to re-check right
             // before input: `current_page` names the document only.
             Some(bound) if bound.same_document(&current) => Ok((Some(bound), approver)),

@@ -96,6 +96,7 @@ pub struct Context {
     consume_retry: RetryPolicy,
     abandon_timeout: Duration,
     accept_unbound_grants: bool,
+    accept_grants_without_element: bool,
     navigation_needs_grant: bool,
     snapshot_limits: SnapshotLimits,
 }
@@ -113,6 +114,10 @@ impl fmt::Debug for Context {
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
             .field("accept_unbound_grants", &self.accept_unbound_grants)
+            .field(
+                "accept_grants_without_element",
+                &self.accept_grants_without_element,
+            )
             .field("navigation_needs_grant", &self.navigation_needs_grant)
             .field("snapshot_limits", &self.snapshot_limits)
             .finish_non_exhaustive()
@@ -195,6 +200,13 @@ impl Context {
     pub fn accepts_unbound_grants(&self) -> bool {
         self.accept_unbound_grants
     }
+
+    /// Whether a backend with pages may perform page-bound grants that bind
+    /// no target element (see
+    /// [`ContextBuilder::accept_grants_without_element`]).
+    pub fn accepts_grants_without_element(&self) -> bool {
+        self.accept_grants_without_element
+    }
 }
 
 /// A [`Context`] could not be built because a required part is missing or
@@ -236,6 +248,7 @@ pub struct ContextBuilder {
     consume_retry: RetryPolicy,
     abandon_timeout: Option<Duration>,
     accept_unbound_grants: bool,
+    accept_grants_without_element: bool,
     navigation_needs_grant: bool,
     snapshot_limits: Option<SnapshotLimits>,
 }
@@ -255,6 +268,10 @@ impl fmt::Debug for ContextBuilder {
             .field("consume_retry", &self.consume_retry)
             .field("abandon_timeout", &self.abandon_timeout)
             .field("accept_unbound_grants", &self.accept_unbound_grants)
+            .field(
+                "accept_grants_without_element",
+                &self.accept_grants_without_element,
+            )
             .finish()
     }
 }
@@ -373,6 +390,22 @@ impl ContextBuilder {
         self
     }
 
+    /// Lets [`issue_page_grant`](crate::issue_page_grant) issue, and Act
+    /// perform, a grant bound to a page but to no target element, for an
+    /// action that names a target (any method but `navigate`).
+    ///
+    /// **Risk:** such a grant names the document, not the element: a page
+    /// that turns "Pay $5" into "Pay $5000", swaps the button behind the
+    /// selector or changes what its form submits still gets the click,
+    /// because nothing said what the person saw. Approve from the
+    /// backend's snapshot of the action instead (for Chromium,
+    /// `Tab::approval`), which binds the element. Off by default; grants
+    /// issued before element binding keep working only with it.
+    pub fn accept_grants_without_element(mut self) -> Self {
+        self.accept_grants_without_element = true;
+        self
+    }
+
     /// Makes `browser_navigate` need a grant: the model passes the
     /// `approval_id` of a grant the host issued for the destination URL and
     /// the action `{"method": "navigate", "selector": ":root"}`
@@ -420,6 +453,7 @@ impl ContextBuilder {
             consume_retry: self.consume_retry,
             abandon_timeout: self.abandon_timeout.unwrap_or(DEFAULT_ABANDON_TIMEOUT),
             accept_unbound_grants: self.accept_unbound_grants,
+            accept_grants_without_element: self.accept_grants_without_element,
             navigation_needs_grant: self.navigation_needs_grant,
             snapshot_limits: self.snapshot_limits.unwrap_or_default(),
         })

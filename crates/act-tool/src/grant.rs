@@ -7,6 +7,7 @@ use countersign_canonical_policy::Denial;
 use serde_json::Value;
 
 use crate::Context;
+use crate::browse::NAVIGATE_METHOD;
 
 /// [`issue_grant`] failed; no grant was stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +25,16 @@ pub enum GrantError {
     /// The store refused or failed.
     #[error(transparent)]
     Issue(#[from] IssueError),
+    /// The page binds no target element for an action that names one, and
+    /// the context does not
+    /// [accept grants without an element](crate::ContextBuilder::accept_grants_without_element).
+    #[error(
+        "the page binds no target element for `{method}`; approve from the backend's snapshot of the action (for chromium, `Tab::approval`), or opt in with `accept_grants_without_element`"
+    )]
+    NoElementBound {
+        /// The action's method.
+        method: String,
+    },
 }
 
 /// Authorises `url` and `action` with the context's policy and issues a
@@ -115,7 +126,19 @@ pub async fn issue_grant_with(
         context.now(),
     )?;
     let mut approval = match &options.page {
-        Some(page) => approval.bound_to_page(page)?,
+        Some(page) => {
+            // A page with no element for an action on a target binds the
+            // document only: the easy path must not be the unsafe one.
+            if page.element.is_none()
+                && action.method() != NAVIGATE_METHOD
+                && !context.accepts_grants_without_element()
+            {
+                return Err(GrantError::NoElementBound {
+                    method: action.method().to_owned(),
+                });
+            }
+            approval.bound_to_page(page)?
+        }
         None => approval,
     };
     if let Some(approver) = &options.approver {
@@ -142,19 +165,21 @@ pub async fn issue_grant_with(
 
 /// As [`issue_grant`], and binds the grant to `page`: the browser session,
 /// tab and document revision the host observed when it approved (a live
-/// backend reports them). Act performs the grant only while the backend's
-/// current page shows that document; on any other page the call is
-/// `APPROVAL_STALE` and the grant stays unused.
+/// backend reports them), and the target element the person saw. Act
+/// performs the grant only while the backend's current page shows that
+/// document; on any other page the call is `APPROVAL_STALE` and the grant
+/// stays unused. The backend re-reads the element before each input event
+/// and refuses, `APPROVAL_STALE`, if it is no longer what was approved.
 ///
-/// A page with an element ([`PageBinding::element`]) binds the target too:
-/// take it from the live backend's
-/// [`snapshot`](countersign_approval_core::Backend::snapshot) of the action
-/// the person approved (a `current_page` names the document only). The
-/// backend then re-reads the element before each input event and refuses,
-/// `APPROVAL_STALE`, if it is no longer what was approved.
+/// `page` is the backend's [`PageSnapshot`](countersign_approval_core::PageSnapshot) of the action the person
+/// approved, as it is (for Chromium, `Tab::approval`), or its
+/// [`PageBinding`]. A page without an element (a bare observation, or a
+/// snapshot that found no target) is refused for any method but
+/// `navigate`, with [`GrantError::NoElementBound`], unless the context
+/// [accepts grants without an element](crate::ContextBuilder::accept_grants_without_element).
 pub async fn issue_page_grant(
     context: &Context,
-    page: &PageBinding,
+    page: &(impl AsRef<PageBinding> + ?Sized),
     url: &str,
     action: &Value,
     ttl: Duration,
@@ -164,7 +189,7 @@ pub async fn issue_page_grant(
         url,
         action,
         ttl,
-        &GrantOptions::default().page(page.clone()),
+        &GrantOptions::default().page(page.as_ref().clone()),
     )
     .await
 }

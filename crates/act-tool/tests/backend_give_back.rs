@@ -8,9 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{FlakyStore, Harness, TTL, URL, call_for, click, policy};
+use common::{FlakyStore, Harness, TTL, URL, bound_page, call_for, click, policy};
 use countersign_act_tool::approval::{
-    AbandonOutcome, ActorId, ApprovalStore, GrantState, OutcomeCode, PageBinding, RunId, StoreError,
+    AbandonOutcome, ActorId, ApprovalStore, GrantState, OutcomeCode, RunId, StoreError,
 };
 use countersign_act_tool::{Act, Context, RetryPolicy, issue_grant, issue_page_grant};
 use countersign_backend_fake::FakeBackend;
@@ -133,12 +133,7 @@ async fn a_give_back_that_fails_is_bounded_and_says_the_approval_may_be_used_up(
 #[tokio::test]
 async fn a_page_bound_grant_is_given_back_too() {
     let h = Harness::new();
-    let page = PageBinding {
-        session_id: "CTX1".to_owned(),
-        target_id: "TAB1".to_owned(),
-        page_revision: "r1".to_owned(),
-        element: None,
-    };
+    let page = bound_page("r1");
     h.backend.set_page(Some(page.clone()));
     let grant = issue_page_grant(&h.context, &page, URL, &click(), TTL)
         .await

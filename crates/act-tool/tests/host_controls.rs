@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{Harness, TTL, URL, call_for, click};
+use common::{Harness, TTL, URL, bound_page, call_for, click};
 use countersign_act_tool::approval::{
-    ApprovalStore, ApproverId, GrantState, IssueError, OutcomeCode, PageBinding, ResumeOutcome,
-    StopOutcome,
+    ApprovalStore, ApproverId, GrantState, IssueError, OutcomeCode, ResumeOutcome, StopOutcome,
 };
 use countersign_act_tool::{GrantError, GrantOptions, issue_grant, issue_grant_with};
 use serde_json::json;
@@ -271,12 +270,7 @@ async fn every_record_of_a_used_grant_names_its_approver() {
 #[tokio::test]
 async fn a_page_bound_grant_names_its_approver_from_the_page_check() {
     let h = Harness::new();
-    let page = PageBinding {
-        session_id: "CTX1".to_owned(),
-        target_id: "TAB1".to_owned(),
-        page_revision: "r1".to_owned(),
-        element: None,
-    };
+    let page = bound_page("r1");
     h.backend.set_page(Some(page.clone()));
     let grant = issue_grant_with(
         &h.context,

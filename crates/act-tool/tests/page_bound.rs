@@ -3,21 +3,21 @@
 
 mod common;
 
-use common::{Harness, TTL, URL, call_for, click};
+use common::{Harness, TTL, URL, bound_page, call_for, click};
 use std::collections::BTreeMap;
 
 use countersign_act_tool::approval::{
     ApprovalId, ApprovalStore, ElementIdentity, FrameIdentity, GrantState, OutcomeCode, PageBinding,
 };
-use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
+use countersign_act_tool::policy::{Policy, StaticResolver};
+use countersign_act_tool::{
+    Act, Context, ContextBuilder, GrantError, issue_grant, issue_page_grant,
+};
+use serde_json::json;
 
+/// The page `revision` with the click's target, as a snapshot binds it.
 fn page(revision: &str) -> PageBinding {
-    PageBinding {
-        session_id: "CTX1".to_owned(),
-        target_id: "TAB1".to_owned(),
-        page_revision: revision.to_owned(),
-        element: None,
-    }
+    bound_page(revision)
 }
 
 /// A harness whose fake backend shows `page("r1")`.
@@ -101,17 +101,7 @@ async fn an_unbound_grant_on_a_backend_with_pages_needs_the_hosts_opt_in() {
         "approval is not bound to a page; the host must approve on the page the browser shows"
     );
 
-    let lenient = Context::builder()
-        .actor_id(h.context.actor_id().clone())
-        .run_id(h.context.run_id().clone())
-        .backend(h.backend.clone())
-        .source_policy(h.context.source_policy().clone())
-        .operation_store(h.operations.clone())
-        .approval_store(h.store().clone())
-        .clock(h.clock.clone())
-        .accept_unbound_grants()
-        .build()
-        .unwrap();
+    let lenient = lenient_context(&h, ContextBuilder::accept_unbound_grants);
     assert!(lenient.accepts_unbound_grants());
     assert!(!h.context.accepts_unbound_grants());
     let performed = Act::new(lenient).execute_json(&call).await;
@@ -143,6 +133,111 @@ fn pay_button(label: &str) -> ElementIdentity {
         BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
         vec![FrameIdentity::new("https://docs.example.com", "r1")],
     )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_page_without_an_element_is_refused_at_issue_unless_the_host_opts_in() {
+    let h = on_a_page();
+    let document_only = PageBinding::new("CTX1", "TAB1", "r1");
+    let refused = issue_page_grant(&h.context, &document_only, URL, &click(), TTL)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        GrantError::NoElementBound {
+            method: "click".to_owned()
+        }
+    );
+    assert_eq!(
+        refused.to_string(),
+        "the page binds no target element for `click`; approve from the backend's snapshot of \
+         the action (for chromium, `Tab::approval`), or opt in with \
+         `accept_grants_without_element`"
+    );
+    // A navigation's grant names its destination, not an element.
+    let navigating = lenient_context(&h, |b| {
+        b.source_policy(
+            Policy::builder()
+                .allow_host("docs.example.com")
+                .allow_methods(["click", "navigate"])
+                .resolver(
+                    StaticResolver::new()
+                        .with_host("docs.example.com", ["93.184.216.34".parse().unwrap()]),
+                )
+                .build()
+                .unwrap(),
+        )
+    });
+    let navigate = json!({"method": "navigate", "selector": ":root"});
+    issue_page_grant(&navigating, &document_only, URL, &navigate, TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        issue_page_grant(&navigating, &document_only, URL, &click(), TTL).await,
+        Err(GrantError::NoElementBound {
+            method: "click".to_owned()
+        })
+    );
+    // Opted in, the document-only grant is issued and performed.
+    let lenient = lenient_context(&h, |b| b.accept_grants_without_element());
+    assert!(lenient.accepts_grants_without_element());
+    assert!(!h.context.accepts_grants_without_element());
+    let grant = issue_page_grant(&lenient, &document_only, URL, &click(), TTL)
+        .await
+        .unwrap();
+    let performed = Act::new(lenient)
+        .execute_json(&call_for(URL, grant.id.as_str(), &click()))
+        .await;
+    assert_eq!(performed["status"], "ok", "{performed}");
+    assert_eq!(h.backend.len(), 1);
+}
+
+#[tokio::test]
+async fn a_grant_without_an_element_is_refused_at_act_naming_the_switch() {
+    // Issued where the host opted in (or before element binding), acted
+    // on where it did not: refused, consuming nothing, performing nothing.
+    let h = on_a_page();
+    let lenient = lenient_context(&h, |b| b.accept_grants_without_element());
+    let old = issue_page_grant(
+        &lenient,
+        &PageBinding::new("CTX1", "TAB1", "r1"),
+        URL,
+        &click(),
+        TTL,
+    )
+    .await
+    .unwrap();
+    let call = call_for(URL, old.id.as_str(), &click());
+    let refused = h.expect_refused(&call, "APPROVAL_REQUIRED").await;
+    assert_eq!(
+        refused["error"]["message"],
+        "approval binds no target element; the host must approve from a snapshot of the action \
+         (or opt in with `accept_grants_without_element`)"
+    );
+    assert!(h.backend.is_empty());
+    let stored = h.store().get(&old.id).await.unwrap().unwrap();
+    assert_eq!(stored.state, GrantState::Active);
+    // Where the host opted in, the same grant still works.
+    let performed = Act::new(lenient).execute_json(&call).await;
+    assert_eq!(performed["status"], "ok", "{performed}");
+    assert_eq!(h.backend.len(), 1);
+}
+
+/// `h`'s context with `opt_in` applied: the same actor, run, backend,
+/// stores and clock.
+fn lenient_context(h: &Harness, opt_in: impl FnOnce(ContextBuilder) -> ContextBuilder) -> Context {
+    opt_in(
+        Context::builder()
+            .actor_id(h.context.actor_id().clone())
+            .run_id(h.context.run_id().clone())
+            .backend(h.backend.clone())
+            .source_policy(h.context.source_policy().clone())
+            .operation_store(h.operations.clone())
+            .approval_store(h.store().clone())
+            .clock(h.clock.clone()),
+    )
+    .build()
     .unwrap()
 }
 

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +12,8 @@ use async_trait::async_trait;
 use common::{START, URL, call_for, check_message, click, policy};
 use countersign_act_tool::approval::{
     ActionRequest, ActorId, ApprovalStore, ApproverId, Backend, BackendError, Clock,
-    DecisionOutcome, ManualClock, PageBinding, PageSnapshot, ProposalId, ProposalState,
-    ProposalStore, RunId,
+    DecisionOutcome, ElementIdentity, FrameIdentity, ManualClock, PageBinding, PageSnapshot,
+    ProposalId, ProposalState, ProposalStore, RunId,
 };
 use countersign_act_tool::policy::{Action, AuthorizedUrl};
 use countersign_act_tool::{
@@ -406,13 +407,20 @@ async fn propose_tools_are_opt_in_and_defined_for_every_format() {
 #[derive(Clone)]
 struct OnePage;
 
+/// The page with the proposed target bound, as a live backend's snapshot
+/// binds it.
 fn the_page() -> PageBinding {
-    PageBinding {
-        session_id: "session".to_owned(),
-        target_id: "tab".to_owned(),
-        page_revision: "rev-1".to_owned(),
-        element: None,
-    }
+    PageBinding::new("session", "tab", "rev-1").with_element(
+        ElementIdentity::new(
+            "link",
+            "Docs",
+            "a",
+            "Docs",
+            BTreeMap::new(),
+            vec![FrameIdentity::new("https://docs.example.com", "rev-1")],
+        )
+        .unwrap(),
+    )
 }
 
 #[async_trait]

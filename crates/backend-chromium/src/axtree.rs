@@ -17,7 +17,7 @@ use countersign_approval_core::{BackendError, ObservedNode, ObservedPage};
 use serde_json::Value;
 
 use crate::browser::Tab;
-use crate::perform::quoted;
+use crate::error::quoted;
 use crate::refs::PageRefs;
 
 /// Roles whose node is text, not an element: never given a ref.
@@ -32,7 +32,7 @@ impl Tab {
     /// The page as a model may see it (see
     /// [`ChromiumBackend`](crate::ChromiumBackend)'s `observe`).
     pub(crate) async fn observe_page(&self) -> Result<ObservedPage, BackendError> {
-        let failed = |e: crate::ChromiumError| BackendError::not_dispatched(e.to_string());
+        let failed = |e: crate::error::ChromiumError| BackendError::not_dispatched(e.to_string());
         // Queued behind any action or navigation in progress, so the tree
         // never shows half an input sequence.
         let _one_at_a_time = self.inner.input.lock().await;

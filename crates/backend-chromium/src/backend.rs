@@ -6,7 +6,7 @@ use countersign_approval_core::{
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
-use crate::Tab;
+use crate::browser::Tab;
 
 /// Performs approved actions as real input in one [`Tab`].
 ///
@@ -49,6 +49,13 @@ impl ChromiumBackend {
     /// The tab this backend drives.
     pub fn tab(&self) -> &Tab {
         &self.tab
+    }
+}
+
+impl Tab {
+    /// A backend that performs approved actions in this tab.
+    pub fn backend(&self) -> ChromiumBackend {
+        ChromiumBackend::new(self.clone())
     }
 }
 

@@ -20,68 +20,16 @@ use countersign_canonical_policy::{AuthorizedUrl, Policy};
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
-use crate::backend::ChromiumBackend;
+use crate::error::ChromiumError;
+use crate::identity::FormKey;
 use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
+use crate::options::ChromiumOptions;
 use crate::refs::Refs;
-use crate::script::On;
-use crate::{ChromiumError, ChromiumOptions};
 
-/// Flags every launch passes besides the egress, sandbox and feature flags.
-pub(crate) const FLAGS: &[&str] = &[
-    "--disable-gpu",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-default-apps",
-    "--disable-breakpad",
-    "--disable-extensions",
-    "--disable-client-side-phishing-detection",
-    "--disable-domain-reliability",
-    "--no-pings",
-    "--no-startup-window",
-    "--no-service-autorun",
-    "--disable-component-extensions-with-background-pages",
-    "--disable-field-trial-config",
-    "--disable-search-engine-choice-screen",
-    "--metrics-recording-only",
-    "--password-store=basic",
-    "--use-mock-keychain",
-    // Without the back/forward cache every history step is a new document,
-    // so it gets a new revision.
-    "--disable-back-forward-cache",
-];
-
-/// Features every launch disables, in one `--disable-features` switch with
-/// the host's (Chromium keeps only one of a repeated switch): the
-/// back/forward cache, and the browser's own background traffic (autofill,
-/// hints, translation, media routing, certificate-transparency updates,
-/// lens).
-pub(crate) const DISABLED_FEATURES: &[&str] = &[
-    "BackForwardCache",
-    "AutofillServerCommunication",
-    "OptimizationHints",
-    "Translate",
-    "MediaRouter",
-    "DialMediaRouteProvider",
-    "CertificateTransparencyComponentUpdater",
-    "LensOverlay",
-    "GlobalMediaControls",
-    "NetworkTimeServiceQuerying",
-];
-
-/// Flags the DevTools client adds to every launch besides the profile
-/// directory, the debugging port and the sandbox flags.
-pub(crate) const CLIENT_FLAGS: &[&str] = &[
-    "--headless",
-    "--hide-scrollbars",
-    "--mute-audio",
-    "--disable-extensions",
-];
-
-struct Running {
+pub(crate) struct Running {
     browser: Browser,
+    /// Binds the password fields of forms the tabs submit.
+    pub(crate) form_key: FormKey,
     handler: JoinHandle<()>,
     proxy: Option<(String, String)>,
     navigation_timeout: std::time::Duration,
@@ -101,7 +49,7 @@ impl Drop for Running {
 /// [`close`](Self::close).
 #[derive(Clone)]
 pub struct Chromium {
-    running: Arc<Running>,
+    pub(crate) running: Arc<Running>,
 }
 
 impl std::fmt::Debug for Chromium {
@@ -144,6 +92,8 @@ impl Chromium {
             builder = builder.no_sandbox();
         }
         let config = builder.build().map_err(launch_error)?;
+        let form_key = FormKey::generate()
+            .map_err(|e| launch_error(format!("no random key for form fields: {e}")))?;
         let (browser, mut handler) = Browser::launch(config)
             .await
             .map_err(|e| launch_error(e.to_string()))?;
@@ -161,6 +111,7 @@ impl Chromium {
         Ok(Chromium {
             running: Arc::new(Running {
                 browser,
+                form_key,
                 handler,
                 proxy,
                 navigation_timeout,
@@ -460,11 +411,6 @@ impl Tab {
         &self.inner.target
     }
 
-    /// A backend that performs approved actions in this tab.
-    pub fn backend(&self) -> ChromiumBackend {
-        ChromiumBackend::new(self.clone())
-    }
-
     /// Navigates the tab to `url` (already accepted by a policy) and waits
     /// for the new document to load.
     pub async fn navigate(&self, url: &AuthorizedUrl) -> Result<(), ChromiumError> {
@@ -494,20 +440,6 @@ impl Tab {
             url,
             revision: frame.revision,
         })
-    }
-
-    /// Evaluates `function` (a JavaScript function declaration taking no
-    /// arguments) in a fresh isolated world of the main frame and returns
-    /// its result as JSON. The isolated world shares the DOM with the page
-    /// but not its scripts' globals, so a page cannot tamper with it. For
-    /// reading page state in tests and diagnostics; it is not input.
-    pub async fn inspect(&self, function: &str) -> Result<serde_json::Value, ChromiumError> {
-        let frame = self.main_frame().await?;
-        let context = self.isolated_world(frame.id).await?;
-        let answer = self
-            .call_function(function, On::World(context), Vec::new(), true)
-            .await?;
-        Ok(answer.value.unwrap_or_default())
     }
 
     /// The main frame's id, loader id and URL, in one protocol call.

@@ -1,4 +1,5 @@
-//! Why launching, observing or driving Chromium failed.
+//! Why launching, observing or driving Chromium failed, and the one
+//! vocabulary of refusals the checks before input give.
 
 /// Launching Chromium, opening a page or observing it failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,4 +63,29 @@ impl ChromiumError {
             reason: error.to_string(),
         }
     }
+}
+
+/// Why an action was not (fully) performed; becomes the backend's message.
+pub(crate) type Refused = String;
+
+/// Shortens user text quoted in a message.
+pub(crate) fn quoted(text: &str) -> String {
+    const LIMIT: usize = 64;
+    let shown: String = text
+        .chars()
+        .take(LIMIT)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if text.chars().count() > LIMIT {
+        format!("{shown}…")
+    } else {
+        shown
+    }
+}
+
+/// A DevTools command that failed, as a refusal: the same words as
+/// [`ChromiumError::Protocol`].
+pub(crate) fn protocol(command: &'static str, error: impl std::fmt::Display) -> Refused {
+    ChromiumError::protocol(command, error).to_string()
 }

@@ -7,17 +7,29 @@
 //! browser and not by a page script; tag, text and the bound attributes
 //! come from a function in an isolated world (`js/identity.js`); the frame
 //! chain from the protocol's frame tree (origin and loader id).
+//!
+//! For a target whose input would submit a form (see
+//! [`Plan::activation`]), the same function reads the form data set the
+//! submit would send; a password is bound by an HMAC-SHA-256 under the
+//! browser's own random key ([`FormKey`]), so the value never leaves this
+//! process and its hash cannot be looked up in a dictionary.
 
 use std::collections::BTreeMap;
 
 use chromiumoxide::cdp::browser_protocol::accessibility::{AxValue, GetPartialAxTreeParams};
-use countersign_approval_core::{ElementIdentity, FrameIdentity};
+use countersign_approval_core::{
+    ElementIdentity, FormField, FormSubmission, FormSubmissionError, FrameIdentity, MAX_FORM_FIELDS,
+};
+use hmac::{Hmac, Mac};
 use serde::Deserialize;
+use serde_json::Value;
+use sha2::Sha256;
 
 use crate::browser::{MainFrame, Tab};
-use crate::perform::Refused;
-use crate::script::{self, On};
-use crate::target::Target;
+use crate::error::{Refused, protocol, quoted};
+use crate::plan::Plan;
+use crate::script::{self, Arg, On};
+use crate::target::{Miss, Target};
 
 /// What `js/identity.js` reads.
 #[derive(Debug, Deserialize)]
@@ -25,24 +37,87 @@ struct Read {
     tag: String,
     text: String,
     attributes: BTreeMap<String, String>,
+    submission: Option<ReadSubmission>,
+}
+
+/// The form a submit would send, as `js/identity.js` reads it.
+#[derive(Debug, Deserialize)]
+struct ReadSubmission {
+    /// The form's id, name or action, for messages.
+    form: String,
+    /// The first entries (at most [`MAX_FORM_FIELDS`]).
+    entries: Vec<ReadEntry>,
+    /// How many entries the form would send.
+    total: usize,
+    /// A control whose value cannot be read, by name.
+    #[serde(default)]
+    unreadable: Option<String>,
+}
+
+/// One entry, with the value as the page holds it.
+#[derive(Debug, Deserialize)]
+struct ReadEntry {
+    kind: String,
+    name: String,
+    value: String,
+    #[serde(default)]
+    size: u64,
+}
+
+/// The key a browser binds password fields with: random for each launch,
+/// kept in memory only. Grants are performed only in the tab (and so the
+/// browser) they were approved in, so no other process needs it.
+pub(crate) struct FormKey([u8; 32]);
+
+impl FormKey {
+    /// A fresh key from the operating system's random source.
+    pub(crate) fn generate() -> Result<FormKey, getrandom::Error> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key)?;
+        Ok(FormKey(key))
+    }
+
+    /// The password field `name` bound by the HMAC of `value`.
+    fn password(&self, name: String, value: &str) -> Result<FormField, Refused> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0)
+            .map_err(|_| "internal: the form key was refused".to_owned())?;
+        mac.update(value.as_bytes());
+        let hash: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(FormField::password(name, hash))
+    }
 }
 
 impl Tab {
     /// The identity of `target`'s element, in `frame` (the main frame: the
-    /// backend resolves selectors there, so the chain is that one frame).
+    /// backend resolves selectors there, so the chain is that one frame),
+    /// with the form data set when `plan`'s input would submit a form.
+    ///
+    /// An element whose identity cannot be bound (a form past the bounds,
+    /// a control whose value cannot be read) is [`Miss::Stale`]: what a
+    /// person approved cannot be what it is now. A protocol or script
+    /// failure is [`Miss::Refused`].
     pub(crate) async fn identity(
         &self,
         target: &Target,
         frame: &MainFrame,
-    ) -> Result<ElementIdentity, Refused> {
+        plan: &Plan,
+    ) -> Result<ElementIdentity, Miss> {
         let params = GetPartialAxTreeParams {
             backend_node_id: Some(target.node),
             fetch_relatives: Some(false),
             ..GetPartialAxTreeParams::default()
         };
-        let tree = self.inner.page.execute(params).await.map_err(|e| {
-            format!("chromium did not answer `Accessibility.getPartialAXTree`: {e}")
-        })?;
+        let tree = self
+            .inner
+            .page
+            .execute(params)
+            .await
+            .map_err(|e| protocol("Accessibility.getPartialAXTree", e))?;
         let node = tree
             .result
             .nodes
@@ -51,16 +126,57 @@ impl Tab {
             .ok_or_else(|| "the accessibility tree has no node for the target".to_owned())?;
         let role = text_of(node.role.as_ref());
         let name = text_of(node.name.as_ref());
+        let activation = plan.activation().map_or(Value::Null, Value::from);
         let read: Read = self
-            .call_value(script::IDENTITY, On::Object(&target.element), Vec::new())
+            .call_value(
+                script::IDENTITY,
+                On::Object(&target.element),
+                vec![Arg::Value(activation)],
+            )
             .await
             .map_err(|e| e.to_string())?;
         let frames = vec![FrameIdentity::new(
             frame.origin.clone(),
             frame.revision.as_str(),
         )];
-        ElementIdentity::new(role, &name, &read.tag, &read.text, read.attributes, frames)
-            .map_err(|e| format!("the target's identity cannot be bound: {e}"))
+        let identity =
+            ElementIdentity::new(role, &name, &read.tag, &read.text, read.attributes, frames)
+                .map_err(|e| Miss::Stale(format!("its identity cannot be bound: {e}")))?;
+        match read.submission {
+            None => Ok(identity),
+            Some(read) => Ok(identity.with_submission(self.submission(read)?)),
+        }
+    }
+
+    /// The form data set as bound: passwords hashed, bounds checked.
+    fn submission(&self, read: ReadSubmission) -> Result<FormSubmission, Miss> {
+        let form = quoted(&read.form);
+        if let Some(unreadable) = read.unreadable {
+            return Err(Miss::Stale(format!(
+                "the form `{form}` has a control `{}` whose value this backend cannot read \
+                 (a form-associated custom element), so what it submits cannot be bound",
+                quoted(&unreadable)
+            )));
+        }
+        let unbound =
+            |e: FormSubmissionError| Miss::Stale(format!("the form `{form}` cannot be bound: {e}"));
+        if read.total > MAX_FORM_FIELDS {
+            return Err(unbound(FormSubmissionError::TooManyFields {
+                fields: read.total,
+            }));
+        }
+        let key = &self.inner.chromium.running.form_key;
+        let fields = read
+            .entries
+            .into_iter()
+            .map(|entry| match entry.kind.as_str() {
+                "password" => key.password(entry.name, &entry.value),
+                "file" => Ok(FormField::file(entry.name, entry.value, entry.size)),
+                _ => Ok(FormField::text(entry.name, entry.value)),
+            })
+            .collect::<Result<Vec<_>, Refused>>()
+            .map_err(Miss::Refused)?;
+        FormSubmission::new(fields).map_err(unbound)
     }
 }
 

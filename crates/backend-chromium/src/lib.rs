@@ -41,10 +41,13 @@
 //!
 //! A host launches once, opens a [`Session`] (a browser context) per
 //! approval scope and a [`Tab`] in it, hands [`Tab::backend`] to the Act
-//! tool's context, and approves each action on the page it observed: the
-//! observation's [`binding`](PageObservation::binding) goes into the grant
+//! tool's context, and approves each action from the tab's snapshot of it,
+//! [`Tab::approval`]: the page (session, tab, document revision), the
+//! target element as the browser names it (and, for a submit, the form
+//! data it would send) and the picture a person approves from. The
+//! snapshot goes as it is into the grant
 //! (`countersign_act_tool::issue_page_grant`), and Act performs the grant
-//! only while the tab still shows that document:
+//! only while the tab still shows that document and that element:
 //!
 //! ```no_run
 //! use countersign_backend_chromium::{Chromium, ChromiumOptions};
@@ -59,22 +62,26 @@
 //! let session = chromium.new_session(policy.clone()).await?;
 //! let url = policy.authorize_destination("https://docs.example.com/").await?;
 //! let tab = session.open(&url).await?;
-//! let seen = tab.observe().await?; // session, tab, canonical URL, revision
-//! assert_eq!(seen.url(), &url);
-//! let page = seen.binding(); // what a page-bound grant binds
+//! let action = policy.authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))?;
+//! let snapshot = tab.approval(&url, &action).await?; // what the person approves
+//! assert!(snapshot.target_found);
+//! let element = snapshot.page.element.as_ref(); // role, name, text, form data
 //! let backend = tab.backend(); // `impl Backend`, for the Act tool's context
-//! # let _ = (backend, page);
+//! # let _ = (backend, element);
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! Before a person approves, the host can show them what the model
-//! proposed: the backend's [`snapshot`](countersign_approval_core::Backend::snapshot)
-//! returns the page binding [`current_page`](countersign_approval_core::Backend::current_page)
-//! gives, a viewport PNG with the target outlined in [`OUTLINE_COLOUR`], and
-//! whether the target passes the strict checks; it dispatches no input,
-//! does not scroll and injects nothing into the page (see
-//! [`ChromiumBackend`]).
+//! The snapshot ([`Tab::approval`], or the backend's
+//! [`snapshot`](countersign_approval_core::Backend::snapshot), the same
+//! call) returns the page binding
+//! [`current_page`](countersign_approval_core::Backend::current_page)
+//! gives with the target's identity, a viewport PNG with the target
+//! outlined in [`OUTLINE_COLOUR`], and whether the target passes the strict
+//! checks; it dispatches no input, does not scroll and injects nothing into
+//! the page (see [`ChromiumBackend`]). A bare [`Tab::observe`] binds the
+//! document only, and a grant from it is refused unless the host opts in
+//! (`accept_grants_without_element`).
 //!
 //! # Navigating and observing
 //!
@@ -141,6 +148,7 @@ mod navigate;
 mod observation;
 mod options;
 mod perform;
+mod plan;
 mod refs;
 mod screenshot;
 mod script;
@@ -156,4 +164,4 @@ pub use options::{
     running_as_root,
 };
 pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};
-pub use target::MIN_OPACITY;
+pub use target::{MIN_CLIPPED_POINTS, MIN_OPACITY};

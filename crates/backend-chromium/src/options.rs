@@ -3,8 +3,61 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::ChromiumError;
-use crate::browser::{CLIENT_FLAGS, DISABLED_FEATURES, FLAGS};
+use crate::error::ChromiumError;
+
+/// Flags every launch passes besides the egress, sandbox and feature flags.
+pub(crate) const FLAGS: &[&str] = &[
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-breakpad",
+    "--disable-extensions",
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--no-pings",
+    "--no-startup-window",
+    "--no-service-autorun",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-field-trial-config",
+    "--disable-search-engine-choice-screen",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    // Without the back/forward cache every history step is a new document,
+    // so it gets a new revision.
+    "--disable-back-forward-cache",
+];
+
+/// Features every launch disables, in one `--disable-features` switch with
+/// the host's (Chromium keeps only one of a repeated switch): the
+/// back/forward cache, and the browser's own background traffic (autofill,
+/// hints, translation, media routing, certificate-transparency updates,
+/// lens).
+pub(crate) const DISABLED_FEATURES: &[&str] = &[
+    "BackForwardCache",
+    "AutofillServerCommunication",
+    "OptimizationHints",
+    "Translate",
+    "MediaRouter",
+    "DialMediaRouteProvider",
+    "CertificateTransparencyComponentUpdater",
+    "LensOverlay",
+    "GlobalMediaControls",
+    "NetworkTimeServiceQuerying",
+];
+
+/// Flags the DevTools client adds to every launch besides the profile
+/// directory, the debugging port and the sandbox flags.
+pub(crate) const CLIENT_FLAGS: &[&str] = &[
+    "--headless",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--disable-extensions",
+];
 
 /// Where the backend looks for Chromium unless told otherwise: the binary of
 /// Debian's `chromium` package.

@@ -13,98 +13,10 @@ use countersign_canonical_policy::Action;
 use serde_json::Value;
 
 use crate::browser::{MainFrame, Tab};
+use crate::error::{Refused, protocol, quoted};
+use crate::plan::Plan;
 use crate::script::{Arg, CHECKED, OPTION, On};
 use crate::target::{Miss, NOTHING, OptionPlace, Scroll, Target};
-
-/// Why an action was not (fully) performed; becomes the backend's message.
-pub(crate) type Refused = String;
-
-/// Shortens user text quoted in a message.
-pub(crate) fn quoted(text: &str) -> String {
-    const LIMIT: usize = 64;
-    let shown: String = text
-        .chars()
-        .take(LIMIT)
-        .collect::<String>()
-        .escape_debug()
-        .to_string();
-    if text.chars().count() > LIMIT {
-        format!("{shown}…")
-    } else {
-        shown
-    }
-}
-
-/// What one method will do, decided from the action alone before the page
-/// is touched.
-#[derive(Debug)]
-pub(crate) enum Plan {
-    Click { count: i64 },
-    Hover,
-    Focus,
-    Fill(String),
-    Type(String),
-    Press(&'static KeyDefinition),
-    Select(String),
-    Check(bool),
-}
-
-impl Plan {
-    /// The method and its arguments, or why they are refused. Each method
-    /// takes exactly the arguments it documents.
-    pub(crate) fn of(action: &Action) -> Result<Plan, Refused> {
-        let method = action.method();
-        let arguments = action.arguments();
-        let only = |wanted: &[&str]| -> Result<(), Refused> {
-            if let Some(unknown) = arguments.keys().find(|k| !wanted.contains(&k.as_str())) {
-                return Err(format!(
-                    "`{method}` takes no argument `{}`; nothing was dispatched",
-                    quoted(unknown)
-                ));
-            }
-            if let Some(missing) = wanted.iter().find(|k| !arguments.contains_key(**k)) {
-                return Err(format!(
-                    "`{method}` needs the argument `{missing}`; nothing was dispatched"
-                ));
-            }
-            Ok(())
-        };
-        let argument = |key: &str| arguments.get(key).cloned().unwrap_or_default();
-        Ok(match method {
-            "click" => only(&[]).map(|()| Plan::Click { count: 1 })?,
-            "dblclick" => only(&[]).map(|()| Plan::Click { count: 2 })?,
-            "hover" => only(&[]).map(|()| Plan::Hover)?,
-            "focus" => only(&[]).map(|()| Plan::Focus)?,
-            "check" => only(&[]).map(|()| Plan::Check(true))?,
-            "uncheck" => only(&[]).map(|()| Plan::Check(false))?,
-            "fill" => only(&["text"]).map(|()| Plan::Fill(argument("text")))?,
-            "type" => only(&["text"]).map(|()| Plan::Type(argument("text")))?,
-            "select" => only(&["value"]).map(|()| Plan::Select(argument("value")))?,
-            "press" => {
-                only(&["key"])?;
-                let key = argument("key");
-                let definition = get_key_definition(&key).ok_or_else(|| {
-                    format!(
-                        "`press` does not know the key `{}`; nothing was dispatched",
-                        quoted(&key)
-                    )
-                })?;
-                Plan::Press(definition)
-            }
-            other => {
-                return Err(format!(
-                    "the chromium backend does not perform `{}`; nothing was dispatched",
-                    quoted(other)
-                ));
-            }
-        })
-    }
-
-    /// Whether the method is pointer input, which the target must receive.
-    pub(crate) fn needs_pointer(&self) -> bool {
-        matches!(self, Plan::Click { .. } | Plan::Hover | Plan::Check(_))
-    }
-}
 
 /// What a check of the landed URL is for: its refusal says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,7 +121,7 @@ impl Tab {
         // The element approved, before anything else is decided about it
         // (even "already checked" would be an answer about another element).
         if let Some(changed) = self
-            .identity_changed(&target, &frame, element, selector, NOTHING)
+            .identity_changed(&target, &frame, &plan, element, selector, NOTHING)
             .await
             .map_err(refused)?
         {
@@ -239,6 +151,7 @@ impl Tab {
         &self,
         target: &Target,
         frame: &MainFrame,
+        plan: &Plan,
         bound: Option<&ElementIdentity>,
         selector: &str,
         outcome: &str,
@@ -246,7 +159,16 @@ impl Tab {
         let Some(bound) = bound else {
             return Ok(None);
         };
-        let now = self.identity(target, frame).await?;
+        let now = match self.identity(target, frame, plan).await {
+            Ok(now) => now,
+            Err(Miss::Stale(why)) => {
+                return Ok(Some(format!(
+                    "`{}` is not the element approved ({why}); {outcome}",
+                    quoted(selector)
+                )));
+            }
+            Err(Miss::Refused(reason)) => return Err(reason),
+        };
         if now == *bound {
             return Ok(None);
         }
@@ -257,6 +179,7 @@ impl Tab {
             ("text", now.text() != bound.text()),
             ("attributes", now.attributes() != bound.attributes()),
             ("frames", now.frames() != bound.frames()),
+            ("form data", now.submission() != bound.submission()),
         ]
         .into_iter()
         .filter_map(|(field, differs)| differs.then_some(field))
@@ -296,6 +219,7 @@ impl Tab {
             .identity_changed(
                 &ready.target,
                 &ready.frame,
+                &ready.plan,
                 ready.element,
                 ready.selector,
                 outcome,
@@ -595,105 +519,6 @@ impl Tab {
     }
 }
 
-fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
-    format!("chromium did not answer `{command}`: {error}")
-}
-
 fn named_key(name: &str) -> Result<&'static KeyDefinition, Refused> {
     get_key_definition(name).ok_or_else(|| format!("internal: no key definition for `{name}`"))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use countersign_canonical_policy::{Policy, StaticResolver};
-    use serde_json::json;
-
-    use super::*;
-
-    fn action(value: Value) -> Action {
-        Policy::builder()
-            .allow_host("example.com")
-            .resolver(StaticResolver::new())
-            .build()
-            .unwrap()
-            .authorize_action(&value)
-            .unwrap()
-    }
-
-    fn refusal(value: Value) -> String {
-        Plan::of(&action(value)).unwrap_err()
-    }
-
-    #[test]
-    fn each_method_takes_exactly_its_documented_arguments() {
-        for (method, args) in [
-            ("click", json!({})),
-            ("dblclick", json!({})),
-            ("hover", json!({})),
-            ("focus", json!({})),
-            ("check", json!({})),
-            ("uncheck", json!({})),
-            ("fill", json!({"text": "hi"})),
-            ("type", json!({"text": "hi"})),
-            ("select", json!({"value": "b"})),
-            ("press", json!({"key": "Enter"})),
-        ] {
-            let planned = Plan::of(&action(
-                json!({"method": method, "selector": "#x", "arguments": args}),
-            ));
-            assert!(planned.is_ok(), "{method}: {planned:?}");
-        }
-    }
-
-    #[test]
-    fn unknown_and_missing_arguments_are_refused() {
-        assert_eq!(
-            refusal(json!({"method": "click", "selector": "#x", "arguments": {"button": "right"}})),
-            "`click` takes no argument `button`; nothing was dispatched"
-        );
-        assert_eq!(
-            refusal(json!({"method": "fill", "selector": "#x"})),
-            "`fill` needs the argument `text`; nothing was dispatched"
-        );
-        assert_eq!(
-            refusal(
-                json!({"method": "fill", "selector": "#x", "arguments": {"text": "a", "value": "b"}})
-            ),
-            "`fill` takes no argument `value`; nothing was dispatched"
-        );
-        assert_eq!(
-            refusal(json!({"method": "select", "selector": "#x", "arguments": {"text": "a"}})),
-            "`select` takes no argument `text`; nothing was dispatched"
-        );
-        assert_eq!(
-            refusal(json!({"method": "press", "selector": "#x"})),
-            "`press` needs the argument `key`; nothing was dispatched"
-        );
-    }
-
-    #[test]
-    fn an_unknown_key_is_refused() {
-        assert_eq!(
-            refusal(json!({"method": "press", "selector": "#x", "arguments": {"key": "Hyper"}})),
-            "`press` does not know the key `Hyper`; nothing was dispatched"
-        );
-    }
-
-    #[test]
-    fn a_method_outside_the_default_set_is_refused() {
-        let policy = Policy::builder()
-            .allow_host("example.com")
-            .allow_methods(["drag"])
-            .resolver(StaticResolver::new())
-            .build()
-            .unwrap();
-        let drag = policy
-            .authorize_action(&json!({"method": "drag", "selector": "#x"}))
-            .unwrap();
-        assert_eq!(
-            Plan::of(&drag).unwrap_err(),
-            "the chromium backend does not perform `drag`; nothing was dispatched"
-        );
-    }
 }

@@ -14,14 +14,15 @@ use chromiumoxide::cdp::js_protocol::runtime::{
 };
 use serde_json::Value;
 
-use crate::ChromiumError;
 use crate::browser::Tab;
+use crate::error::ChromiumError;
 
 /// Finds a selector's single element (`js/resolve.js`).
 pub(crate) const RESOLVE: &str = include_str!("js/resolve.js");
 /// What the strict checks read about an element (`js/describe.js`).
 pub(crate) const DESCRIBE: &str = include_str!("js/describe.js");
-/// Whether a node is an element or inside it, across shadow roots (`js/contains.js`).
+/// Whether a hit node is an element or inside it, across shadow roots and
+/// pseudo-elements, and whether it shows a frame (`js/contains.js`).
 pub(crate) const CONTAINS: &str = include_str!("js/contains.js");
 /// Whether an element has focus (`js/focused.js`).
 pub(crate) const FOCUSED: &str = include_str!("js/focused.js");
@@ -101,6 +102,20 @@ impl Tab {
             return Err(ChromiumError::Script(exception_text(details)));
         }
         Ok(answer.result.result.clone())
+    }
+
+    /// Evaluates `function` (a JavaScript function declaration taking no
+    /// arguments) in a fresh isolated world of the main frame and returns
+    /// its result as JSON. The isolated world shares the DOM with the page
+    /// but not its scripts' globals, so a page cannot tamper with it. For
+    /// reading page state in tests and diagnostics; it is not input.
+    pub async fn inspect(&self, function: &str) -> Result<serde_json::Value, ChromiumError> {
+        let frame = self.main_frame().await?;
+        let context = self.isolated_world(frame.id).await?;
+        let answer = self
+            .call_function(function, On::World(context), Vec::new(), true)
+            .await?;
+        Ok(answer.value.unwrap_or_default())
     }
 
     /// [`call_function`](Self::call_function) by value, decoded as `T`.

@@ -9,13 +9,40 @@ use chromiumoxide::cdp::browser_protocol::page::{
 use countersign_approval_core::{BackendError, ElementIdentity, PageSnapshot};
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
-use crate::ChromiumError;
 use crate::browser::{MainFrame, Tab};
-use crate::perform::{Plan, Purpose};
+use crate::error::ChromiumError;
+use crate::perform::Purpose;
+use crate::plan::Plan;
 use crate::screenshot::{self, PixelBox};
 use crate::target::{Described, Miss, Scroll};
 
 impl Tab {
+    /// What a person approving `action` on `url` is shown, and what their
+    /// grant binds: the page (session, tab, document) with the target
+    /// element's identity (and, for a submit, the form data set), a
+    /// viewport PNG with the target outlined, and whether the target passes
+    /// the strict checks. Dispatches no input, does not scroll, injects
+    /// nothing into the page.
+    ///
+    /// This is the one call a host needs to approve an action on a live
+    /// page: show the picture and the element to the person, then hand the
+    /// snapshot as it is to `countersign_act_tool::issue_page_grant`. When
+    /// no single suitable target was found (`target_found` is `false`), the
+    /// page binds no element, and such a grant is refused unless the host
+    /// opted in with `accept_grants_without_element`.
+    ///
+    /// A ref that names no element of the current page is
+    /// [`BackendError::stale_target`]; a page at another URL than `url`, or
+    /// one that changed while the snapshot was taken, is
+    /// [`BackendError::not_dispatched`].
+    pub async fn approval(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<PageSnapshot, BackendError> {
+        self.snapshot(url, action).await
+    }
+
     /// The page as it stands for `action` proposed on `url`: its binding,
     /// a viewport screenshot with the target outlined, and whether the
     /// target passes the strict checks and is in view.
@@ -103,14 +130,15 @@ impl Tab {
                 .await
             {
                 Err(Miss::Stale(reason)) => return Err(BackendError::stale_target(reason)),
-                Ok(target) if target.described.in_view => match self.identity(&target, frame).await
-                {
-                    Ok(element) => Some((pixel_box(&target.described), element)),
-                    Err(_) => {
-                        tracing::debug!("snapshot: the target's identity could not be read");
-                        None
+                Ok(target) if target.described.in_view => {
+                    match self.identity(&target, frame, &plan).await {
+                        Ok(element) => Some((pixel_box(&target.described), element)),
+                        Err(_) => {
+                            tracing::debug!("snapshot: the target's identity could not be read");
+                            None
+                        }
                     }
-                },
+                }
                 Ok(_) => {
                     tracing::debug!("snapshot: the target is outside the viewport");
                     None

@@ -20,6 +20,7 @@
 use chromiumoxide::cdp::browser_protocol::dom::{
     BackendNodeId, DescribeNodeParams, GetNodeForLocationParams, ResolveNodeParams,
 };
+use chromiumoxide::cdp::browser_protocol::page::FrameId;
 use chromiumoxide::cdp::js_protocol::runtime::{
     ExecutionContextId, RemoteObjectId, RemoteObjectType,
 };
@@ -28,12 +29,20 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::browser::{MainFrame, Tab};
-use crate::perform::{Plan, Refused, quoted};
+use crate::error::{Refused, protocol, quoted};
+use crate::plan::Plan;
 use crate::script::{self, Arg, On};
 
-/// An element whose effective opacity is below this is not visible: a
-/// person would not see it, so input must not reach it.
+/// An element whose effective opacity (every `opacity` and
+/// `filter: opacity()` of it and its ancestors, multiplied) is below this
+/// is not visible: a person would not see it, so input must not reach it.
 pub const MIN_OPACITY: f64 = 0.1;
+
+/// Of the nine points of a 3×3 grid over a clipped element's box (inside
+/// the viewport), at least this many must show the element to the
+/// browser's hit test: a clip (`clip-path`, `clip`) that leaves less than
+/// about half of the box drawn hides what a person would be approving.
+pub const MIN_CLIPPED_POINTS: usize = 5;
 
 /// What `js/describe.js` reads about an element.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,6 +52,19 @@ pub(crate) struct Described {
     visible: bool,
     #[serde(default)]
     opacity: f64,
+    /// A filter on the element or an ancestor draws through something
+    /// this backend cannot judge (`url()`).
+    #[serde(default)]
+    filter_unknown: bool,
+    /// A `clip-path` or `clip` on the element or an ancestor cuts its box.
+    #[serde(default)]
+    clipped: bool,
+    /// A mask on the element or an ancestor: the hit test does not see it.
+    #[serde(default)]
+    masked: bool,
+    /// For a clipped box, the points where the hit test must find it too.
+    #[serde(default)]
+    grid: Vec<Point>,
     #[serde(default)]
     stable: bool,
     #[serde(default)]
@@ -147,6 +169,8 @@ pub(crate) struct Target {
     pub(crate) world: ExecutionContextId,
     /// The element's node, as the protocol's hit test names it.
     pub(crate) node: BackendNodeId,
+    /// The frame whose document the element is in (the main frame).
+    pub(crate) frame: FrameId,
     pub(crate) described: Described,
     pub(crate) option: Option<OptionPlace>,
 }
@@ -203,10 +227,33 @@ pub(crate) const NOTHING: &str = "nothing was dispatched";
 /// What the protocol's hit test found at an action point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hit {
-    /// The element or a node inside it.
+    /// The element, a node inside it, or a pseudo-element of either.
     Target,
+    /// Another document: a node of a child frame's document (a frame in
+    /// the page's own renderer), or an element that shows one (`iframe`,
+    /// `frame`, `object`, `embed`: a frame from another site, which site
+    /// isolation puts in another renderer, is hit as its element). Input
+    /// there reaches a document no grant binds.
+    Frame,
     /// Something else.
     Other,
+}
+
+/// The elements that show another document, whose input goes to it.
+const FRAME_OWNERS: &[&str] = &[
+    "iframe",
+    "frame",
+    "object",
+    "embed",
+    "fencedframe",
+    "portal",
+];
+
+/// What `js/contains.js` answers about a hit node.
+#[derive(Debug, Deserialize)]
+struct Contains {
+    inside: bool,
+    frame: bool,
 }
 
 impl Tab {
@@ -242,6 +289,7 @@ impl Tab {
             element,
             world,
             node,
+            frame: frame.id.clone(),
             option: None,
             described,
         };
@@ -341,15 +389,46 @@ impl Tab {
         if !target.described.in_view {
             return Err(format!("`{shown}` is outside the viewport; {outcome}"));
         }
-        if plan.needs_pointer() && self.hit(target, x, y, false).await? != Hit::Target {
-            return Err(format!(
-                "`{shown}` is covered by another element at its centre; {outcome}"
-            ));
+        let frame = || {
+            format!(
+                "`{shown}` shows another document (a frame) at its centre, which no grant binds; {outcome}"
+            )
+        };
+        if plan.needs_pointer() {
+            match self.hit(target, x, y, false).await? {
+                Hit::Target => {}
+                Hit::Frame => return Err(frame()),
+                Hit::Other => {
+                    return Err(format!(
+                        "`{shown}` is covered by another element at its centre; {outcome}"
+                    ));
+                }
+            }
         }
-        if self.hit(target, x, y, true).await? != Hit::Target {
-            return Err(format!(
-                "`{shown}` is painted over by another element at its centre; {outcome}"
-            ));
+        match self.hit(target, x, y, true).await? {
+            Hit::Target => {}
+            Hit::Frame => return Err(frame()),
+            Hit::Other => {
+                return Err(format!(
+                    "`{shown}` is painted over by another element at its centre; {outcome}"
+                ));
+            }
+        }
+        // A clipped box: the hit test follows the clip, so it tells how
+        // much of the box is drawn.
+        if target.described.clipped {
+            let mut shown_points = 0;
+            for point in &target.described.grid {
+                if self.hit(target, point.x, point.y, true).await? == Hit::Target {
+                    shown_points += 1;
+                }
+            }
+            if shown_points < MIN_CLIPPED_POINTS {
+                return Err(format!(
+                    "`{shown}` is clipped so that only {shown_points} of 9 points of its box are drawn, \
+                     fewer than {MIN_CLIPPED_POINTS}; {outcome}"
+                ));
+            }
         }
         Ok(())
     }
@@ -372,13 +451,22 @@ impl Tab {
             .execute(params)
             .await
             .map_err(|e| protocol("DOM.getNodeForLocation", e))?;
+        // A node of a child frame's document (same site, same renderer).
+        if found.result.frame_id != target.frame {
+            return Ok(Hit::Frame);
+        }
         let hit = found.result.backend_node_id;
         if hit == target.node {
-            return Ok(Hit::Target);
+            return Ok(if FRAME_OWNERS.contains(&target.described.tag.as_str()) {
+                Hit::Frame
+            } else {
+                Hit::Target
+            });
         }
         // Another node: inside the target (its text's element, a child, a
-        // node of its shadow tree) or not. A node in another frame does
-        // not resolve in the target's world, which answers "not inside".
+        // node of its shadow tree, a pseudo-element) or not, and whether it
+        // shows a frame. A node that does not resolve in the target's world
+        // is not inside it.
         let resolve = ResolveNodeParams {
             backend_node_id: Some(hit),
             execution_context_id: Some(target.world),
@@ -390,7 +478,7 @@ impl Tab {
         let Some(node) = resolved.result.object.object_id.clone() else {
             return Ok(Hit::Other);
         };
-        let inside: bool = self
+        let contains: Contains = self
             .call_value(
                 script::CONTAINS,
                 On::Object(&target.element),
@@ -398,7 +486,11 @@ impl Tab {
             )
             .await
             .map_err(|e| e.to_string())?;
-        Ok(if inside { Hit::Target } else { Hit::Other })
+        Ok(match contains {
+            Contains { frame: true, .. } => Hit::Frame,
+            Contains { inside: true, .. } => Hit::Target,
+            Contains { inside: false, .. } => Hit::Other,
+        })
     }
 
     /// The element's facts (`js/describe.js`), after a scroll into view
@@ -507,10 +599,6 @@ impl Tab {
     }
 }
 
-fn protocol(command: &str, error: impl std::fmt::Display) -> Refused {
-    format!("chromium did not answer `{command}`: {error}")
-}
-
 /// Playwright's actionability checks that need no hit test, for one
 /// resolved element, plus the opacity threshold.
 fn check_target(
@@ -529,8 +617,16 @@ fn check_target(
     }
     if element.opacity.is_nan() || element.opacity < MIN_OPACITY {
         return refuse(&format!(
-            "is not visible (its effective opacity is below {MIN_OPACITY})"
+            "is not visible (its effective opacity, with `filter: opacity()`, is below {MIN_OPACITY})"
         ));
+    }
+    if element.filter_unknown {
+        return refuse("is drawn through a filter this backend cannot judge (`filter: url()`)");
+    }
+    if element.masked {
+        return refuse(
+            "is masked (`mask`), which may hide it from view and which the browser's hit test does not see",
+        );
     }
     if !element.stable {
         return refuse("is not stable (its box moved between two animation frames)");

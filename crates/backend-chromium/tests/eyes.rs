@@ -5,24 +5,18 @@
 
 mod support;
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::time::Duration;
 
 use countersign_approval_core::{
     Backend, BackendError, ElementRef, Navigation, ObservedPage, SnapshotLimits,
 };
 use countersign_backend_chromium::Tab;
-use futures_util::FutureExt;
 use serde_json::{Value, json};
-use support::Fixture;
+use support::{Case, Fixture};
 
 /// The tests' navigation timeout: short, so the hanging server's case
 /// ends quickly.
 const NAVIGATION_TIMEOUT: Duration = Duration::from_secs(3);
-
-type Case = for<'a> fn(&'a Fixture) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
 
 macro_rules! cases {
     ($($name:ident),* $(,)?) => {
@@ -32,16 +26,9 @@ macro_rules! cases {
 
 #[test]
 fn navigate_and_observe_in_headless_chromium() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let options = support::options().navigation_timeout(NAVIGATION_TIMEOUT);
-        let fixture = Fixture::start(options).await;
-        let mut failed = Vec::new();
-        for (name, case) in cases![
+    support::run_cases(
+        support::options().navigation_timeout(NAVIGATION_TIMEOUT),
+        &cases![
             navigate_lands_and_answers_the_page,
             navigate_follows_a_redirect_and_answers_where_it_landed,
             a_redirect_to_a_refused_host_fails_on_the_refused_url,
@@ -62,26 +49,8 @@ fn navigate_and_observe_in_headless_chromium() {
             a_ref_never_handed_out_or_malformed_is_refused,
             a_snapshot_by_ref_outlines_and_binds_the_element,
             a_model_navigates_observes_and_acts_by_ref_once,
-        ] {
-            // `EYES_CASES=a,b` runs only those cases (for debugging).
-            if let Ok(only) = std::env::var("EYES_CASES")
-                && !only.split(',').any(|c| c == name)
-            {
-                continue;
-            }
-            eprintln!("case {name}");
-            if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_default();
-                failed.push(format!("{name}: {message}"));
-            }
-        }
-        fixture.chromium.clone().close().await.unwrap();
-        assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
-    });
+        ],
+    );
 }
 
 /// `navigate` to `path` on the test site, through the tab's backend.

@@ -5,25 +5,17 @@
 
 mod support;
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
-
-use countersign_act_tool::{Act, Context, issue_grant, issue_page_grant};
+use countersign_act_tool::{issue_grant, issue_page_grant};
 use countersign_approval_core::policy::AuthorizedUrl;
 use countersign_approval_core::{
-    ActionRequest, ActorId, ApprovalId, ApprovalStore, Backend, BackendError, GrantState,
-    PageBinding, RunId,
+    ActionRequest, ApprovalId, ApprovalStore, Backend, BackendError, GrantState, PageBinding,
 };
 use countersign_backend_chromium::Tab;
-use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
-use futures_util::FutureExt;
 use serde_json::{Value, json};
-use support::Fixture;
-
-type Case = for<'a> fn(&'a Fixture) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+use support::host::{
+    Accepts, Host, KEPT, Outcome, STALE_KEPT, TTL, USED, front_tab, host, host_on, read_on,
+};
+use support::{Case, Fixture};
 
 macro_rules! cases {
     ($($name:ident),* $(,)?) => {
@@ -33,15 +25,9 @@ macro_rules! cases {
 
 #[test]
 fn live_backend_in_headless_chromium() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let fixture = Fixture::start(support::options()).await;
-        let mut failed = Vec::new();
-        for (name, case) in cases![
+    support::run_cases(
+        support::options(),
+        &cases![
             observation_names_session_tab_url_and_revision,
             click_clicks_once,
             dblclick_double_clicks,
@@ -82,21 +68,8 @@ fn live_backend_in_headless_chromium() {
             a_document_rewritten_in_place_is_stale,
             a_relabel_on_our_pointer_move_is_refused_before_the_press,
             a_ticking_clock_and_an_unrelated_rerender_still_click_once,
-            a_subframe_navigated_since_approval_gets_no_click,
-        ] {
-            eprintln!("case {name}");
-            if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_default();
-                failed.push(format!("{name}: {message}"));
-            }
-        }
-        fixture.chromium.clone().close().await.unwrap();
-        assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
-    });
+        ],
+    );
 }
 
 /// Performs `action` on `/`; every refusal the cases expect comes before
@@ -398,7 +371,7 @@ async fn a_revision_change_after_the_consume_gives_the_grant_back(f: &Fixture) {
         tab: f.tab.clone(),
         url,
     };
-    let host = host_on(f, reloads, false);
+    let host = host_on(f, reloads, Accepts::ElementBound);
     let id = approve_here(f, &host).await;
     let answer = host.act.execute_json(&click_call(f, &id)).await;
     assert_eq!(answer["error"]["code"], "BACKEND_FAILED", "{answer}");
@@ -522,37 +495,6 @@ async fn the_browsers_own_traffic_passes_the_guard(f: &Fixture) {
     assert_eq!(refusals[0].port(), Some(port));
 }
 
-/// Act with the in-memory store and this tab's backend.
-struct Host {
-    context: Context,
-    approvals: Arc<InMemoryApprovalStore>,
-    act: Act,
-}
-
-fn host(f: &Fixture, accept_unbound: bool) -> Host {
-    host_on(f, f.tab.backend(), accept_unbound)
-}
-
-fn host_on(f: &Fixture, backend: impl Backend + 'static, accept_unbound: bool) -> Host {
-    let approvals = Arc::new(InMemoryApprovalStore::new());
-    let mut builder = Context::builder()
-        .actor_id(ActorId::new("live-actor").unwrap())
-        .run_id(RunId::new("live-run").unwrap())
-        .backend(backend)
-        .source_policy(f.policy.clone())
-        .operation_store(InMemoryOperationStore::new())
-        .approval_store(approvals.clone());
-    if accept_unbound {
-        builder = builder.accept_unbound_grants();
-    }
-    let context = builder.build().unwrap();
-    Host {
-        act: Act::new(context.clone()),
-        context,
-        approvals,
-    }
-}
-
 const CLICK: fn() -> Value = || json!({"method": "click", "selector": "#counter"});
 
 fn click_call(f: &Fixture, approval_id: &str) -> Value {
@@ -562,19 +504,27 @@ fn click_call(f: &Fixture, approval_id: &str) -> Value {
     })
 }
 
+/// A grant for `CLICK` on the page the fixture's tab shows, approved the
+/// documented way: from the tab's snapshot of the action.
 async fn approve_here(f: &Fixture, host: &Host) -> String {
-    let page = f.tab.observe().await.unwrap().binding();
-    let grant = issue_page_grant(&host.context, &page, &f.url("/"), &CLICK(), TTL)
+    approve_on(f, host, &f.tab).await
+}
+
+async fn approve_on(f: &Fixture, host: &Host, tab: &Tab) -> String {
+    let url = f.policy.authorize_destination(&f.url("/")).await.unwrap();
+    let action = f.policy.authorize_action(&CLICK()).unwrap();
+    let snapshot = tab.approval(&url, &action).await.unwrap();
+    assert!(snapshot.target_found);
+    let grant = issue_page_grant(&host.context, &snapshot, &f.url("/"), &CLICK(), TTL)
         .await
         .unwrap();
+    assert!(grant.element.is_some());
     grant.id.as_str().to_owned()
 }
 
-const TTL: Duration = Duration::from_secs(60);
-
 async fn act_performs_a_page_bound_grant_once(f: &Fixture) {
     f.load("/").await;
-    let host = host(f, false);
+    let host = host(f, Accepts::ElementBound);
     let id = approve_here(f, &host).await;
     let first = host.act.execute_json(&click_call(f, &id)).await;
     assert_eq!(first["status"], "ok", "{first}");
@@ -585,7 +535,7 @@ async fn act_performs_a_page_bound_grant_once(f: &Fixture) {
 
 async fn a_navigation_between_approval_and_act_is_stale_and_burns_nothing(f: &Fixture) {
     f.load("/").await;
-    let host = host(f, false);
+    let host = host(f, Accepts::ElementBound);
     let id = approve_here(f, &host).await;
     f.load("/").await; // same URL, a new document
     let answer = host.act.execute_json(&click_call(f, &id)).await;
@@ -608,20 +558,14 @@ async fn a_navigation_between_approval_and_act_is_stale_and_burns_nothing(f: &Fi
 
 async fn a_grant_from_another_tab_or_session_is_stale(f: &Fixture) {
     f.load("/").await;
-    let host = host(f, false);
+    let host = host(f, Accepts::ElementBound);
     let home = f.policy.authorize_destination(&f.url("/")).await.unwrap();
     let other_tab = f.session.open(&home).await.unwrap();
     let other_session = f.chromium.new_session(f.policy.clone()).await.unwrap();
     let elsewhere = other_session.open(&home).await.unwrap();
     for tab in [&other_tab, &elsewhere] {
-        let page = tab.observe().await.unwrap().binding();
-        let grant = issue_page_grant(&host.context, &page, &f.url("/"), &CLICK(), TTL)
-            .await
-            .unwrap();
-        let answer = host
-            .act
-            .execute_json(&click_call(f, grant.id.as_str()))
-            .await;
+        let id = approve_on(f, &host, tab).await;
+        let answer = host.act.execute_json(&click_call(f, &id)).await;
         assert_eq!(answer["error"]["code"], "APPROVAL_STALE", "{answer}");
     }
     assert_eq!(f.trusted_events().await, 0);
@@ -629,7 +573,7 @@ async fn a_grant_from_another_tab_or_session_is_stale(f: &Fixture) {
 
 async fn an_unbound_grant_needs_the_hosts_opt_in(f: &Fixture) {
     f.load("/").await;
-    let strict = host(f, false);
+    let strict = host(f, Accepts::ElementBound);
     let grant = issue_grant(&strict.context, &f.url("/"), &CLICK(), TTL)
         .await
         .unwrap();
@@ -640,7 +584,7 @@ async fn an_unbound_grant_needs_the_hosts_opt_in(f: &Fixture) {
     assert_eq!(answer["error"]["code"], "APPROVAL_REQUIRED", "{answer}");
     assert_eq!(f.trusted_events().await, 0);
 
-    let lenient = host(f, true);
+    let lenient = host(f, Accepts::Unbound);
     let grant = issue_grant(&lenient.context, &f.url("/"), &CLICK(), TTL)
         .await
         .unwrap();
@@ -654,7 +598,7 @@ async fn an_unbound_grant_needs_the_hosts_opt_in(f: &Fixture) {
 
 async fn sixteen_concurrent_acts_click_once(f: &Fixture) {
     f.load("/").await;
-    let host = host(f, false);
+    let host = host(f, Accepts::ElementBound);
     let id = approve_here(f, &host).await;
     let call = click_call(f, &id);
     let calls = (0..16).map(|_| {
@@ -694,24 +638,6 @@ fn attack_call(f: &Fixture, id: &ApprovalId, action: &Value) -> Value {
     call
 }
 
-/// `expression` against the DOM of `tab` (`el(sel)` is `querySelector`).
-async fn read_on(tab: &Tab, expression: &str) -> Value {
-    let function = format!(
-        "function () {{ const el = (s) => document.querySelector(s); return {expression}; }}"
-    );
-    tab.inspect(&function).await.unwrap()
-}
-
-/// Trusted clicks the attack page in `tab` saw, in all and by the id of
-/// the element each reached.
-async fn attack_clicks(tab: &Tab) -> (u64, Value) {
-    let seen = read_on(tab, "[el('#clicks').textContent, el('#log').textContent]").await;
-    (
-        seen[0].as_str().unwrap().parse().unwrap(),
-        serde_json::from_str(seen[1].as_str().unwrap()).unwrap(),
-    )
-}
-
 /// `/attacks` in a new tab, which opens in front: the page is visible, so
 /// animation frames run and the page's scroll and input handlers run as
 /// they would in a person's browser (a tab behind others gets no frames).
@@ -719,92 +645,16 @@ async fn attack_tab(f: &Fixture) -> Tab {
     front_tab(f, "/attacks").await
 }
 
-/// `path` in a new tab, in front (see [`attack_tab`]).
-async fn front_tab(f: &Fixture, path: &str) -> Tab {
-    let url = f.policy.authorize_destination(&f.url(path)).await.unwrap();
-    let tab = f.session.open(&url).await.unwrap();
-    assert_eq!(read_on(&tab, "document.visibilityState").await, "visible");
-    tab
-}
-
-/// What an Act call left: its answer, the one operation record's reason,
-/// the grant's state after, and the tab, for counting.
-struct Outcome {
-    answer: Value,
-    reason: String,
-    state: GrantState,
-    tab: Tab,
-}
-
-impl Outcome {
-    /// Reads the call's record and the grant's state from `host`.
-    async fn of(host: &Host, tab: Tab, id: &ApprovalId, answer: Value) -> Outcome {
-        let records = host
-            .context
-            .operation_store()
-            .records_for_run(host.context.run_id())
-            .await
-            .unwrap();
-        assert_eq!(records.len(), 1);
-        let state = host.approvals.get(id).await.unwrap().unwrap().state;
-        Outcome {
-            answer,
-            reason: records[0].reason.clone(),
-            state,
-            tab,
-        }
-    }
-
-    /// Refused with `code` and `message`, the record saying `reason`, the
-    /// grant `Active` when `kept` (given back), else used; no click landed.
-    async fn assert_refused(&self, code: &str, message: &str, reason: &str, kept: bool) {
-        assert_eq!(
-            self.answer["error"]["code"], code,
-            "{} {}",
-            self.answer, self.reason
-        );
-        assert_eq!(self.answer["error"]["message"], message, "{}", self.reason);
-        assert_eq!(self.reason, reason);
-        if kept {
-            assert_eq!(self.state, GrantState::Active);
-        } else {
-            assert!(
-                matches!(self.state, GrantState::Consumed { .. }),
-                "{:?}",
-                self.state
-            );
-        }
-        assert_eq!(attack_clicks(&self.tab).await, (0, json!({})));
-    }
-
-    /// Performed: `ok`, the grant used, exactly one click, on `id`.
-    async fn assert_clicked_once(&self, id: &str) {
-        assert_eq!(
-            self.answer["status"], "ok",
-            "{} {}",
-            self.answer, self.reason
-        );
-        assert!(
-            matches!(self.state, GrantState::Consumed { .. }),
-            "{:?}",
-            self.state
-        );
-        assert_eq!(attack_clicks(&self.tab).await, (1, json!({ id: 1 })));
-    }
-}
-
 /// Approves `action` on a fresh `/attacks` tab and calls Act with it.
 async fn attack(f: &Fixture, action: &Value) -> Outcome {
     let tab = attack_tab(f).await;
-    let host = host_on(f, tab.backend(), false);
+    // The document alone: these cases test the backend's own checks,
+    // which hold whether or not an element is bound.
+    let host = host_on(f, tab.backend(), Accepts::WithoutElement);
     let id = approve_attack(f, &host, &tab, action).await;
     let answer = host.act.execute_json(&attack_call(f, &id, action)).await;
     Outcome::of(&host, tab, &id, answer).await
 }
-
-const KEPT: &str =
-    "backend refused before acting; nothing was performed; the approval is still usable";
-const USED: &str = "backend failed to perform the action; the approval was used up";
 
 /// Refused before any input: the grant is given back, no click landed.
 async fn refused_and_kept(f: &Fixture, selector: &str, why: &str) {
@@ -825,7 +675,7 @@ async fn a_transparent_target_is_refused_and_the_grant_kept(f: &Fixture) {
         refused_and_kept(
             f,
             selector,
-            "is not visible (its effective opacity is below 0.1)",
+            "is not visible (its effective opacity, with `filter: opacity()`, is below 0.1)",
         )
         .await;
     }
@@ -938,7 +788,7 @@ async fn element_snapshot(
 
 async fn act_on_element(f: &Fixture, selector: &str, change: &str) -> Outcome {
     let tab = front_tab(f, "/element").await;
-    let host = host_on(f, tab.backend(), false);
+    let host = host_on(f, tab.backend(), Accepts::ElementBound);
     let action = json!({"method": "click", "selector": selector});
     let snapshot = element_snapshot(f, &tab, &action).await;
     assert!(snapshot.target_found);
@@ -968,9 +818,6 @@ async fn act_on_element(f: &Fixture, selector: &str, change: &str) -> Outcome {
     Outcome::of(&host, tab, &grant.id, answer).await
 }
 
-const STALE_KEPT: &str = "the page or its target changed since approval; the backend refused \
-                          before acting; nothing was performed; the approval is still usable";
-
 /// Refused as stale before any input: `APPROVAL_STALE`, the grant given
 /// back, no click.
 async fn stale_before_input(f: &Fixture, change: &str, differ: &str) {
@@ -999,7 +846,7 @@ async fn a_target_replaced_under_the_same_id_is_stale(f: &Fixture) {
         "(el('#pay').replaceWith(Object.assign(document.createElement('a'), \
          {id: 'pay', href: '/elsewhere', textContent: 'Pay $5', style: 'display: inline-block; \
          width: 200px; height: 40px; margin: 10px'})), 0)",
-        "role, tag, attributes",
+        "role, tag, attributes, form data",
     )
     .await;
 }
@@ -1047,84 +894,4 @@ async fn a_ticking_clock_and_an_unrelated_rerender_still_click_once(f: &Fixture)
     bound.assert_clicked_once("pay").await;
     // The clock did tick meanwhile.
     assert_ne!(read_on(&bound.tab, "el('#clock').textContent").await, "0");
-}
-
-/// Polls `expression` on `tab` until it is `true`, for at most 10 s.
-async fn wait_on(tab: &Tab, expression: &str) {
-    for _ in 0..200 {
-        if read_on(tab, expression).await == Value::Bool(true) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("`{expression}` never held");
-}
-
-async fn a_subframe_navigated_since_approval_gets_no_click(f: &Fixture) {
-    // The checkout frame comes from another origin (another port): its
-    // document is not the main frame's, and it may navigate on its own.
-    let other = support::serve().await;
-    let tab = front_tab(f, "/element").await;
-    read_on(
-        &tab,
-        &format!(
-            "(document.body.dataset.frameClicks = '0', \
-             window.addEventListener('message', (e) => {{ \
-             if (String(e.data).startsWith('click:')) document.body.dataset.frameClicks = \
-             String(Number(document.body.dataset.frameClicks) + 1); }}), \
-             document.body.insertAdjacentHTML('afterbegin', '<iframe id=\"checkout\" \
-             src=\"http://{other}/frame-pay5\" onload=\"this.dataset.loads = Number(this.dataset.loads || 0) + 1\" \
-             style=\"width: 300px; height: 100px; border: 0\"></iframe>'), 0)"
-        ),
-    )
-    .await;
-    wait_on(&tab, "el('#checkout').dataset.loads === '1'").await;
-
-    // What the approver is shown for `click iframe#checkout`: the frame's
-    // contents are another document, so no element of the page is at the
-    // action point, and the page warns that the action would be refused.
-    let host = host_on(f, tab.backend(), false);
-    let action = json!({"method": "click", "selector": "iframe#checkout"});
-    let snapshot = element_snapshot(f, &tab, &action).await;
-    assert!(!snapshot.target_found);
-    assert_eq!(snapshot.page.element, None);
-    let grant = issue_page_grant(
-        &host.context,
-        &snapshot.page,
-        &f.url("/element"),
-        &action,
-        TTL,
-    )
-    .await
-    .unwrap();
-
-    // After approval the frame navigates to another offer.
-    read_on(
-        &tab,
-        &format!("(el('#checkout').src = 'http://{other}/frame-pay5000', 0)"),
-    )
-    .await;
-    wait_on(&tab, "el('#checkout').dataset.loads === '2'").await;
-
-    let mut call = action.clone();
-    call["url"] = Value::from(f.url("/element"));
-    call["approval_id"] = Value::from(grant.id.as_str());
-    let answer = host.act.execute_json(&call).await;
-    let outcome = Outcome::of(&host, tab, &grant.id, answer).await;
-    // Nothing of the frame is clicked: the point the person saw is not an
-    // element of the page but another document, so the strict target
-    // refuses before any input, and the grant is given back.
-    outcome
-        .assert_refused(
-            "BACKEND_FAILED",
-            KEPT,
-            "backend refused before dispatching: `iframe#checkout` is covered by another \
-             element at its centre; nothing was dispatched; abandon: restored",
-            true,
-        )
-        .await;
-    assert_eq!(
-        read_on(&outcome.tab, "document.body.dataset.frameClicks").await,
-        json!("0")
-    );
 }

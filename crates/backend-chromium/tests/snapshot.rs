@@ -6,9 +6,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +16,9 @@ use countersign_approval_core::{
 };
 use countersign_backend_chromium::{OUTLINE_COLOUR, OUTLINE_WIDTH};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
-use futures_util::FutureExt;
 use image::{ImageFormat, Rgb, RgbImage};
 use serde_json::{Value, json};
-use support::Fixture;
-
-type Case = for<'a> fn(&'a Fixture) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+use support::{Case, Fixture};
 
 macro_rules! cases {
     ($($name:ident),* $(,)?) => {
@@ -34,15 +28,9 @@ macro_rules! cases {
 
 #[test]
 fn snapshots_in_headless_chromium() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let fixture = Fixture::start(support::options()).await;
-        let mut failed = Vec::new();
-        for (name, case) in cases![
+    support::run_cases(
+        support::options(),
+        &cases![
             one_visible_target_is_found_and_outlined,
             hidden_duplicated_missing_or_unsuitable_targets_are_not_found,
             an_element_partly_outside_the_viewport_is_outlined_along_the_edge,
@@ -53,20 +41,8 @@ fn snapshots_in_headless_chromium() {
             a_grant_from_the_snapshot_is_stale_on_a_new_document,
             transparent_or_painted_over_targets_are_not_outlined,
             a_tab_behind_another_is_still_pictured,
-        ] {
-            eprintln!("case {name}");
-            if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_default();
-                failed.push(format!("{name}: {message}"));
-            }
-        }
-        fixture.chromium.clone().close().await.unwrap();
-        assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
-    });
+        ],
+    );
 }
 
 const MAGENTA: Rgb<u8> = Rgb(OUTLINE_COLOUR);

@@ -1,7 +1,7 @@
 //! The live walkthrough, offline: a page served on 127.0.0.2, headless
-//! Chromium behind an in-process egress guard, one click approved on the
-//! page the browser shows and performed through Act, then a replay and a
-//! reload refused.
+//! Chromium behind an in-process egress guard, one click approved from the
+//! tab's snapshot of it (the page the browser shows and the button on it)
+//! and performed through Act, then a replay and a reload refused.
 //!
 //! ```text
 //! cargo run --example live
@@ -84,23 +84,22 @@ pub async fn scenario() -> Result<Vec<String>, Box<dyn Error>> {
         .actor_id(ActorId::new("demo-actor")?)
         .run_id(RunId::new("demo-run")?)
         .backend(tab.backend())
-        .source_policy(policy)
+        .source_policy(policy.clone())
         .operation_store(InMemoryOperationStore::new())
         .approval_store(approvals.clone())
         .build()?;
     let act = Toolset::new(context.clone()).enable_act().clone();
 
-    // The host looks at the page and approves one click on it.
+    // The host shows a person the proposed click as the page stands (the
+    // picture, and the button as the browser names it) and, once they
+    // approve, issues a grant from that snapshot: bound to this document
+    // and to the button they saw.
+    let url = policy.authorize_destination(&site).await?;
     let click = json!({"method": "click", "selector": "#count"});
-    let seen = tab.observe().await?;
-    let grant = issue_page_grant(
-        &context,
-        &seen.binding(),
-        &site,
-        &click,
-        Duration::from_secs(60),
-    )
-    .await?;
+    let action = policy.authorize_action(&click)?;
+    let snapshot = tab.approval(&url, &action).await?;
+    let grant =
+        issue_page_grant(&context, &snapshot, &site, &click, Duration::from_secs(60)).await?;
     let call = json!({"url": site, "approval_id": grant.id.as_str(), "method": "click", "selector": "#count"});
 
     lines.push(format!(
@@ -117,16 +116,10 @@ pub async fn scenario() -> Result<Vec<String>, Box<dyn Error>> {
     ));
 
     // A second approval, then the page reloads before the model acts.
-    let seen = tab.observe().await?;
-    let grant = issue_page_grant(
-        &context,
-        &seen.binding(),
-        &site,
-        &click,
-        Duration::from_secs(60),
-    )
-    .await?;
-    tab.navigate(seen.url()).await?;
+    let snapshot = tab.approval(&url, &action).await?;
+    let grant =
+        issue_page_grant(&context, &snapshot, &site, &click, Duration::from_secs(60)).await?;
+    tab.navigate(&url).await?;
     let call = json!({"url": site, "approval_id": grant.id.as_str(), "method": "click", "selector": "#count"});
     lines.push(format!(
         "after a reload: {}",

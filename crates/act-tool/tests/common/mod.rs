@@ -8,8 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use countersign_act_tool::approval::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeOutcome, IssueError, ManualClock, OperationLog, OperationRecord, OutcomeCode,
-    ResumeOutcome, RevokeOutcome, RunId, StopOutcome, StoreError, StoredGrant, Timestamp,
+    ConsumeOutcome, ElementIdentity, FrameIdentity, IssueError, ManualClock, OperationLog,
+    OperationRecord, OutcomeCode, PageBinding, ResumeOutcome, RevokeOutcome, RunId, StopOutcome,
+    StoreError, StoredGrant, Timestamp,
 };
 use countersign_act_tool::policy::{Policy, StaticResolver};
 use countersign_act_tool::{Act, Context, RetryPolicy, issue_grant};
@@ -39,6 +40,22 @@ pub fn click() -> Value {
 }
 
 /// A model's call for `approval_id` with the action fields of `action`.
+/// The fake's page `CTX1`/`TAB1` showing `revision`, with the click's
+/// target bound: what a live backend's snapshot gives a grant.
+pub fn bound_page(revision: &str) -> PageBinding {
+    PageBinding::new("CTX1", "TAB1", revision).with_element(
+        ElementIdentity::new(
+            "link",
+            "Docs",
+            "a",
+            "Docs",
+            std::collections::BTreeMap::new(),
+            vec![FrameIdentity::new("https://docs.example.com", revision)],
+        )
+        .unwrap(),
+    )
+}
+
 pub fn call_for(url: &str, approval_id: &str, action: &Value) -> Value {
     let mut call = json!({"url": url, "approval_id": approval_id});
     for (k, v) in action.as_object().unwrap() {

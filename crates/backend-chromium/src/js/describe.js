@@ -40,16 +40,36 @@ async function (options) {
   const stable = first.left === rect.left && first.top === rect.top
     && first.width === rect.width && first.height === rect.height;
   const style = getComputedStyle(el);
-  // Effective opacity: the product along the flat tree (slots, shadow
-  // hosts), as compositing applies it.
+  // Along the flat tree (slots, shadow hosts), as compositing applies it:
+  // the effective opacity, the product of every `opacity` and every
+  // `filter: opacity()`; whether a filter draws through something we
+  // cannot judge (`url()`, an SVG filter); whether a clip (`clip-path`,
+  // `clip`) or a mask cuts the box.
   const up = (n) => n.assignedSlot || n.parentElement
     || (n.parentNode instanceof ShadowRoot ? n.parentNode.host : null);
+  const unit = (value) => Number.isFinite(value) ? Math.min(Math.max(value, 0), 1) : 1;
   let opacity = 1;
+  let filterUnknown = false;
+  let clipped = false;
+  let masked = false;
   for (let n = el; n !== null; n = up(n)) {
-    const own = Number(getComputedStyle(n).opacity);
-    opacity *= Number.isFinite(own) ? own : 1;
+    const s = getComputedStyle(n);
+    opacity *= unit(Number(s.opacity));
+    const filter = s.filter || "none";
+    for (const m of filter.matchAll(/opacity\(\s*([^)%\s]*)\s*(%?)\s*\)/g)) {
+      opacity *= unit(m[1] === "" ? 1 : Number(m[1]) / (m[2] === "%" ? 100 : 1));
+    }
+    if (filter.includes("url(")) filterUnknown = true;
+    if ((s.clipPath || "none") !== "none") clipped = true;
+    if (["absolute", "fixed"].includes(s.position) && (s.clip || "auto") !== "auto") clipped = true;
+    for (const mask of [s.maskImage, s.webkitMaskImage, s.maskBorderSource, s.webkitMaskBoxImageSource]) {
+      if (mask !== undefined && mask !== "" && mask !== "none") masked = true;
+    }
   }
+  // `content-visibility: hidden` on an ancestor skips the element (which
+  // `checkVisibility` sees); on the element itself, its box is drawn empty.
   const visible = rect.width > 0 && rect.height > 0 && style.visibility === "visible"
+    && style.contentVisibility !== "hidden"
     && el.checkVisibility({ visibilityProperty: true, checkVisibilityCSS: true });
   const tag = el.localName;
   const type = tag === "input" ? (el.getAttribute("type") || "text").toLowerCase() : "";
@@ -71,8 +91,22 @@ async function (options) {
   // `DOM.getNodeForLocation` takes a point of the document, not of the
   // viewport the mouse events use.
   const hit = { x: Math.floor(x + window.scrollX), y: Math.floor(y + window.scrollY) };
+  // For a clipped box, the points of a 3x3 grid over its part inside the
+  // viewport, where the hit test must find it too (see `target.rs`).
+  const grid = [];
+  if (clipped && inView) {
+    for (const fy of [1, 3, 5]) {
+      for (const fx of [1, 3, 5]) {
+        grid.push({
+          x: Math.floor(left + (right - left) * fx / 6 + window.scrollX),
+          y: Math.floor(top + (bottom - top) * fy / 6 + window.scrollY),
+        });
+      }
+    }
+  }
   return {
-    connected: true, visible, opacity, stable, enabled: !disabled, hit,
+    connected: true, visible, opacity, filter_unknown: filterUnknown, clipped, masked, grid,
+    stable, enabled: !disabled, hit,
     editable: el.isContentEditable || (textInput && !el.readOnly),
     tag, type, checked: el.checked === true, multiple: el.multiple === true,
     x, y,

@@ -1,16 +1,63 @@
 //! A page server on 127.0.0.2 and one headless Chromium for a test binary.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Mutex;
 
 use axum::Router;
 use axum::response::{Html, Redirect};
-use axum::routing::get;
+use axum::routing::{get, post};
 use countersign_approval_core::{ActionRequest, ActorId, ApprovalId, OperationId, RunId};
 use countersign_backend_chromium::{Chromium, ChromiumOptions, Session, Tab};
 use countersign_canonical_policy::{Policy, StaticResolver};
 use countersign_egress_guard::EgressGuard;
+use futures_util::FutureExt;
 use serde_json::Value;
+
+pub mod host;
+
+/// One case of a live test binary: an async function of the shared
+/// fixture.
+pub type Case = for<'a> fn(&'a Fixture) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// Starts one browser with `options` and runs every case against it in
+/// order, each caught on its own, then closes the browser and fails with
+/// the list of the cases that failed. `CASES=a,b` runs only those cases
+/// (for debugging).
+pub fn run_cases(options: ChromiumOptions, cases: &[(&str, Case)]) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let fixture = Fixture::start(options).await;
+        let only = std::env::var("CASES").ok();
+        let mut failed = Vec::new();
+        for (name, case) in cases {
+            if only
+                .as_deref()
+                .is_some_and(|only| !only.split(',').any(|c| c == *name))
+            {
+                continue;
+            }
+            eprintln!("case {name}");
+            if let Err(panic) = AssertUnwindSafe(case(&fixture)).catch_unwind().await {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                failed.push(format!("{name}: {message}"));
+            }
+        }
+        fixture.chromium.clone().close().await.unwrap();
+        assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
+    });
+}
 
 /// The test page: widgets for every method, each counting trusted events.
 pub const SITE: &str = include_str!("site.html");
@@ -50,6 +97,23 @@ pub const POPUP_SITE: &str = include_str!("popup.html");
 /// A page whose `beforeunload` asks to confirm leaving.
 pub const LEAVE_SITE: &str = include_str!("leave.html");
 
+/// The binding page: buttons labelled only by CSS, an icon font or an SVG
+/// title, and targets disguised over visible decoys by a filter, a clip, a
+/// mask, `visibility` and `content-visibility`; counts trusted clicks by
+/// the id of the element (or of its nearest ancestor with one) in `#log`.
+pub const BINDING_SITE: &str = include_str!("binding.html");
+
+/// A checkout form that posts to `/submit`, which the server records.
+pub const FORM_SITE: &str = include_str!("form.html");
+
+/// Every body `POST /submit` received, in order (this test binary's).
+static SUBMISSIONS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The bodies `POST /submit` received since the last call.
+pub fn take_submissions() -> Vec<String> {
+    std::mem::take(&mut *SUBMISSIONS.lock().unwrap())
+}
+
 /// A checkout frame whose one button reads `label`; it tells its parent of
 /// every trusted click it receives (`click:<id>` by `postMessage`), so a
 /// test can count clicks that land in a frame of another origin.
@@ -64,14 +128,24 @@ fn frame_page(label: &str) -> String {
 /// The loopback address the tests serve on; 127.0.0.1 stays refused.
 pub const SITE_IP: &str = "127.0.0.2";
 
+/// Another site the policy allows, for frames embedded across sites: a
+/// host of its own (not another port of [`SITE_IP`]), so Chromium's site
+/// isolation puts its frames in another renderer process.
+pub const OTHER_SITE_IP: &str = "127.0.0.4";
+
 /// Serves `/` (the test page), `/other` (another page), `/redirect`
 /// (302 to `/landed`), `/landed`, `/snapshot` (the snapshot test page) and
 /// `/attacks` (the attack page) and `/element` (the element-identity page),
 /// and for navigation and observation `/eyes`, `/liar`, `/popup`, `/leave`,
 /// `/alert` (alerts while loading), `/hang` (never answers), `/download`
 /// (an attachment), `/unsafe-redirect` (302 to a `file:` URL), `/to-refused` (302 to a host the policy refuses) on
-/// 127.0.0.2, on a free port.
+/// 127.0.0.2, on a free port; and `/binding`, `/form` and `POST /submit`.
 pub async fn serve() -> SocketAddr {
+    serve_at(SITE_IP).await
+}
+
+/// The same pages on `ip`, on a free port.
+pub async fn serve_at(ip: &str) -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { Html(SITE) }))
         .route(
@@ -81,6 +155,15 @@ pub async fn serve() -> SocketAddr {
         .route("/snapshot", get(|| async { Html(SNAPSHOT_SITE) }))
         .route("/attacks", get(|| async { Html(ATTACK_SITE) }))
         .route("/element", get(|| async { Html(ELEMENT_SITE) }))
+        .route("/binding", get(|| async { Html(BINDING_SITE) }))
+        .route("/form", get(|| async { Html(FORM_SITE) }))
+        .route(
+            "/submit",
+            post(|body: String| async move {
+                SUBMISSIONS.lock().unwrap().push(body);
+                Html("<p id=submitted>submitted</p>")
+            }),
+        )
         .route("/frame-pay5", get(|| async { Html(frame_page("Pay $5")) }))
         .route(
             "/frame-pay5000",
@@ -131,16 +214,18 @@ pub async fn serve() -> SocketAddr {
             "/landed",
             get(|| async { Html("<button id=counter>landed</button>") }),
         );
-    let listener = tokio::net::TcpListener::bind((SITE_IP, 0)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     address
 }
 
-/// The tests' policy: plain http on 127.0.0.2 only.
+/// The tests' policy: plain http on 127.0.0.2 and 127.0.0.4 only.
 pub fn policy() -> Policy {
     Policy::builder()
         .allow_host(SITE_IP)
+        .allow_host(OTHER_SITE_IP)
+        .allow_special_use(format!("{OTHER_SITE_IP}/32"))
         .allow_schemes(["http"])
         .allow_special_use("127.0.0.2/32")
         .resolver(StaticResolver::new())
