@@ -122,14 +122,19 @@
 //! means for a host.
 
 mod error;
-mod operations;
+mod grants;
+mod oplog;
 mod options;
+mod pool;
 mod proposal_record;
+mod proposals;
 mod record;
 mod schema;
+mod setup;
+mod statements;
 mod store;
 
-pub use operations::PostgresOperationLog;
+pub use oplog::PostgresOperationLog;
 pub use options::{
     ConnectError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_TIMEOUT,
     DEFAULT_RETENTION, DEFAULT_SCHEMA, DEFAULT_STATEMENT_TIMEOUT, InvalidOptions,

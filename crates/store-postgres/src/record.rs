@@ -254,6 +254,12 @@ pub(crate) fn millis(at: Timestamp) -> Option<i64> {
     i64::try_from(at.as_millis()).ok()
 }
 
+/// A timestamp as a `bigint`, saturating at `i64::MAX` (no stored time is
+/// later, so comparisons stay right).
+pub(crate) fn clamp_millis(at: Timestamp) -> i64 {
+    millis(at).unwrap_or(i64::MAX)
+}
+
 /// The derived values of a new grant, or `None` when a timestamp does not
 /// fit a `bigint`.
 pub(crate) fn encode_new(approval: &Approval) -> Option<NewRow> {

@@ -143,12 +143,19 @@
 //! `docs/redis.md` in the repository covers persistence settings, failover
 //! and what each error means for a host.
 
+mod cache;
 mod conn;
+mod error;
+mod grants;
+mod keys;
 mod oplog;
 mod options;
+mod pointer;
+mod probe;
 mod proposal_record;
 mod proposals;
 mod record;
+mod reply;
 mod scripts;
 mod store;
 

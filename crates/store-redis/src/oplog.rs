@@ -14,9 +14,10 @@ use countersign_approval_core::{
 use redis::{Cmd, Script, Value};
 
 use crate::conn::Connection;
+use crate::error::{is_noscript, redis_error, timed};
 use crate::options::{InvalidOptions, MAX_RETENTION};
-use crate::record::text;
-use crate::store::{RedisApprovalStore, is_noscript, redis_error, timed};
+use crate::reply::text;
+use crate::store::RedisApprovalStore;
 
 /// Records a log keeps by default: 100 000.
 pub const DEFAULT_MAX_RECORDS: u64 = 100_000;

@@ -18,38 +18,23 @@
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActorId, Approval, ApproveError, ApproverId, Decision, DecisionOutcome, MAX_ATTEMPT_LIMIT,
-    MAX_LISTED_PROPOSALS, Proposal, ProposalId, ProposalState, ProposalStore, ProposeError, RunId,
-    StoreError, StoredProposal, Timestamp, decide_proposal,
+    ActorId, Approval, ApproveError, ApproverId, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS,
+    Proposal, ProposalId, ProposalState, ProposalStore, ProposeError, RunId, StoreError,
+    StoredProposal, Timestamp, decide_proposal,
 };
 use redis::Value;
 
+use crate::grants::{check_grant, issue_token};
+use crate::keys::Slot;
+use crate::pointer::Claim;
 use crate::proposal_record;
-use crate::record::{self, text};
+use crate::record;
+use crate::reply::{
+    MAX_READS, Reply, Seen, corrupt_reply, disagreement, kept_changing, parse_seen, text,
+    unexpected_reply,
+};
 use crate::scripts::GrantScript;
-use crate::store::{RedisApprovalStore, Reply, corrupt_reply, issue_token, unexpected_reply};
-
-/// How many times a decision reads a proposal again when its fixed fields
-/// changed between the read and the write (only a record deleted and made
-/// again under the same id, or altered by hand, does that).
-const MAX_READS: usize = 4;
-
-/// One actor's slot as the proposal code names it: its tag and the prefix
-/// of its keys, `{prefix}:{a<tag>}`.
-struct Place {
-    tag: String,
-    prefix: String,
-}
-
-impl Place {
-    fn proposal_key(&self, id: &ProposalId) -> String {
-        format!("{}:proposal:{}", self.prefix, id.as_str())
-    }
-
-    fn pending_key(&self, run: &RunId) -> String {
-        format!("{}:pending:{}", self.prefix, run.as_str())
-    }
-}
+use crate::store::RedisApprovalStore;
 
 /// How much of a record the get script hands back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,25 +66,6 @@ struct Read {
     stopped: bool,
 }
 
-/// What a script saw besides the record: whether the proposal was stopped
-/// since it was made, and its record's new expiry when the call moved it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seen {
-    stopped: bool,
-    moved: Option<u64>,
-}
-
-/// The answer to a claim of a pointer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Claim {
-    /// This call wrote it.
-    Claimed,
-    /// It already named this slot.
-    Same,
-    /// It names another slot, or holds something else.
-    Taken,
-}
-
 /// The claim of a grant's pointer an approval made, released again when
 /// the approval stored nothing.
 struct GrantClaim {
@@ -120,52 +86,6 @@ enum Answer {
     Outcome(DecisionOutcome),
     /// The rules would approve, but the grant id is taken.
     GrantExists,
-}
-
-fn disagreement(key: &str, script: GrantScript) -> StoreError {
-    StoreError::corrupt(
-        key,
-        format!(
-            "the {} script's outcome disagrees with the proposal it read",
-            script.name()
-        ),
-    )
-}
-
-fn kept_changing(key: &str) -> StoreError {
-    StoreError::unavailable(format!(
-        "{key}: the proposal changed between each read and write; try again"
-    ))
-}
-
-fn parse_flag(word: &str) -> Option<bool> {
-    match word {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    }
-}
-
-fn parse_seen(script: GrantScript, key: &str, value: &Value) -> Result<Seen, StoreError> {
-    let unexpected = || unexpected_reply(script, key);
-    let Value::Array(items) = value else {
-        return Err(unexpected());
-    };
-    let words: Vec<&str> = items
-        .iter()
-        .map(|item| text(item).ok_or_else(unexpected))
-        .collect::<Result<_, _>>()?;
-    match words.as_slice() {
-        ["stopped", stopped] => Ok(Seen {
-            stopped: parse_flag(stopped).ok_or_else(unexpected)?,
-            moved: None,
-        }),
-        ["stopped", stopped, "moved", at] => Ok(Seen {
-            stopped: parse_flag(stopped).ok_or_else(unexpected)?,
-            moved: Some(at.parse().map_err(|_| unexpected())?),
-        }),
-        _ => Err(unexpected()),
-    }
 }
 
 /// Reads a decision script's answer: the proposal's head as the script saw
@@ -190,7 +110,7 @@ fn read_answer(
         return Err(unexpected_reply(script, key));
     };
     let before = proposal_record::decode_head(Some(id), key, head)?;
-    let seen = parse_seen(script, key, seen)?;
+    let seen = parse_seen(script, key, Some(seen))?;
     if seen.moved.is_some() && status != "approved" {
         return Err(unexpected_reply(script, key));
     }
@@ -205,7 +125,7 @@ fn read_answer(
         _ => false,
     };
     if !agrees {
-        return Err(disagreement(key, script));
+        return Err(disagreement(key, script, "proposal"));
     }
     let answer = if status == "grant_exists" {
         Answer::GrantExists
@@ -215,134 +135,22 @@ fn read_answer(
     Ok((answer, seen))
 }
 
+/// Marks whether the grant pointer an approval claimed must stay (see
+/// [`GrantClaim::keep`]), once it claimed one.
 fn set_keep(claim: &mut Option<GrantClaim>, keep: bool) {
     if let Some(claim) = claim.as_mut() {
         claim.keep = keep;
     }
 }
 
-/// Refuses a grant the store could not hold, as `issue` does.
-fn check_grant(approval: &Approval) -> Result<(), StoreError> {
-    if approval.action_digest != approval.action.digest() {
-        return Err(StoreError::Rejected {
-            message: "action digest does not match the action".to_owned(),
-        });
-    }
-    if !(1..=MAX_ATTEMPT_LIMIT).contains(&approval.attempt_limit) {
-        return Err(StoreError::Rejected {
-            message: format!(
-                "attempt limit must be 1 to {MAX_ATTEMPT_LIMIT}, got {}",
-                approval.attempt_limit
-            ),
-        });
-    }
-    Ok(())
-}
-
 impl RedisApprovalStore {
-    /// The key of proposal `id` of `actor`:
-    /// `{prefix}:{a<tag>}:proposal:<id>`, in the actor's slot with its
-    /// grants and fences.
-    pub fn proposal_key(&self, actor: &ActorId, id: &ProposalId) -> String {
-        self.place(actor).proposal_key(id)
-    }
-
-    /// The index of `run`'s undecided proposals of `actor`:
-    /// `{prefix}:{a<tag>}:pending:<run id>`, a sorted set whose members
-    /// `<proposed_at as 20 digits>:<id>` (all of score 0) sort oldest first.
-    pub fn pending_key(&self, actor: &ActorId, run: &RunId) -> String {
-        self.place(actor).pending_key(run)
-    }
-
-    /// The key naming the slot of proposal `id`: `{prefix}:pid:{<id>}` (the
-    /// id is its hash tag), a string holding the actor's tag.
-    pub fn proposal_pointer_key(&self, id: &ProposalId) -> String {
-        format!("{}:pid:{{{}}}", self.prefix(), id.as_str())
-    }
-
-    fn place(&self, actor: &ActorId) -> Place {
-        Place {
-            tag: Self::actor_tag(actor),
-            prefix: self.slot_prefix(actor),
-        }
-    }
-
-    /// The slot of a tag a pointer named, laid out as
-    /// [`slot_prefix`](Self::slot_prefix) lays out an actor's.
-    fn place_of_tag(&self, tag: String) -> Place {
-        let prefix = format!("{}:{{a{tag}}}", self.prefix());
-        Place { tag, prefix }
-    }
-
     /// The slot that proposal `id`'s pointer names, or `None` without one.
-    async fn proposal_place(&self, id: &ProposalId) -> Result<Option<Place>, StoreError> {
+    async fn proposal_slot(&self, id: &ProposalId) -> Result<Option<Slot>, StoreError> {
         let key = self.proposal_pointer_key(id);
-        let (reply, _) = self
-            .run(GrantScript::Pointer, &[&key], &[b"read"], false)
-            .await?;
-        match (reply.status.as_str(), reply.items.as_slice()) {
-            ("missing", []) => Ok(None),
-            ("found", [tag]) => {
-                let tag = text(tag)
-                    .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
-                    .ok_or_else(|| unexpected_reply(GrantScript::Pointer, &key))?;
-                Ok(Some(self.place_of_tag(tag.to_owned())))
-            }
-            ("corrupt", [_]) => Err(corrupt_reply(&key, &reply)),
-            _ => Err(unexpected_reply(GrantScript::Pointer, &key)),
-        }
-    }
-
-    /// Claims the pointer at `key` for the slot `tag`, kept until
-    /// `max(keep_from, server time) + retention`.
-    async fn claim_pointer(
-        &self,
-        key: &str,
-        tag: &str,
-        keep_from: &str,
-    ) -> Result<(Claim, Option<Value>), StoreError> {
-        let (reply, wait) = self
-            .run(
-                GrantScript::Pointer,
-                &[key],
-                &[
-                    b"claim",
-                    tag.as_bytes(),
-                    keep_from.as_bytes(),
-                    self.retention_ms.as_bytes(),
-                ],
-                true,
-            )
-            .await?;
-        let claim = match (reply.status.as_str(), reply.items.is_empty()) {
-            ("claimed", true) => Claim::Claimed,
-            ("same", true) => Claim::Same,
-            ("taken", true) => Claim::Taken,
-            _ => return Err(unexpected_reply(GrantScript::Pointer, key)),
-        };
-        Ok((claim, wait))
-    }
-
-    /// Releases the pointer at `key` when it names `tag`: the call that
-    /// claimed it stored nothing. Best effort, as `issue` releases the claim
-    /// of an issue refused as stopped: a pointer left behind names a slot
-    /// without the record, which reads as unknown.
-    async fn release_pointer(&self, key: &str, tag: &str, what: &str) {
-        if let Err(error) = self
-            .run(
-                GrantScript::Pointer,
-                &[key],
-                &[b"release", tag.as_bytes()],
-                false,
-            )
-            .await
-        {
-            tracing::debug!(
-                target: "countersign_store_redis",
-                %error,
-                "could not release the pointer of {what}"
-            );
-        }
+        Ok(self
+            .read_pointer(&key)
+            .await?
+            .map(|tag| self.slot_of_tag(tag)))
     }
 
     /// Releases the grant pointer an approval claimed, if it claimed one
@@ -356,18 +164,9 @@ impl RedisApprovalStore {
 
     /// After an approval moved the proposal's expiry to `at`: its pointer is
     /// kept as long. Best effort: the approval stands whatever this answers.
-    async fn keep_proposal_pointer(&self, id: &ProposalId, place: &Place, at: u64) {
+    async fn keep_proposal_pointer(&self, id: &ProposalId, slot: &Slot, at: u64) {
         let key = self.proposal_pointer_key(id);
-        let at = at.to_string();
-        if let Err(error) = self
-            .run(
-                GrantScript::Pointer,
-                &[&key],
-                &[b"keep", place.tag.as_bytes(), at.as_bytes()],
-                false,
-            )
-            .await
-        {
+        if let Err(error) = self.keep_pointer(&key, &slot.tag, at).await {
             tracing::warn!(
                 target: "countersign_store_redis",
                 proposal_id = %id,
@@ -377,23 +176,23 @@ impl RedisApprovalStore {
         }
     }
 
-    /// Reads proposal `id` in `place` with the get script and validates it
+    /// Reads proposal `id` in `slot` with the get script and validates it
     /// (`None` when the slot holds no such proposal): a record the store
     /// cannot read back is [`StoreError::Corrupt`] here, before any script
     /// may write to it.
     async fn read_proposal(
         &self,
-        place: &Place,
+        slot: &Slot,
         id: &ProposalId,
         mode: ReadMode,
     ) -> Result<Option<Read>, StoreError> {
         let script = GrantScript::GetProposal;
-        let key = place.proposal_key(id);
+        let key = slot.proposal_key(id);
         let (reply, _) = self
             .run(
                 script,
                 &[&key],
-                &[id.as_str().as_bytes(), place.prefix.as_bytes(), mode.word()],
+                &[id.as_str().as_bytes(), slot.prefix.as_bytes(), mode.word()],
                 false,
             )
             .await?;
@@ -407,7 +206,7 @@ impl RedisApprovalStore {
             .filter(|f| f.len() == 40)
             .ok_or_else(|| unexpected_reply(script, &key))?
             .to_owned();
-        let seen = parse_seen(script, &key, seen)?;
+        let seen = parse_seen(script, &key, Some(seen))?;
         if seen.moved.is_some() {
             return Err(unexpected_reply(script, &key));
         }
@@ -417,7 +216,7 @@ impl RedisApprovalStore {
         };
         // Every key of a decision is in the actor's slot: a proposal found
         // in another actor's slot is not one this store wrote there.
-        if Self::actor_tag(&stored.proposal.actor_id) != place.tag {
+        if Self::actor_tag(&stored.proposal.actor_id) != slot.tag {
             return Err(StoreError::corrupt(
                 key,
                 "the proposal's actor is not the actor of its slot",
@@ -435,7 +234,7 @@ impl RedisApprovalStore {
     /// that the caller can release it when nothing was stored.
     async fn approve_in(
         &self,
-        place: &Place,
+        slot: &Slot,
         id: &ProposalId,
         approval: &Approval,
         now: Timestamp,
@@ -443,14 +242,14 @@ impl RedisApprovalStore {
     ) -> Result<DecisionOutcome, ApproveError> {
         let script = GrantScript::Approve;
         let now_text = now.as_millis().to_string();
-        let mut last_key = place.proposal_key(id);
+        let mut last_key = slot.proposal_key(id);
         for _ in 0..MAX_READS {
             // 1. The proposal's head, validated by the library before any
             //    script may write to it (the script checks the screenshot
             //    after it as strictly); its fields never change, so checking
             //    the grant against this read is checking it against the
             //    proposal.
-            let Some(read) = self.read_proposal(place, id, ReadMode::Head).await? else {
+            let Some(read) = self.read_proposal(slot, id, ReadMode::Head).await? else {
                 return Ok(DecisionOutcome::Unknown);
             };
             let proposal = &read.stored.proposal;
@@ -475,13 +274,13 @@ impl RedisApprovalStore {
                 .to_string();
             if claim.is_none() {
                 let key = self.pointer_key(&approval.id);
-                let (answer, wait) = self.claim_pointer(&key, &place.tag, &keep_from).await?;
+                let (answer, wait) = self.claim_pointer(&key, &slot.tag, &keep_from).await?;
                 if answer == Claim::Taken {
                     return Err(ApproveError::GrantExists(approval.id.clone()));
                 }
                 *claim = Some(GrantClaim {
                     key,
-                    tag: place.tag.clone(),
+                    tag: slot.tag.clone(),
                     claimed: answer == Claim::Claimed,
                     keep: false,
                     wait,
@@ -490,10 +289,10 @@ impl RedisApprovalStore {
 
             // 3. One script: the proposal checked again, the grant issued by
             //    issue.lua's own body, the proposal approved; both or neither.
-            let key = place.proposal_key(id);
+            let key = slot.proposal_key(id);
             let keys = [
                 key.clone(),
-                place.pending_key(&proposal.run_id),
+                slot.pending_key(&proposal.run_id),
                 self.grant_key(actor, &approval.id),
                 self.actor_fence_key(actor),
                 self.run_fence_key(actor, &approval.run_id),
@@ -504,13 +303,13 @@ impl RedisApprovalStore {
             let token = issue_token()?;
             let grant_record = record::encode_new(approval, &token);
             let expires_at = approval.expires_at.as_millis().to_string();
-            let slot = self.slot_prefix(actor);
+            let grant_slot = self.slot_prefix(actor);
             let approver = approval.approver.as_ref().map_or("", |a| a.id.as_str());
             let args: [&[u8]; 15] = [
                 id.as_str().as_bytes(),
                 now_text.as_bytes(),
                 read.fingerprint.as_bytes(),
-                place.prefix.as_bytes(),
+                slot.prefix.as_bytes(),
                 self.retention_ms.as_bytes(),
                 approval.id.as_str().as_bytes(),
                 approver.as_bytes(),
@@ -521,7 +320,7 @@ impl RedisApprovalStore {
                 approval.id.as_str().as_bytes(),
                 approval.run_id.as_str().as_bytes(),
                 expires_at.as_bytes(),
-                slot.as_bytes(),
+                grant_slot.as_bytes(),
                 &grant_record,
             ];
             // Until the answer says otherwise, the grant may be stored.
@@ -547,7 +346,7 @@ impl RedisApprovalStore {
                 Answer::GrantExists => Err(ApproveError::GrantExists(approval.id.clone())),
                 Answer::Outcome(DecisionOutcome::Approved) => {
                     if let Some(at) = seen.moved {
-                        self.keep_proposal_pointer(id, place, at).await;
+                        self.keep_proposal_pointer(id, slot, at).await;
                     }
                     if let Some(claim) = claim.as_mut() {
                         self.confirm(claim.wait.take())?;
@@ -558,14 +357,14 @@ impl RedisApprovalStore {
                 Answer::Outcome(outcome) => Ok(outcome),
             };
         }
-        Err(kept_changing(&last_key).into())
+        Err(kept_changing(&last_key, "proposal").into())
     }
 
     /// [`deny_proposal`](ProposalStore::deny_proposal) in the slot the
     /// pointer named.
     async fn deny_in(
         &self,
-        place: &Place,
+        slot: &Slot,
         id: &ProposalId,
         by: Option<&ApproverId>,
         now: Timestamp,
@@ -573,24 +372,24 @@ impl RedisApprovalStore {
         let script = GrantScript::Deny;
         let now_text = now.as_millis().to_string();
         let by_text = by.map_or("", ApproverId::as_str);
-        let mut last_key = place.proposal_key(id);
+        let mut last_key = slot.proposal_key(id);
         for _ in 0..MAX_READS {
             // Validated by the library before the script may write to it (as
             // for an approval).
-            let Some(read) = self.read_proposal(place, id, ReadMode::Head).await? else {
+            let Some(read) = self.read_proposal(slot, id, ReadMode::Head).await? else {
                 return Ok(DecisionOutcome::Unknown);
             };
             let ruled = decide_proposal(&read.stored, Decision::Deny(by), read.stopped, now);
             if ruled.state.is_none() {
                 return Ok(ruled.outcome);
             }
-            let key = place.proposal_key(id);
-            let pending = place.pending_key(&read.stored.proposal.run_id);
+            let key = slot.proposal_key(id);
+            let pending = slot.pending_key(&read.stored.proposal.run_id);
             let args: [&[u8]; 5] = [
                 id.as_str().as_bytes(),
                 now_text.as_bytes(),
                 read.fingerprint.as_bytes(),
-                place.prefix.as_bytes(),
+                slot.prefix.as_bytes(),
                 by_text.as_bytes(),
             ];
             let (reply, wait) = self.run(script, &[&key, &pending], &args, true).await?;
@@ -610,10 +409,10 @@ impl RedisApprovalStore {
                     Ok(DecisionOutcome::Denied)
                 }
                 Answer::Outcome(outcome) => Ok(outcome),
-                Answer::GrantExists => Err(disagreement(&key, script)),
+                Answer::GrantExists => Err(disagreement(&key, script, "proposal")),
             };
         }
-        Err(kept_changing(&last_key))
+        Err(kept_changing(&last_key, "proposal"))
     }
 }
 
@@ -623,7 +422,7 @@ impl ProposalStore for RedisApprovalStore {
         // Refused before anything is sent: a proposal this store could not
         // read back as it was given.
         let new = proposal_record::encode_new(&proposal)?;
-        let place = self.place(&proposal.actor_id);
+        let slot = self.slot(&proposal.actor_id);
         let keep_from = proposal
             .expires_at
             .max(proposal.proposed_at)
@@ -633,7 +432,7 @@ impl ProposalStore for RedisApprovalStore {
         // 1. The id is claimed for this actor's slot: ids are unique over
         //    every actor, and the calls by id find the slot by it.
         let pointer = self.proposal_pointer_key(&proposal.id);
-        let (claim, pointer_wait) = self.claim_pointer(&pointer, &place.tag, &keep_from).await?;
+        let (claim, pointer_wait) = self.claim_pointer(&pointer, &slot.tag, &keep_from).await?;
         let claimed = match claim {
             Claim::Claimed => true,
             Claim::Same => false,
@@ -641,20 +440,20 @@ impl ProposalStore for RedisApprovalStore {
         };
 
         // 2. The proposal, in one step with the check of its fences.
-        let key = place.proposal_key(&proposal.id);
+        let key = slot.proposal_key(&proposal.id);
         let (actor, run) = (&proposal.actor_id, &proposal.run_id);
         let keys = [
             key.clone(),
             self.actor_fence_key(actor),
             self.run_fence_key(actor, run),
-            place.pending_key(run),
+            slot.pending_key(run),
         ];
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let proposed_at = proposal.proposed_at.as_millis().to_string();
         let args: [&[u8]; 8] = [
             proposal.id.as_str().as_bytes(),
             run.as_str().as_bytes(),
-            place.prefix.as_bytes(),
+            slot.prefix.as_bytes(),
             self.retention_ms.as_bytes(),
             keep_from.as_bytes(),
             proposed_at.as_bytes(),
@@ -670,7 +469,7 @@ impl ProposalStore for RedisApprovalStore {
             ("exists", true) => Err(ProposeError::AlreadyExists(proposal.id)),
             ("stopped", true) => {
                 if claimed {
-                    self.release_pointer(&pointer, &place.tag, "a proposal refused as stopped")
+                    self.release_pointer(&pointer, &slot.tag, "a proposal refused as stopped")
                         .await;
                 }
                 Err(ProposeError::Stopped)
@@ -681,11 +480,11 @@ impl ProposalStore for RedisApprovalStore {
     }
 
     async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
-        let Some(place) = self.proposal_place(id).await? else {
+        let Some(slot) = self.proposal_slot(id).await? else {
             return Ok(None);
         };
         Ok(self
-            .read_proposal(&place, id, ReadMode::Full)
+            .read_proposal(&slot, id, ReadMode::Full)
             .await?
             .map(|read| read.stored))
     }
@@ -697,13 +496,13 @@ impl ProposalStore for RedisApprovalStore {
         now: Timestamp,
     ) -> Result<Vec<StoredProposal>, StoreError> {
         let script = GrantScript::ListProposals;
-        let place = self.place(actor);
-        let key = place.pending_key(run);
+        let slot = self.slot(actor);
+        let key = slot.pending_key(run);
         let now_text = now.as_millis().to_string();
         let most = MAX_LISTED_PROPOSALS.to_string();
         let args: [&[u8]; 4] = [
             run.as_str().as_bytes(),
-            place.prefix.as_bytes(),
+            slot.prefix.as_bytes(),
             now_text.as_bytes(),
             most.as_bytes(),
         ];
@@ -746,13 +545,11 @@ impl ProposalStore for RedisApprovalStore {
         approval: Approval,
         now: Timestamp,
     ) -> Result<DecisionOutcome, ApproveError> {
-        let Some(place) = self.proposal_place(id).await? else {
+        let Some(slot) = self.proposal_slot(id).await? else {
             return Ok(DecisionOutcome::Unknown);
         };
         let mut claim = None;
-        let answer = self
-            .approve_in(&place, id, &approval, now, &mut claim)
-            .await;
+        let answer = self.approve_in(&slot, id, &approval, now, &mut claim).await;
         // The grant pointer this call claimed goes again when nothing was
         // stored under it, as `issue` releases the claim of an issue its
         // script refused; a grant id found taken keeps the pointer that
@@ -768,9 +565,9 @@ impl ProposalStore for RedisApprovalStore {
         by: Option<&ApproverId>,
         now: Timestamp,
     ) -> Result<DecisionOutcome, StoreError> {
-        let Some(place) = self.proposal_place(id).await? else {
+        let Some(slot) = self.proposal_slot(id).await? else {
             return Ok(DecisionOutcome::Unknown);
         };
-        self.deny_in(&place, id, by, now).await
+        self.deny_in(&slot, id, by, now).await
     }
 }

@@ -17,7 +17,6 @@ use countersign_approval_core::{
     ActorId, Approval, ApprovalId, Approver, ApproverId, AttemptId, ElementIdentity, GrantState,
     MAX_ABANDONED_ATTEMPTS, MAX_ATTEMPT_LIMIT, RunId, StoreError, StoredGrant, Timestamp,
 };
-use redis::Value;
 
 /// The record format written by this version of the store: the first byte
 /// of every record.
@@ -198,15 +197,6 @@ pub(crate) fn parse_u64(text: &str) -> Option<u64> {
         return None;
     }
     text.parse::<u64>().ok()
-}
-
-/// A bulk string reply as UTF-8 text.
-pub(crate) fn text(value: &Value) -> Option<&str> {
-    match value {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
-        Value::SimpleString(text) => Some(text.as_str()),
-        _ => None,
-    }
 }
 
 /// A field as UTF-8 text (`Some(None)` when absent; `None` when the bytes

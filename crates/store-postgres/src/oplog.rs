@@ -12,13 +12,8 @@ use countersign_approval_core::{
 };
 use tokio_postgres::Row;
 
+use crate::pool::{PURGE_BATCH, Shared, count_of, purge_batches};
 use crate::record::millis;
-use crate::store::{PURGE_BATCH, Shared, count_of, purge_batches};
-
-/// Every column of an operation row, in the order [`decode`] reads them.
-pub(crate) const OPERATION_COLUMNS: &str = "operation_id, actor_id, run_id, approval_id, \
-     approval_id_bytes, approval_id_prefix, approval_id_json_type, url, action_digest, outcome, \
-     reason, started_at, finished_at, approver_id";
 
 /// The JSON types a non-string approval id is recorded under.
 const JSON_TYPES: [&str; 4] = ["number", "boolean", "array", "object"];
@@ -53,7 +48,8 @@ fn outcome_from_str(text: &str) -> Option<OutcomeCode> {
     OutcomeCode::ALL.into_iter().find(|c| c.as_str() == text)
 }
 
-/// Reads a row selected with [`OPERATION_COLUMNS`] strictly.
+/// Reads a row selected with
+/// [`OPERATION_COLUMNS`](crate::statements::OPERATION_COLUMNS) strictly.
 fn decode(row: &Row) -> Result<OperationRecord, StoreError> {
     let key: String = row.try_get(0).unwrap_or_default();
     let corrupt = |message: &str| StoreError::corrupt(format!("operation {key}"), message);

@@ -1,0 +1,277 @@
+//! The proposal half of the store: [`ProposalStore`] on PostgreSQL.
+//! Propose is one fenced statement, as issue is; a decision is one short
+//! transaction that locks the proposal, rules on it and, for an approval,
+//! issues its grant, so that both are written or neither.
+
+use async_trait::async_trait;
+use countersign_approval_core::{
+    ActorId, Approval, ApproveError, ApproverId, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS,
+    Proposal, ProposalId, ProposalStore, ProposeError, RunId, StoreError, StoredProposal,
+    Timestamp, decide_proposal,
+};
+use deadpool_postgres::Transaction;
+use tokio_postgres::IsolationLevel;
+use tokio_postgres::types::ToSql;
+
+use crate::grants::{Fenced, IssueArgs, insert_fenced};
+use crate::pool::Repeats;
+use crate::proposal_record;
+use crate::record::clamp_millis;
+use crate::statements::{InsertReply, Statements};
+use crate::store::PostgresApprovalStore;
+
+/// How many statement limits a decision's transaction gets on the client
+/// side: it runs three statements (lock and read, issue, decide), each
+/// bounded by the server's `statement_timeout`.
+const DECISION_STATEMENTS: u32 = 3;
+
+impl PostgresApprovalStore {
+    /// Decides proposal `id` in one READ COMMITTED transaction (whatever
+    /// the session's default level, as a stop does) on one pooled
+    /// connection: the locked read, [`decide_proposal`], and, when it
+    /// decides, for an approval the issue statement and then the decision
+    /// written; committed only when both were, rolled back otherwise. A
+    /// deadlock repeats the whole transaction.
+    async fn decide(
+        &self,
+        id: &ProposalId,
+        decision: Decision<'_>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        let what = match decision {
+            Decision::Approve(_) => "approving a proposal",
+            Decision::Deny(_) => "denying a proposal",
+        };
+        // Refused before anything is sent: a grant this store cannot hold.
+        let grant = match decision {
+            Decision::Approve(approval) => Some(IssueArgs::new(approval)?),
+            Decision::Deny(_) => None,
+        };
+        let limit = self.shared.statement_limit() * DECISION_STATEMENTS;
+        let statements = &self.shared.statements;
+        let mut repeats = Repeats::new();
+        loop {
+            let mut client = self.shared.client().await?;
+            let run = async {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::ReadCommitted)
+                    .start()
+                    .await?;
+                let (answer, write) =
+                    decide_in(&tx, statements, id, decision, grant.as_ref(), now).await?;
+                if write {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                Ok::<_, tokio_postgres::Error>(answer)
+            };
+            let answered = tokio::time::timeout(limit, run).await;
+            if let Some(answer) = repeats.settle(what, limit, client, answered).await? {
+                return answer;
+            }
+        }
+    }
+}
+
+/// The body of a decision's transaction `tx` (see
+/// [`PostgresApprovalStore::decide`]): the answer, and whether the
+/// transaction wrote the decision and must commit (otherwise it changed
+/// nothing and rolls back). Driver errors come back as errors, for the
+/// caller to judge; a refusal or a corrupt row is an answer.
+async fn decide_in(
+    tx: &Transaction<'_>,
+    statements: &Statements,
+    id: &ProposalId,
+    decision: Decision<'_>,
+    grant: Option<&IssueArgs<'_>>,
+    now: Timestamp,
+) -> Result<(Result<DecisionOutcome, ApproveError>, bool), tokio_postgres::Error> {
+    let refuse = |error: ApproveError| Ok((Err(error), false));
+    let lock = tx.prepare_cached(&statements.lock_proposal).await?;
+    let rows = tx.query(&lock, &[&id.as_str()]).await?;
+    let row = match rows.as_slice() {
+        [] => return Ok((Ok(DecisionOutcome::Unknown), false)),
+        [row] => row,
+        _ => {
+            return refuse(
+                StoreError::corrupt(id.as_str(), "more than one proposal has this id").into(),
+            );
+        }
+    };
+    let read = match proposal_record::decode(Some(id), row) {
+        Ok(read) => read,
+        Err(error) => return refuse(error.into()),
+    };
+    // The proposal's fields never change once written (the seal holds), so
+    // checking the grant against the row just read is checking it against
+    // the proposal.
+    if let Decision::Approve(approval) = decision
+        && !read.stored.proposal.is_approved_by(approval)
+    {
+        return refuse(ApproveError::NotForProposal);
+    }
+    let ruled = decide_proposal(&read.stored, decision, read.stopped, now);
+    let Some(next) = ruled.state else {
+        return Ok((Ok(ruled.outcome), false));
+    };
+    if let Some(grant) = grant {
+        let what = "approving a proposal: issuing its grant";
+        let issue = tx.prepare_cached(&statements.issue).await?;
+        let rows = tx.query(&issue, &grant.params()).await?;
+        let reply = match InsertReply::read(what, &rows) {
+            Ok(reply) => reply,
+            Err(error) => return refuse(error.into()),
+        };
+        // Read as issue reads it; the transaction rolls back unless the
+        // grant was inserted.
+        if reply.taken {
+            return refuse(ApproveError::GrantExists(grant.approval.id.clone()));
+        }
+        if !reply.inserted && reply.stopped {
+            // Not reached while this transaction holds the locks: a stop
+            // since the proposal was made moved the fences, and the locked
+            // read answered `Stopped` above.
+            return Ok((Ok(DecisionOutcome::Stopped), false));
+        }
+        if !reply.inserted && reply.fences_seen {
+            // A grant with this id committed after the statement's snapshot.
+            return refuse(ApproveError::GrantExists(grant.approval.id.clone()));
+        }
+        if !reply.inserted {
+            return refuse(
+                StoreError::unavailable(format!("{what}: the proposal's fences are gone")).into(),
+            );
+        }
+    }
+    let (state_name, approval_id, by, at) = proposal_record::state_columns(&next);
+    let Some(at) = at else {
+        return refuse(
+            StoreError::Rejected {
+                message: "a decision time is past what postgres bigint holds".to_owned(),
+            }
+            .into(),
+        );
+    };
+    let write = tx.prepare_cached(&statements.decide_proposal).await?;
+    let written = tx
+        .query(&write, &[&id.as_str(), &state_name, &approval_id, &by, &at])
+        .await?;
+    if written.len() != 1 {
+        return refuse(
+            StoreError::unavailable(
+                "deciding a proposal: the locked pending row did not take the decision",
+            )
+            .into(),
+        );
+    }
+    Ok((Ok(ruled.outcome), true))
+}
+
+#[async_trait]
+impl ProposalStore for PostgresApprovalStore {
+    async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+        let row = proposal_record::encode_new(&proposal)?;
+        let what = "proposing an action";
+        let (id, actor, run) = (
+            proposal.id.as_str(),
+            proposal.actor_id.as_str(),
+            proposal.run_id.as_str(),
+        );
+        let params: [&(dyn ToSql + Sync); 14] = [
+            &id,
+            &actor,
+            &run,
+            &proposal.url,
+            &row.action,
+            &row.action_digest,
+            &row.proposed_at,
+            &row.expires_at,
+            &row.page_session_id,
+            &row.page_target_id,
+            &row.page_revision,
+            &row.screenshot_png,
+            &row.target_found,
+            &row.element,
+        ];
+        let statement = &self.shared.statements.propose;
+        match insert_fenced(&self.shared, what, statement, &params).await? {
+            Fenced::Inserted => Ok(()),
+            Fenced::Taken => Err(ProposeError::AlreadyExists(proposal.id)),
+            Fenced::Stopped => Err(ProposeError::Stopped),
+        }
+    }
+
+    async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
+        let rows = self
+            .shared
+            .query(
+                "reading a proposal",
+                &self.shared.statements.get_proposal,
+                &[&id.as_str()],
+            )
+            .await?;
+        match rows.as_slice() {
+            [] => Ok(None),
+            [row] => proposal_record::decode(Some(id), row).map(|read| Some(read.stored)),
+            _ => Err(StoreError::corrupt(
+                id.as_str(),
+                "more than one proposal has this id",
+            )),
+        }
+    }
+
+    async fn pending_proposals(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredProposal>, StoreError> {
+        let now_ms = clamp_millis(now);
+        let limit = i64::try_from(MAX_LISTED_PROPOSALS).unwrap_or(i64::MAX);
+        let rows = self
+            .shared
+            .query(
+                "listing pending proposals",
+                &self.shared.statements.pending_proposals,
+                &[&actor.as_str(), &run.as_str(), &now_ms, &limit],
+            )
+            .await?;
+        let mut pending = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let read = proposal_record::decode(None, row)?;
+            // The statement already left out the stopped ones; this keeps
+            // the list right even if it did not.
+            if !read.stopped {
+                pending.push(read.stored);
+            }
+        }
+        Ok(pending)
+    }
+
+    async fn approve_proposal(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        self.decide(id, Decision::Approve(&approval), now).await
+    }
+
+    async fn deny_proposal(
+        &self,
+        id: &ProposalId,
+        by: Option<&ApproverId>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, StoreError> {
+        self.decide(id, Decision::Deny(by), now)
+            .await
+            .map_err(|error| match error {
+                ApproveError::Store(error) => error,
+                // A denial issues no grant, so no other refusal can come
+                // back; should one, it is no decision.
+                other => StoreError::unavailable(format!("denying a proposal: {other}")),
+            })
+    }
+}
