@@ -6,7 +6,7 @@ use countersign_approval_core::{Approval, ApprovalError, ApproverId, IssueError,
 use countersign_canonical_policy::Denial;
 use serde_json::Value;
 
-use crate::Context;
+use crate::context::Context;
 
 /// [`issue_grant`] failed; no grant was stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
