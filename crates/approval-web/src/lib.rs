@@ -108,10 +108,15 @@
 //! `<form>`, with a visible focus ring.
 
 mod auth;
+mod error;
+mod extract;
 mod forms;
 mod handlers;
 mod invisible;
 mod pages;
+mod paths;
+mod router;
+mod state;
 mod view;
 
 pub use auth::Approvers;
