@@ -22,7 +22,7 @@ use countersign_act_tool::{Context, Toolset};
 use countersign_approval_core::{
     ActorId, ApprovalId, ApproverId, OperationLog, ProposalStore, RunId,
 };
-use countersign_approval_web::{ApprovalPages, Approvers, Parts, async_trait};
+use countersign_approval_web::{ApprovalPages, Approvers, TokenApprovers};
 use countersign_canonical_policy::{Policy, StaticResolver, SystemResolver};
 use countersign_mcp::http::{HttpOptions, MCP_PATH};
 use countersign_mcp::{Identity, McpServer, StaticTokens};
@@ -36,9 +36,6 @@ use crate::config::{ApproverConfig, Config, IdentityConfig, PolicyConfig, TokenC
 /// How long `--stdio` waits, once its client has gone, for the tool calls
 /// still running (an act in the backend) before the process exits.
 const CALLS_FINISH_WITHIN: Duration = Duration::from_secs(60);
-
-/// The session cookie the approvers' sign-in link sets.
-const COOKIE: &str = "countersign-approver";
 
 /// Serves countersign's browser tools to MCP clients (stdio and Streamable
 /// HTTP) and the approval pages where a person approves what a model
@@ -292,7 +289,7 @@ async fn build(
         })?;
         tokens = tokens.with(token.clone(), identity);
     }
-    let approvers = Arc::new(ConfigApprovers::new(&config.approvers)?);
+    let approvers = Arc::new(config_approvers(&config.approvers)?);
     let mut pages = ApprovalPages::builder(Arc::clone(&store), Arc::clone(&approvers))
         .grant_ttl(Duration::from_secs(config.http.grant_ttl_secs));
     if let Some(key) = config.http.form_key_bytes()? {
@@ -325,65 +322,14 @@ async fn build(
 
 /// The approvers of the configuration: a secret token each, sent as a
 /// bearer token or in the cookie the sign-in link sets.
-struct ConfigApprovers {
-    entries: Vec<(String, ApproverId)>,
-}
-
-impl ConfigApprovers {
-    fn new(config: &[ApproverConfig]) -> Result<Self, String> {
-        let entries = config
-            .iter()
-            .map(|a| {
-                ApproverId::new(a.name.as_str())
-                    .map(|id| (a.token.clone(), id))
-                    .map_err(|e| format!("the approver `{}` is not usable: {e}", a.name))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(ConfigApprovers { entries })
-    }
-
-    fn find(&self, given: &str) -> Option<ApproverId> {
-        // Every entry is compared, so timing says nothing of which matched.
-        let mut found = None;
-        for (secret, id) in &self.entries {
-            if same_secret(given, secret) {
-                found = Some(id.clone());
-            }
-        }
-        found
-    }
-}
-
-#[async_trait]
-impl Approvers for ConfigApprovers {
-    async fn approver(&self, request: &Parts) -> Option<ApproverId> {
-        let bearer = request
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let cookie = request
-            .headers
-            .get(header::COOKIE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|cookies| {
-                cookies
-                    .split(';')
-                    .filter_map(|pair| pair.trim().split_once('='))
-                    .find(|(name, _)| *name == COOKIE)
-                    .map(|(_, value)| value)
-            });
-        self.find(bearer.or(cookie)?)
-    }
-}
-
-fn same_secret(given: &str, secret: &str) -> bool {
-    given.len() == secret.len()
-        && given
-            .bytes()
-            .zip(secret.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
+fn config_approvers(config: &[ApproverConfig]) -> Result<TokenApprovers, String> {
+    config
+        .iter()
+        .try_fold(TokenApprovers::new(), |approvers, a| {
+            ApproverId::new(a.name.as_str())
+                .map(|id| approvers.with(a.token.clone(), id))
+                .map_err(|e| format!("the approver `{}` is not usable: {e}", a.name))
+        })
 }
 
 /// Where a sign-in link may send the approver afterwards.
@@ -396,11 +342,11 @@ struct SignInQuery {
 /// approver on to `next` when it is a path of the approval pages
 /// (`/approvals/…`); anywhere else is not a place the link can send them.
 async fn sign_in(
-    State(approvers): State<Arc<ConfigApprovers>>,
+    State(approvers): State<Arc<TokenApprovers>>,
     Path(given): Path<String>,
     Query(query): Query<SignInQuery>,
 ) -> Response {
-    if approvers.find(&given).is_none() {
+    if approvers.approver_for(&given).is_none() {
         return (StatusCode::FORBIDDEN, "this sign-in link is not valid").into_response();
     }
     let next = query.next.filter(|next| approval_path(next));
@@ -416,7 +362,7 @@ async fn sign_in(
         )
         .into_response(),
     };
-    if let Ok(cookie) = format!("{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/").parse() {
+    if let Ok(cookie) = approvers.session_cookie(&given).parse() {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
@@ -435,7 +381,7 @@ fn approval_path(next: &str) -> bool {
 
 /// How many actions the fake backend performed: for approvers (and tests).
 async fn fake_actions(
-    State((approvers, backends)): State<(Arc<ConfigApprovers>, Arc<Backends>)>,
+    State((approvers, backends)): State<(Arc<TokenApprovers>, Arc<Backends>)>,
     request: axum::http::Request<Body>,
 ) -> Response {
     let (parts, _) = request.into_parts();
