@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::error::PageError;
 use crate::extract::{ProposalPath, Viewer};
 use crate::forms::{DecisionForm, decision_fields, outcome_fields};
-use crate::handlers::signed_form;
+use crate::handlers::checks::signed_form;
 use crate::paths::proposal_path;
 use crate::state::App;
 use crate::view::{self, DecisionForms, DecisionView, Notice, ProposalPage, render};

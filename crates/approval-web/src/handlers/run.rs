@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::error::PageError;
 use crate::extract::{RunPath, Viewer};
 use crate::forms::{DecisionForm, stop_fields, stopped_fields};
-use crate::handlers::{may_review_run, signed_form};
+use crate::handlers::checks::{may_review_run, signed_form};
 use crate::paths::run_path;
 use crate::state::App;
 use crate::view::{Notice, ProposalRow, RunPage, render};
