@@ -11,10 +11,11 @@ use countersign_approval_core::{
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
 
-use crate::Context;
-use crate::browse::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
 use crate::call::{self, ActCall, Request};
+use crate::context::Context;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
+use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
+use crate::refusal::Refusal;
 use crate::result::{ActError, ActResult, Performed};
 
 /// The Act tool for one host [`Context`].
@@ -73,37 +74,6 @@ use crate::result::{ActError, ActResult, Performed};
 #[derive(Debug, Clone)]
 pub struct Act {
     context: Arc<Context>,
-}
-
-/// A refusal on its way to the result: `message` is for the model,
-/// `reason` for the operation record and the log.
-struct Refusal {
-    code: OutcomeCode,
-    message: String,
-    reason: String,
-}
-
-impl Refusal {
-    fn new(code: OutcomeCode, message: impl Into<String>) -> Self {
-        let message = message.into();
-        Refusal {
-            code,
-            reason: message.clone(),
-            message,
-        }
-    }
-
-    fn with_reason(
-        code: OutcomeCode,
-        message: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Refusal {
-            code,
-            message: message.into(),
-            reason: reason.into(),
-        }
-    }
 }
 
 /// What the operation record learns as the checks go.

@@ -4,28 +4,21 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    GivenApprovalId, Navigation, OperationId, OperationRecord, OutcomeCode, PageBinding,
-    RenderedSnapshot,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, RenderedSnapshot,
 };
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::{Value, json};
 
-use crate::act::new_operation_id;
+use crate::act::{Act, new_operation_id};
 use crate::call::shown_name;
+use crate::context::Context;
 use crate::definition::{
     NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, ToolDefinition, ToolFormat, navigate_definition,
     observe_definition,
 };
-use crate::{Act, ActError, ActResult, Context};
-
-/// The method of a navigation as a grant names it, when the host makes
-/// navigation need one ([`ContextBuilder::require_grant_to_navigate`](crate::ContextBuilder::require_grant_to_navigate)):
-/// the grant's action is `{"method": "navigate", "selector": ":root"}` and
-/// its URL the destination. The host's policy must allow the method.
-pub const NAVIGATE_METHOD: &str = "navigate";
-
-/// The selector of a navigation's action: the whole document.
-pub const NAVIGATE_SELECTOR: &str = ":root";
+use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
+use crate::refusal::Refusal;
+use crate::result::{ActError, ActResult};
 
 /// What the operation log records as the action of a `browser_observe`
 /// call (its digest), so an observation is told apart from an act.
@@ -45,17 +38,6 @@ fn observe_digest() -> Option<ActionDigest> {
     Action::from_canonical_json(OBSERVE_ACTION)
         .ok()
         .map(|action| action.digest())
-}
-
-/// Where a navigation landed: the URL as the policy canonicalised it, and
-/// the page a page-bound grant would bind there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Landed {
-    /// The landed URL, accepted by the context's policy.
-    pub url: AuthorizedUrl,
-    /// The page the browser shows.
-    pub page: PageBinding,
 }
 
 /// What one look at the page shows the model.
@@ -165,53 +147,6 @@ impl BrowseResult {
     }
 }
 
-/// A refusal: `message` for the model, `reason` for the record.
-struct Refused {
-    code: OutcomeCode,
-    message: String,
-    reason: String,
-}
-
-impl Refused {
-    fn new(code: OutcomeCode, message: impl Into<String>) -> Refused {
-        let message = message.into();
-        Refused {
-            code,
-            reason: message.clone(),
-            message,
-        }
-    }
-}
-
-/// Judges where a navigation landed: the landed URL must pass the policy
-/// (a redirect to a refused site shows nothing of it), and the page must
-/// have loaded.
-pub(crate) async fn judge_landing(
-    context: &Context,
-    navigation: Navigation,
-) -> Result<Landed, (OutcomeCode, String)> {
-    let url = context
-        .source_policy()
-        .authorize_destination(&navigation.url)
-        .await
-        .map_err(|denial| {
-            (
-                OutcomeCode::NotAuthorized,
-                format!("the browser landed on a url the policy refuses; nothing of that page is shown: {denial}"),
-            )
-        })?;
-    if let Some(failure) = navigation.failure {
-        return Err((
-            OutcomeCode::BackendFailed,
-            format!("the page could not be loaded: {failure}"),
-        ));
-    }
-    Ok(Landed {
-        url,
-        page: navigation.page,
-    })
-}
-
 /// The tools that let a model see and move: `browser_navigate` (go to a
 /// URL the policy allows) and `browser_observe` (the page's accessibility
 /// snapshot, with refs). Neither needs a grant, unless the host makes
@@ -310,27 +245,25 @@ impl Browse {
         &self,
         args: &Value,
         recorded_url: &mut Option<String>,
-    ) -> Result<Landed, Refused> {
+    ) -> Result<Landed, Refusal> {
         let context = &*self.context;
         let url = navigate_url(args, false)?;
         let url = context
             .source_policy()
             .authorize_destination(url)
             .await
-            .map_err(|denial| Refused::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
+            .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
         *recorded_url = Some(url.as_str().to_owned());
-        let navigation = context
-            .backend()
-            .navigate(&url)
-            .await
-            .map_err(|error| Refused {
-                code: OutcomeCode::BackendFailed,
-                message: format!("the page could not be loaded: {}", error.message()),
-                reason: error.to_string(),
-            })?;
+        let navigation = context.backend().navigate(&url).await.map_err(|error| {
+            Refusal::with_reason(
+                OutcomeCode::BackendFailed,
+                format!("the page could not be loaded: {}", error.message()),
+                error.to_string(),
+            )
+        })?;
         judge_landing(context, navigation)
             .await
-            .map_err(|(code, message)| Refused::new(code, message))
+            .map_err(|(code, message)| Refusal::new(code, message))
     }
 
     /// Navigation that needs a grant: the call runs as `browser_act` with
@@ -435,17 +368,17 @@ impl Browse {
         &self,
         args: &Value,
         recorded_url: &mut Option<String>,
-    ) -> Result<Observed, Refused> {
+    ) -> Result<Observed, Refusal> {
         let context = &*self.context;
         match args {
             Value::Null => {}
             Value::Object(object) => {
                 if let Some(name) = object.keys().next() {
-                    return Err(Refused::new(OutcomeCode::NotAuthorized, shown_name(name)));
+                    return Err(Refusal::new(OutcomeCode::NotAuthorized, shown_name(name)));
                 }
             }
             _ => {
-                return Err(Refused::new(
+                return Err(Refusal::new(
                     OutcomeCode::NotAuthorized,
                     "tool call arguments must be a json object",
                 ));
@@ -453,23 +386,23 @@ impl Browse {
         }
         let page = context.backend().observe().await.map_err(|error| {
             if error.is_page_not_allowed() {
-                return Refused::new(
+                return Refusal::new(
                     OutcomeCode::NotAuthorized,
                     format!("the page's url is not one the policy allows (navigate to an allowed page first); nothing of it is shown: {}", error.message()),
                 );
             }
-            Refused {
-                code: OutcomeCode::BackendFailed,
-                message: format!("the page could not be observed: {}", error.message()),
-                reason: error.to_string(),
-            }
+            Refusal::with_reason(
+                OutcomeCode::BackendFailed,
+                format!("the page could not be observed: {}", error.message()),
+                error.to_string(),
+            )
         })?;
         let url = context
             .source_policy()
             .authorize_destination(&page.url)
             .await
             .map_err(|denial| {
-                Refused::new(
+                Refusal::new(
                     OutcomeCode::NotAuthorized,
                     format!("the page's url is not one the policy allows (navigate to an allowed page first); nothing of it is shown: {denial}"),
                 )
@@ -530,9 +463,9 @@ impl Browse {
 
 /// The `url` of a navigate call: an object with a string `url` and no
 /// other argument but `approval_id` when `with_grant`.
-fn navigate_url(args: &Value, with_grant: bool) -> Result<&str, Refused> {
+fn navigate_url(args: &Value, with_grant: bool) -> Result<&str, Refusal> {
     let Some(object) = args.as_object() else {
-        return Err(Refused::new(
+        return Err(Refusal::new(
             OutcomeCode::NotAuthorized,
             "tool call arguments must be a json object",
         ));
@@ -541,15 +474,15 @@ fn navigate_url(args: &Value, with_grant: bool) -> Result<&str, Refused> {
         .keys()
         .find(|k| !(k.as_str() == "url" || (with_grant && k.as_str() == "approval_id")))
     {
-        return Err(Refused::new(OutcomeCode::NotAuthorized, shown_name(name)));
+        return Err(Refusal::new(OutcomeCode::NotAuthorized, shown_name(name)));
     }
     match object.get("url") {
         Some(Value::String(url)) => Ok(url),
-        None | Some(Value::Null) => Err(Refused::new(
+        None | Some(Value::Null) => Err(Refusal::new(
             OutcomeCode::NotAuthorized,
             "call is missing url",
         )),
-        Some(_) => Err(Refused::new(
+        Some(_) => Err(Refusal::new(
             OutcomeCode::NotAuthorized,
             "url must be a string",
         )),

@@ -6,8 +6,8 @@ use countersign_approval_core::{Approval, ApprovalError, ApproverId, IssueError,
 use countersign_canonical_policy::Denial;
 use serde_json::Value;
 
-use crate::Context;
-use crate::browse::NAVIGATE_METHOD;
+use crate::context::Context;
+use crate::navigation::NAVIGATE_METHOD;
 
 /// [`issue_grant`] failed; no grant was stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -156,12 +156,14 @@ mod call;
 mod context;
 mod definition;
 mod grant;
+mod navigation;
 mod propose;
+mod refusal;
 mod result;
 mod toolset;
 
 pub use act::Act;
-pub use browse::{Browse, BrowseResult, Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, Observed};
+pub use browse::{Browse, BrowseResult, Observed};
 pub use call::{ARGUMENT_NAMES, ActCall, MAX_CALL_NESTING, PROPOSAL_ARGUMENT_NAMES, REF_ARGUMENT};
 pub use context::{
     Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, DEFAULT_PROPOSAL_TTL,
@@ -172,6 +174,7 @@ pub use definition::{
     ToolDefinition, ToolFormat,
 };
 pub use grant::{GrantError, GrantOptions, issue_grant, issue_grant_with, issue_page_grant};
+pub use navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR};
 pub use propose::{ProposalView, Propose, ProposeResult};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};

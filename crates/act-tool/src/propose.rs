@@ -9,8 +9,8 @@ use countersign_approval_core::{
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use serde_json::{Value, json};
 
-use crate::Context;
 use crate::call;
+use crate::context::Context;
 use crate::definition::{
     PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
     proposal_status_definition, propose_definition,

@@ -145,7 +145,7 @@ pub struct Performed {
     /// The canonical action.
     pub action: Action,
     /// Where the browser landed, for a navigation (`navigate :root`).
-    pub landed: Option<crate::Landed>,
+    pub landed: Option<crate::navigation::Landed>,
 }
 
 /// Why an Act call performed nothing (or, for `BACKEND_FAILED`, why the

@@ -4,8 +4,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::act::Act;
+use crate::browse::Browse;
+use crate::context::Context;
 use crate::definition::{ToolDefinition, ToolFormat, with_ref_target};
-use crate::{Act, Browse, Context, Propose};
+use crate::propose::Propose;
 
 /// The tools built for one [`Context`].
 ///

@@ -1,7 +1,9 @@
 //! Form tokens and signed result links: HMAC-SHA256 under one key, bound to
 //! the approver and to exactly what the form does.
 
+use countersign_approval_core::{ActorId, ApproverId, ProposalId, RunId};
 use hmac::{Hmac, Mac};
+use serde::Deserialize;
 use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -83,6 +85,58 @@ impl std::fmt::Debug for FormKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FormKey(..)")
     }
+}
+
+/// What every `POST` form carries: its token, and the approver's note
+/// (read by Approve only).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DecisionForm {
+    #[serde(default)]
+    pub(crate) token: String,
+    #[serde(default)]
+    pub(crate) note: String,
+}
+
+/// The fields a form token signs.
+pub(crate) fn decision_fields<'a>(
+    what: &'a str,
+    approver: &'a ApproverId,
+    id: &'a ProposalId,
+) -> [&'a str; 3] {
+    [what, approver.as_str(), id.as_str()]
+}
+
+pub(crate) fn stop_fields<'a>(
+    approver: &'a ApproverId,
+    actor: &'a ActorId,
+    run: &'a RunId,
+) -> [&'a str; 4] {
+    ["stop", approver.as_str(), actor.as_str(), run.as_str()]
+}
+
+pub(crate) fn stopped_fields<'a>(
+    approver: &'a ApproverId,
+    actor: &'a ActorId,
+    run: &'a RunId,
+    stopped: &'a str,
+    was: &'a str,
+) -> [&'a str; 6] {
+    [
+        "stopped",
+        approver.as_str(),
+        actor.as_str(),
+        run.as_str(),
+        stopped,
+        was,
+    ]
+}
+
+pub(crate) fn outcome_fields<'a>(
+    approver: &'a ApproverId,
+    id: &'a ProposalId,
+    code: &'a str,
+) -> [&'a str; 4] {
+    ["outcome", approver.as_str(), id.as_str(), code]
 }
 
 fn encode_hex(bytes: &[u8]) -> String {

@@ -108,13 +108,18 @@
 //! `<form>`, with a visible focus ring.
 
 mod auth;
+mod error;
+mod extract;
 mod forms;
 mod handlers;
 mod invisible;
 mod pages;
+mod paths;
+mod router;
+mod state;
 mod view;
 
-pub use auth::Approvers;
+pub use auth::{Approvers, TokenApprovers, same_secret};
 pub use forms::FORM_KEY_BYTES;
 pub use pages::{ApprovalPages, ApprovalPagesBuilder, ApprovalPagesError, DEFAULT_GRANT_TTL};
 

@@ -8,11 +8,12 @@ use axum::Router;
 use countersign_approval_core::{
     ActorId, Clock, MAX_TTL, ProposalId, ProposalStore, RunId, SystemClock,
 };
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::auth::Approvers;
 use crate::forms::{FORM_KEY_BYTES, FormKey};
-use crate::handlers;
+use crate::paths::{proposal_path, run_path};
+use crate::router;
+use crate::state::Shared;
 
 /// How long a grant approved on the pages stays usable, unless the host
 /// sets another lifetime: 5 minutes.
@@ -34,15 +35,6 @@ pub enum ApprovalPagesError {
         /// What failed.
         message: String,
     },
-}
-
-/// Everything the handlers share.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn ProposalStore>,
-    pub(crate) approvers: Arc<dyn Approvers>,
-    pub(crate) grant_ttl: Duration,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) key: FormKey,
 }
 
 /// The approval pages: where a person sees what a model proposed and
@@ -117,7 +109,7 @@ impl ApprovalPages {
     /// the strict security headers described in the crate docs, and every
     /// `POST` passes the cross-site check before any handler runs.
     pub fn router(&self) -> Router {
-        handlers::router(Arc::clone(&self.shared))
+        router::router(Arc::clone(&self.shared))
     }
 
     /// The path of `run`'s page, relative to where the router is mounted:
@@ -218,46 +210,5 @@ impl ApprovalPagesBuilder {
                 key,
             }),
         })
-    }
-}
-
-/// Everything but the unreserved characters of RFC 3986 is encoded, so an
-/// id holding `/`, `?`, `#`, `%` or spaces stays one segment.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-fn segment(text: &str) -> String {
-    let encoded = utf8_percent_encode(text, SEGMENT).to_string();
-    // `.` and `..` are path steps, not names; encode them so that they stay
-    // a segment (a browser would otherwise resolve them away).
-    match encoded.as_str() {
-        "." => "%2E".to_owned(),
-        ".." => "%2E%2E".to_owned(),
-        _ => encoded,
-    }
-}
-
-pub(crate) fn run_path(base: &str, actor: &str, run: &str) -> String {
-    format!("{base}/runs/{}/{}", segment(actor), segment(run))
-}
-
-pub(crate) fn proposal_path(base: &str, id: &ProposalId) -> String {
-    // Proposal ids are `[A-Za-z0-9_-]{1,128}`: nothing to encode.
-    format!("{base}/proposals/{id}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_stay_one_segment() {
-        assert_eq!(run_path("", "a/b", "c?d#e"), "/runs/a%2Fb/c%3Fd%23e");
-        assert_eq!(run_path("/x", ".", ".."), "/x/runs/%2E/%2E%2E");
-        assert_eq!(run_path("", "é 1%", "r"), "/runs/%C3%A9%201%25/r");
-        assert_eq!(run_path("", "a.b-c_d~e", "r"), "/runs/a.b-c_d~e/r");
     }
 }

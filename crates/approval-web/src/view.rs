@@ -1,18 +1,102 @@
-//! What the templates show, already turned into text. Every value reaches
-//! the page through askama's HTML escaper; no template marks anything safe.
+//! What the templates show, already turned into text, and the pages
+//! rendered from it. Every value reaches the page through askama's HTML
+//! escaper; no template marks anything safe.
 
 use std::time::Duration;
 
 use askama::Template;
-use countersign_approval_core::Timestamp;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use countersign_approval_core::{
+    ActorId, ApproverId, GrantState, Proposal, ProposalState, ProposalStatus, RunId, StoredGrant,
+    StoredProposal, Timestamp,
+};
 
 use crate::invisible;
+use crate::paths::{proposal_path, run_path};
+
+/// `page`, rendered as the HTML answer with `status`; a template that
+/// cannot render answers a plain `500` that shows nothing of the page.
+pub(crate) fn render(status: StatusCode, page: &impl Template) -> Response {
+    match page.render() {
+        Ok(html) => (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            html,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!(target: "countersign_approval_web", %error, "could not render a page");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                "the page could not be shown\n",
+            )
+                .into_response()
+        }
+    }
+}
 
 /// A short message at the top of a page after a decision or a stop.
 pub(crate) struct Notice {
     /// `ok`, `info` or `warn`: a CSS class suffix, never user text.
     pub(crate) kind: &'static str,
     pub(crate) text: String,
+}
+
+impl Notice {
+    /// What a result link's outcome code says on the proposal's page;
+    /// `None` for a code no decision answers.
+    pub(crate) fn outcome(code: &str) -> Option<Notice> {
+        let (kind, text) = match code {
+            "approved" => (
+                "ok",
+                "Approved: one grant was issued for exactly this action.",
+            ),
+            "denied" => ("ok", "Denied: no grant was issued."),
+            "already-approved" => (
+                "info",
+                "Already approved, nothing changed: no second grant was issued.",
+            ),
+            "already-denied" => (
+                "info",
+                "Already denied, nothing changed: no grant was issued.",
+            ),
+            "unchanged" => ("info", "Nothing changed."),
+            "expired" => (
+                "warn",
+                "Expired, nothing changed: the proposal can no longer be decided, and no grant was issued.",
+            ),
+            "stopped" => (
+                "warn",
+                "The run is stopped, nothing changed: no grant was issued. The host must resume the run and the model propose again.",
+            ),
+            _ => return None,
+        };
+        Some(Notice {
+            kind,
+            text: text.to_owned(),
+        })
+    }
+
+    /// What a stop's result link says on the run's page: how many grants
+    /// it `stopped`, or that the run `was` stopped already.
+    pub(crate) fn run_stopped(stopped: &str, was: &str) -> Notice {
+        if was == "true" {
+            Notice {
+                kind: "info",
+                text: "The run was already stopped, nothing changed: 0 grants stopped.".to_owned(),
+            }
+        } else {
+            let grants = if stopped == "1" { "grant" } else { "grants" };
+            Notice {
+                kind: "warn",
+                text: format!(
+                    "Run stopped: {stopped} {grants} stopped. No grant of this run can be used, and none issued, until the host resumes it."
+                ),
+            }
+        }
+    }
 }
 
 /// A text the model, a page or the host supplied, as it is, plus an
@@ -72,7 +156,7 @@ fn millis_between(earlier: Timestamp, later: Timestamp) -> Duration {
 }
 
 /// `5 min`, `1 h 30 min`, `45 s`, `250 ms`: the largest two units.
-pub(crate) fn duration_text(duration: Duration) -> String {
+fn duration_text(duration: Duration) -> String {
     let millis = duration.as_millis();
     if millis < 1000 {
         return format!("{millis} ms");
@@ -128,6 +212,23 @@ pub(crate) struct ProposalRow {
     pub(crate) expires: When,
 }
 
+impl ProposalRow {
+    /// The row of `stored` in its run's list, linking to its page under
+    /// `base`.
+    pub(crate) fn new(stored: &StoredProposal, base: &str, now: Timestamp) -> Self {
+        let p = &stored.proposal;
+        ProposalRow {
+            id: p.id.to_string(),
+            href: proposal_path(base, &p.id),
+            method: p.action.method().to_owned(),
+            selector: Shown::new(p.action.selector()),
+            description: Shown::new(p.action.description()),
+            url: Shown::new(&p.url),
+            expires: When::new(p.expires_at, now),
+        }
+    }
+}
+
 /// The pending proposals of one run, and its stop control.
 #[derive(Template)]
 #[template(path = "run.html")]
@@ -140,6 +241,31 @@ pub(crate) struct RunPage {
     pub(crate) proposals: Vec<ProposalRow>,
     pub(crate) stop_action: String,
     pub(crate) stop_token: String,
+}
+
+impl RunPage {
+    /// The list of `run` of `actor` as `approver` sees it under `base`,
+    /// with the stop form signed with `stop_token`.
+    pub(crate) fn new(
+        base: &str,
+        approver: &ApproverId,
+        actor: &ActorId,
+        run: &RunId,
+        notice: Option<Notice>,
+        proposals: Vec<ProposalRow>,
+        stop_token: String,
+    ) -> Self {
+        RunPage {
+            base: base.to_owned(),
+            approver: Some(Shown::new(approver.as_str())),
+            actor: Shown::new(actor.as_str()),
+            run: Shown::new(run.as_str()),
+            notice,
+            proposals,
+            stop_action: format!("{}/stop", run_path(base, actor.as_str(), run.as_str())),
+            stop_token,
+        }
+    }
 }
 
 /// The page a grant is bound to, for a live backend.
@@ -199,6 +325,59 @@ pub(crate) struct DecisionView {
     pub(crate) grant_state: Option<String>,
 }
 
+impl DecisionView {
+    /// The decision `state` carries, `None` while it is pending;
+    /// `grant_state` says what became of an approved proposal's grant.
+    pub(crate) fn of(
+        state: &ProposalState,
+        now: Timestamp,
+        grant_state: Option<String>,
+    ) -> Option<DecisionView> {
+        match state {
+            ProposalState::Pending => None,
+            ProposalState::Approved {
+                approval_id,
+                by,
+                at,
+            } => Some(DecisionView {
+                what: "approved",
+                by: by.as_ref().map(|by| Shown::new(by.as_str())),
+                at: When::new(*at, now),
+                approval_id: Some(approval_id.to_string()),
+                grant_state,
+            }),
+            ProposalState::Denied { by, at } => Some(DecisionView {
+                what: "denied",
+                by: by.as_ref().map(|by| Shown::new(by.as_str())),
+                at: When::new(*at, now),
+                approval_id: None,
+                grant_state: None,
+            }),
+        }
+    }
+}
+
+/// What became of an approved proposal's grant, in words for the approver.
+pub(crate) fn grant_state(stored: &StoredGrant, now: Timestamp) -> String {
+    let expires = When::new(stored.approval.expires_at, now);
+    match stored.state {
+        GrantState::Active if stored.approval.is_expired_at(now) => {
+            format!("it expired unused at {}", expires.text)
+        }
+        GrantState::Active => format!(
+            "unused, usable once until {} ({})",
+            expires.text, expires.relative
+        ),
+        GrantState::Consumed { at, .. } => {
+            let at = When::new(at, now);
+            format!("used at {} ({})", at.text, at.relative)
+        }
+        GrantState::Revoked => "revoked by the host".to_owned(),
+        GrantState::Locked => "locked after too many calls that did not match it".to_owned(),
+        GrantState::Stopped => "stopped with its run".to_owned(),
+    }
+}
+
 /// The forms of a pending proposal.
 pub(crate) struct DecisionForms {
     pub(crate) approve_action: String,
@@ -236,6 +415,71 @@ pub(crate) struct ProposalPage {
     pub(crate) decision: Option<DecisionView>,
     pub(crate) notice: Option<Notice>,
     pub(crate) forms: Option<DecisionForms>,
+}
+
+impl ProposalPage {
+    /// Everything `proposal` binds, as `approver` sees it under `base` at
+    /// `now`, with the grant lifetime an approval would give; pending,
+    /// without a decision, notice or forms until the caller sets them.
+    pub(crate) fn new(
+        base: &str,
+        approver: &ApproverId,
+        proposal: &Proposal,
+        now: Timestamp,
+        grant_ttl: Duration,
+    ) -> Self {
+        let p = proposal;
+        let snapshot = p.snapshot.as_ref();
+        ProposalPage {
+            base: base.to_owned(),
+            approver: Some(Shown::new(approver.as_str())),
+            id: p.id.to_string(),
+            actor: Shown::new(p.actor_id.as_str()),
+            run: Shown::new(p.run_id.as_str()),
+            run_href: run_path(base, p.actor_id.as_str(), p.run_id.as_str()),
+            url: Shown::new(&p.url),
+            method: p.action.method().to_owned(),
+            selector: Shown::new(p.action.selector()),
+            description: Shown::new(p.action.description()),
+            arguments: p
+                .action
+                .arguments()
+                .iter()
+                .map(|(name, value)| (name.clone(), Shown::new(value)))
+                .collect(),
+            digest: p.action_digest.to_hex(),
+            proposed_at: When::new(p.proposed_at, now),
+            expires_at: When::new(p.expires_at, now),
+            grant_ttl: duration_text(grant_ttl),
+            grant_expires: When::new(now.saturating_add(grant_ttl), now),
+            page: snapshot.map(|s| PageView {
+                session: s.page.session_id.clone(),
+                target: s.page.target_id.clone(),
+                revision: s.page.page_revision.clone(),
+                element: s.page.element.as_ref().map(ElementView::new),
+            }),
+            screenshot_href: snapshot
+                .filter(|s| s.screenshot_png.is_some())
+                .map(|_| format!("{}/screenshot.png", proposal_path(base, &p.id))),
+            target_found: snapshot.map(|s| s.target_found),
+            status: ProposalPage::status(ProposalStatus::Pending, false),
+            decision: None,
+            notice: None,
+            forms: None,
+        }
+    }
+
+    /// The status a page shows: a pending proposal of a stopped run shows
+    /// `stopped`.
+    pub(crate) fn status(status: ProposalStatus, run_stopped: bool) -> &'static str {
+        match status {
+            ProposalStatus::Pending if run_stopped => "stopped",
+            ProposalStatus::Pending => "pending",
+            ProposalStatus::Approved => "approved",
+            ProposalStatus::Denied => "denied",
+            ProposalStatus::Expired => "expired",
+        }
+    }
 }
 
 /// An error, with nothing of the store shown.

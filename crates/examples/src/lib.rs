@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use countersign::approval::ApproverId;
 use countersign::serde_json::Value;
-use countersign_approval_web::{Approvers, Parts, async_trait};
+use countersign_approval_web::{Approvers, Parts, TokenApprovers, async_trait};
 use tower::ServiceExt;
 
 /// The session cookie the sign-in link sets.
@@ -40,53 +40,47 @@ pub struct DemoSession {
     pub secret: String,
 }
 
-/// Compares without an early exit, so the time taken says nothing of how
-/// much of a guess matched.
-fn same_secret(given: &str, secret: &str) -> bool {
-    given.len() == secret.len()
-        && given
-            .bytes()
-            .zip(secret.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
+impl DemoSession {
+    /// The demo's sign-in as the approval pages' ready token approvers:
+    /// the session secret, in [`COOKIE`] (never as a bearer token), is
+    /// [`APPROVER`].
+    fn approvers(&self) -> Option<TokenApprovers> {
+        let approver = ApproverId::new(APPROVER).ok()?;
+        Some(
+            TokenApprovers::new()
+                .cookie_name(COOKIE)
+                .without_bearer()
+                .with(self.secret.clone(), approver),
+        )
+    }
 }
 
 #[async_trait]
 impl Approvers for DemoSession {
     async fn approver(&self, request: &Parts) -> Option<ApproverId> {
-        let cookies = request.headers.get(header::COOKIE)?.to_str().ok()?;
-        let given = cookies
-            .split(';')
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == COOKIE)
-            .map(|(_, value)| value)?;
-        if same_secret(given, &self.secret) {
-            ApproverId::new(APPROVER).ok()
-        } else {
-            None
-        }
+        self.approvers()?.approver(request).await
     }
 }
 
 /// The host's own route: a valid sign-in link sets the session cookie and
 /// sends the browser to the proposal.
 pub fn sign_in_route(secret: String, landing: String) -> Router {
+    let approvers = DemoSession { secret }.approvers();
     Router::new().route(
         "/sign-in/{secret}",
         get(move |Path(given): Path<String>| {
-            let (secret, landing) = (secret.clone(), landing.clone());
+            let (approvers, landing) = (approvers.clone(), landing.clone());
             async move {
-                if !same_secret(&given, &secret) {
+                let Some(approvers) =
+                    approvers.filter(|approvers| approvers.approver_for(&given).is_some())
+                else {
                     return (StatusCode::FORBIDDEN, "this sign-in link is not valid")
                         .into_response();
-                }
+                };
                 Response::builder()
                     .status(StatusCode::SEE_OTHER)
                     .header(header::LOCATION, landing)
-                    .header(
-                        header::SET_COOKIE,
-                        format!("{COOKIE}={secret}; HttpOnly; SameSite=Strict; Path=/"),
-                    )
+                    .header(header::SET_COOKIE, approvers.session_cookie(&given))
                     .body(Body::empty())
                     .unwrap_or_default()
             }

@@ -12,8 +12,9 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use crate::identity::Tokens;
+use crate::server::McpServer;
 use crate::wire::{MAX_MESSAGE_BYTES, WireError, check_message};
-use crate::{McpServer, Tokens};
 
 /// The path of the MCP endpoint in [`router`]'s Router.
 pub const MCP_PATH: &str = "/mcp";

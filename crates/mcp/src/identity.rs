@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use countersign_approval_core::{ActorId, RunId};
+use countersign_approval_web::same_secret;
 
 /// The actor and run a caller acts as. It comes from the launch
 /// configuration (stdio) or from the host's [`Tokens`] (HTTP); no tool
@@ -89,21 +90,11 @@ impl StaticTokens {
     }
 }
 
-/// Compares without an early exit, so the time taken says nothing of how
-/// much of a guess matched.
-fn same_secret(given: &str, secret: &str) -> bool {
-    given.len() == secret.len()
-        && given
-            .bytes()
-            .zip(secret.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
-}
-
 #[async_trait]
 impl Tokens for StaticTokens {
     async fn identify(&self, token: &str) -> Option<Identity> {
-        // Every entry is compared, matching or not, for the same reason.
+        // Every entry is compared, matching or not, so the time taken says
+        // nothing of which one matched.
         let mut found = None;
         for (secret, identity) in &self.tokens {
             if same_secret(token, secret) {

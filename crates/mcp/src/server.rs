@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use countersign_act_tool::{ToolFormat, Toolset};
+use countersign_act_tool::{
+    NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME,
+    ToolFormat, Toolset,
+};
 use countersign_approval_core::ProposalId;
 use countersign_approval_web::ApprovalPages;
 use rmcp::model::{
@@ -16,23 +19,12 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::Identity;
+use crate::identity::Identity;
 
 /// Builds the toolset of one identity: the host's Context (stores,
 /// backend, policy, clock) for that actor and run, with the tools it
 /// offers enabled.
 pub type ToolsetFactory = dyn Fn(&Identity) -> Result<Toolset, String> + Send + Sync;
-
-/// The name of the Act tool.
-const ACT: &str = "browser_act";
-/// The name of the propose tool, whose result gains the approval link.
-const PROPOSE: &str = "browser_propose";
-/// The name of the proposal status tool.
-const STATUS: &str = "browser_proposal_status";
-/// The observation tool (when the toolset offers it).
-const OBSERVE: &str = "browser_observe";
-/// The navigation tool (when the toolset offers it).
-const NAVIGATE: &str = "browser_navigate";
 
 /// What the server tells a client about itself at `initialize`.
 const INSTRUCTIONS: &str = "Browser actions here need a person's approval. Call browser_propose with \
@@ -227,20 +219,20 @@ impl McpServer {
 /// toolset decides.
 pub fn annotations(name: &str) -> Option<Value> {
     match name {
-        ACT => Some(json!({
+        TOOL_NAME => Some(json!({
             "readOnlyHint": false,
             "destructiveHint": true,
             "idempotentHint": false,
             "openWorldHint": true,
         })),
-        PROPOSE => Some(json!({
+        PROPOSE_TOOL_NAME => Some(json!({
             "readOnlyHint": false,
             "destructiveHint": false,
             "idempotentHint": false,
             "openWorldHint": false,
         })),
-        STATUS | OBSERVE => Some(json!({ "readOnlyHint": true })),
-        NAVIGATE => Some(json!({ "readOnlyHint": false, "openWorldHint": true })),
+        PROPOSAL_STATUS_TOOL_NAME | OBSERVE_TOOL_NAME => Some(json!({ "readOnlyHint": true })),
+        NAVIGATE_TOOL_NAME => Some(json!({ "readOnlyHint": false, "openWorldHint": true })),
         _ => None,
     }
 }
@@ -332,12 +324,13 @@ impl ServerHandler for McpServer {
             .map_err(|unknown| {
                 ErrorData::invalid_params(format!("unknown tool `{}`", unknown.name()), None)
             })?;
-        let result = if request.name == PROPOSE || request.name == STATUS {
-            self.with_link(result)
-        } else {
-            result
-        };
-        if request.name == PROPOSE {
+        let result =
+            if request.name == PROPOSE_TOOL_NAME || request.name == PROPOSAL_STATUS_TOOL_NAME {
+                self.with_link(result)
+            } else {
+                result
+            };
+        if request.name == PROPOSE_TOOL_NAME {
             offer_link(&context, &result);
         }
         // A refusal is the tool's answer, not a protocol failure: the model

@@ -5,7 +5,7 @@ use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::McpServer;
+use crate::server::McpServer;
 use crate::wire::{MAX_MESSAGE_BYTES, WireError, check_message, leading_id};
 
 /// The capacity of the in-process pipe between the line checker and the SDK.
