@@ -23,9 +23,12 @@
 //! cargo xtask redis         starts a throw-away redis-server on a free loopback port
 //! ```
 
+mod test_binaries;
+
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -191,14 +194,11 @@ fn require_tools() -> Result<(), String> {
 }
 
 /// The policy crate's tests (the digest vectors among them) with
-/// serde_json's `arbitrary_precision` feature on, in a target directory of
-/// their own so the main build is not rebuilt.
+/// serde_json's `arbitrary_precision` feature on. In the workspace's own
+/// target directory: cargo keeps artifacts of different features apart, so
+/// only `serde_json` and what depends on it are built again, and nothing of
+/// the main build is rebuilt afterwards.
 fn test_arbitrary_precision() -> Result<(), String> {
-    let target = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
-        .join("arbitrary-precision");
-    let target = target.to_string_lossy().into_owned();
     run(
         &cargo_program(),
         &[
@@ -208,52 +208,162 @@ fn test_arbitrary_precision() -> Result<(), String> {
             "--features",
             "serde_json/arbitrary_precision",
         ],
-        &[("CARGO_TARGET_DIR", target.as_str())],
+        &[],
     )
 }
 
 fn ci() -> Result<(), String> {
     require_tools()?;
-    cargo(&["fmt", "--all", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--all-features",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
-    test()?;
-    test_arbitrary_precision()?;
-    run(
-        &cargo_program(),
-        &["doc", "--workspace", "--all-features", "--no-deps"],
-        &[(
-            "RUSTDOCFLAGS",
-            "-D warnings -D rustdoc::broken_intra_doc_links",
-        )],
-    )?;
-    cargo(&["deny", "check", "licenses", "bans", "sources"])?;
-    forget_packaged_sources()?;
-    cargo(&[
-        "package",
-        "--workspace",
-        "--allow-dirty",
-        "--exclude",
-        "xtask",
-        // The benchmark harness reads the Redis store's scripts from the
-        // source tree and is never published.
-        "--exclude",
-        "countersign-bench",
-        // The examples that need a browser or a web server: `publish =
-        // false`, which `cargo package --workspace` still packages.
-        "--exclude",
-        "countersign-examples",
-    ])?;
-    bench(&["--quick".to_owned()])?;
+    let mut phases = Phases::default();
+    let outcome = ci_phases(&mut phases);
+    phases.summary();
+    outcome?;
     eprintln!("\nxtask ci: all checks passed");
     Ok(())
+}
+
+/// Every check of `cargo xtask ci` after the tools, in order, each timed.
+fn ci_phases(phases: &mut Phases) -> Result<(), String> {
+    phases.time("tools for the tests (venv, npm)", || {
+        mcp_python()?;
+        mcp_node()
+    })?;
+    phases.time("fmt", || cargo(&["fmt", "--all", "--check"]))?;
+    phases.time("clippy", || {
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ])
+    })?;
+    let python = mcp_python()?;
+    let binaries = phases.time("build the tests", || {
+        test_binaries::build(&cargo_program(), &root())
+    })?;
+    let env = test_env(&python);
+    phases.time("run the tests", || {
+        test_binaries::run(&binaries, &env, test_jobs())
+    })?;
+    phases.time("doc tests", || {
+        run(
+            &cargo_program(),
+            &["test", "--workspace", "--all-features", "--doc"],
+            &borrowed(&env),
+        )
+    })?;
+    phases.time(
+        "policy tests with arbitrary_precision",
+        test_arbitrary_precision,
+    )?;
+    phases.time("rustdoc", || {
+        run(
+            &cargo_program(),
+            &["doc", "--workspace", "--all-features", "--no-deps"],
+            &[(
+                "RUSTDOCFLAGS",
+                "-D warnings -D rustdoc::broken_intra_doc_links",
+            )],
+        )
+    })?;
+    phases.time("cargo-deny", || {
+        cargo(&["deny", "check", "licenses", "bans", "sources"])
+    })?;
+    phases.time("packaging", || {
+        forget_packaged_sources()?;
+        cargo(&[
+            "package",
+            "--workspace",
+            "--allow-dirty",
+            "--exclude",
+            "xtask",
+            // The benchmark harness reads the Redis store's scripts from the
+            // source tree and is never published.
+            "--exclude",
+            "countersign-bench",
+            // The examples that need a browser or a web server: `publish =
+            // false`, which `cargo package --workspace` still packages.
+            "--exclude",
+            "countersign-examples",
+        ])
+    })?;
+    phases.time("bench --quick", quick_bench)
+}
+
+/// How many test binaries `cargo xtask ci` runs at once:
+/// `COUNTERSIGN_TEST_JOBS`, else 1.
+fn test_jobs() -> usize {
+    env::var("COUNTERSIGN_TEST_JOBS")
+        .ok()
+        .and_then(|jobs| jobs.parse().ok())
+        .filter(|jobs| *jobs > 0)
+        .unwrap_or(1)
+}
+
+/// The environment every test run gets: the MCP SDKs and the stores the
+/// MCP tests drive.
+fn test_env(python: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("COUNTERSIGN_MCP_PYTHON", python.to_owned()),
+        ("COUNTERSIGN_MCP_NODE", "1".to_owned()),
+        ("COUNTERSIGN_MCP_STORES", "1".to_owned()),
+    ]
+}
+
+/// `pairs` as `run` takes them.
+fn borrowed<'a>(pairs: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
+    pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// How long each phase of `cargo xtask ci` took.
+#[derive(Default)]
+struct Phases {
+    done: Vec<(&'static str, Duration, bool)>,
+}
+
+/// A run past this much time is close to CI's limit: the summary warns.
+const CI_WARN_AFTER: Duration = Duration::from_secs(30 * 60);
+
+impl Phases {
+    /// Runs `phase`, noting its wall time and whether it passed.
+    fn time<T>(
+        &mut self,
+        name: &'static str,
+        phase: impl FnOnce() -> Result<T, String>,
+    ) -> Result<T, String> {
+        let started = Instant::now();
+        let outcome = phase();
+        self.done.push((name, started.elapsed(), outcome.is_ok()));
+        outcome
+    }
+
+    /// Prints each phase's wall time and the total; warns past
+    /// [`CI_WARN_AFTER`].
+    fn summary(&self) {
+        let total: Duration = self.done.iter().map(|(_, took, _)| *took).sum();
+        eprintln!("\nxtask ci: wall time by phase");
+        for (name, took, passed) in &self.done {
+            let mark = if *passed { "" } else { "  (failed)" };
+            eprintln!("  {:>7}  {name}{mark}", minutes(*took));
+        }
+        eprintln!("  {:>7}  total", minutes(total));
+        if total > CI_WARN_AFTER {
+            eprintln!(
+                "xtask ci: warning: the run took {}, more than {}; CI's limit is 90 minutes",
+                minutes(total),
+                minutes(CI_WARN_AFTER)
+            );
+        }
+    }
+}
+
+/// `m:ss`.
+fn minutes(took: Duration) -> String {
+    let seconds = took.as_secs();
+    format!("{}:{:02}", seconds / 60, seconds % 60)
 }
 
 /// Removes the sources of this workspace's crates that an earlier
@@ -307,11 +417,7 @@ fn test() -> Result<(), String> {
     run(
         &cargo_program(),
         &["test", "--workspace", "--all-features"],
-        &[
-            ("COUNTERSIGN_MCP_PYTHON", python.as_str()),
-            ("COUNTERSIGN_MCP_NODE", "1"),
-            ("COUNTERSIGN_MCP_STORES", "1"),
-        ],
+        &borrowed(&test_env(&python)),
     )
 }
 
@@ -384,16 +490,27 @@ fn mcp_python() -> Result<String, String> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let mut cargo_args = vec!["run", "--release", "--package", "countersign-bench", "--"];
-    if quick {
-        cargo_args.push("--quick");
+    if args.iter().any(|a| a == "--quick") {
+        return quick_bench();
     }
-    if !root().join("bench/Cargo.toml").exists() {
-        eprintln!("xtask bench: no benchmark harness yet, skipping");
-        return Ok(());
-    }
-    cargo(&cargo_args)
+    cargo(&["run", "--release", "--package", "countersign-bench"])
+}
+
+/// `bench --quick` checks that every benchmark still runs; it asserts no
+/// timing, so it needs no release build. Built in the test build's profile
+/// and with its features, it reuses every artifact that build made, and
+/// only the harness itself is compiled and linked.
+fn quick_bench() -> Result<(), String> {
+    cargo(&["build", "--workspace", "--all-features", "--bins"])?;
+    let harness = target_dir().join("debug").join("countersign-bench");
+    run(&harness.to_string_lossy(), &["--quick"], &[])
+}
+
+/// Where cargo builds: `CARGO_TARGET_DIR`, else `target/` in the workspace.
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 fn redis() -> Result<(), String> {

@@ -96,7 +96,13 @@ fn the_facade_examples_need_no_browser_or_web_server() {
     assert!(examples.contains("name = \"countersign-examples\""));
     assert!(examples.contains("\npublish = false\n"));
     let xtask = read("xtask/src/main.rs");
-    assert!(xtask.contains("\"--exclude\",\n        \"countersign-examples\","));
+    let lines: Vec<&str> = xtask.lines().map(str::trim).collect();
+    assert!(
+        lines
+            .windows(2)
+            .any(|pair| pair == ["\"--exclude\",", "\"countersign-examples\","]),
+        "cargo package must exclude countersign-examples"
+    );
 }
 
 #[test]
@@ -346,7 +352,7 @@ fn ci_is_the_readme_command_and_it_installs_what_it_needs() {
         r#"versioned_in: Some("/usr/lib/postgresql")"#,
         r#"packages: &["postgresql"]"#,
         r#"vec!["install", "-y", "-qq"]"#,
-        "test_arbitrary_precision()?;",
+        "test_arbitrary_precision",
         r#""serde_json/arbitrary_precision""#,
     ] {
         assert!(xtask.contains(needed), "xtask ci lacks {needed}");
