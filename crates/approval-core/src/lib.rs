@@ -50,6 +50,7 @@ mod operation;
 mod page;
 mod proposal;
 mod store;
+mod store_error;
 mod submission;
 mod time;
 
@@ -81,7 +82,8 @@ pub use proposal::{
     PageSnapshot, Proposal, ProposalDecision, ProposalError, ProposalState, ProposalStatus,
     ProposeError, StoredProposal, decide_proposal,
 };
-pub use store::{ApprovalStore, IssueError, ProposalStore, StoreError};
+pub use store::{ApprovalStore, IssueError, ProposalStore};
+pub use store_error::StoreError;
 pub use submission::{
     FormField, FormFieldKind, FormSubmission, FormSubmissionError, MAX_FORM_BYTES, MAX_FORM_FIELDS,
 };

@@ -281,7 +281,7 @@ pub enum ProposeError {
     Stopped,
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] crate::StoreError),
+    Store(#[from] crate::store_error::StoreError),
 }
 
 /// The answer of a decision ([`approve_proposal`](crate::ProposalStore::approve_proposal),
@@ -332,7 +332,7 @@ pub enum ApproveError {
     GrantExists(ApprovalId),
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] crate::StoreError),
+    Store(#[from] crate::store_error::StoreError),
 }
 
 /// What one decision does to one proposal, as [`decide_proposal`] rules it.

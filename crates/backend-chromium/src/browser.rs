@@ -21,7 +21,7 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::error::ChromiumError;
-use crate::identity::FormKey;
+use crate::form_key::FormKey;
 use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
 use crate::options::ChromiumOptions;
 use crate::refs::Refs;

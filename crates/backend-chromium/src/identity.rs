@@ -11,7 +11,7 @@
 //! For a target whose input would submit a form (see
 //! [`Plan::activation`]), the same function reads the form data set the
 //! submit would send; a password is bound by an HMAC-SHA-256 under the
-//! browser's own random key ([`FormKey`]), so the value never leaves this
+//! browser's own random key ([`FormKey`](crate::form_key::FormKey)), so the value never leaves this
 //! process and its hash cannot be looked up in a dictionary.
 
 use std::collections::BTreeMap;
@@ -20,10 +20,8 @@ use chromiumoxide::cdp::browser_protocol::accessibility::{AxValue, GetPartialAxT
 use countersign_approval_core::{
     ElementIdentity, FormField, FormSubmission, FormSubmissionError, FrameIdentity, MAX_FORM_FIELDS,
 };
-use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use serde_json::Value;
-use sha2::Sha256;
 
 use crate::browser::{MainFrame, Tab};
 use crate::error::{Refused, protocol, quoted};
@@ -62,34 +60,6 @@ struct ReadEntry {
     value: String,
     #[serde(default)]
     size: u64,
-}
-
-/// The key a browser binds password fields with: random for each launch,
-/// kept in memory only. Grants are performed only in the tab (and so the
-/// browser) they were approved in, so no other process needs it.
-pub(crate) struct FormKey([u8; 32]);
-
-impl FormKey {
-    /// A fresh key from the operating system's random source.
-    pub(crate) fn generate() -> Result<FormKey, getrandom::Error> {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key)?;
-        Ok(FormKey(key))
-    }
-
-    /// The password field `name` bound by the HMAC of `value`.
-    fn password(&self, name: String, value: &str) -> Result<FormField, Refused> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0)
-            .map_err(|_| "internal: the form key was refused".to_owned())?;
-        mac.update(value.as_bytes());
-        let hash: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        Ok(FormField::password(name, hash))
-    }
 }
 
 impl Tab {

@@ -143,6 +143,7 @@ mod axtree;
 mod backend;
 mod browser;
 mod error;
+mod form_key;
 mod identity;
 mod navigate;
 mod observation;

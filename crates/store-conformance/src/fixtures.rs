@@ -14,7 +14,40 @@ use countersign_approval_core::{
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl, Policy, StaticResolver};
 
-use crate::{BindingField, CheckFailure};
+use crate::failure::CheckFailure;
+
+/// One of the four fields of a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BindingField {
+    /// The actor id.
+    Actor,
+    /// The run id.
+    Run,
+    /// The canonical URL.
+    Url,
+    /// The action digest.
+    Action,
+}
+
+impl BindingField {
+    /// Every field.
+    pub const ALL: [BindingField; 4] = [
+        BindingField::Actor,
+        BindingField::Run,
+        BindingField::Url,
+        BindingField::Action,
+    ];
+
+    /// A lower-case word: `actor`, `run`, `url` or `action`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindingField::Actor => "actor",
+            BindingField::Run => "run",
+            BindingField::Url => "url",
+            BindingField::Action => "action",
+        }
+    }
+}
 
 /// The lifetime of the grants scenario checks issue.
 pub(crate) const TTL: Duration = Duration::from_secs(60);

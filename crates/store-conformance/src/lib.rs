@@ -79,14 +79,11 @@ pub mod races;
 pub mod scenarios;
 
 pub use failure::CheckFailure;
-pub use model::{BindingField, ModelConfig, ReferenceModel, check_against_model};
+pub use model::{BindingField, MODEL_CHECK, ModelConfig, ReferenceModel, check_against_model};
 pub use oplog::OPERATION_LOG_CHECKS;
 pub use proposals::PROPOSAL_CHECKS;
 pub use races::{RACE_CHECKS, RaceConfig};
 pub use scenarios::SCENARIO_CHECKS;
-
-/// The name of the model-based check, as [`CheckFailure::check`] reports it.
-pub const MODEL_CHECK: &str = "model_matches_reference";
 
 /// Support for [`store_conformance_tests!`]; not public API.
 #[doc(hidden)]
@@ -190,7 +187,7 @@ pub mod __private {
         if run_optional(factory, &config)? == Ran::Skipped {
             eprintln!(
                 "{}: skipped, the store factory gave no store",
-                crate::MODEL_CHECK
+                crate::model::MODEL_CHECK
             );
         }
         Ok(())

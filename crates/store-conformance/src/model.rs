@@ -24,10 +24,14 @@ use proptest::strategy::{BoxedStrategy, Just, Union};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use proptest_state_machine::ReferenceStateMachine;
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
+pub use crate::fixtures::BindingField;
 use crate::fixtures::{Fixtures, describe_difference};
 
-const CHECK: &str = crate::MODEL_CHECK;
+/// The name of the model-based check, as [`CheckFailure::check`] reports it.
+pub const MODEL_CHECK: &str = "model_matches_reference";
+
+const CHECK: &str = MODEL_CHECK;
 
 /// Most grants one generated sequence issues.
 pub const MAX_GRANTS: usize = 6;
@@ -39,39 +43,6 @@ pub const ATTEMPTS: usize = 4;
 // store's bound on them.
 const _: () =
     assert!(ATTEMPTS <= 8 && ATTEMPTS < countersign_approval_core::MAX_ABANDONED_ATTEMPTS);
-
-/// One of the four fields of a binding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BindingField {
-    /// The actor id.
-    Actor,
-    /// The run id.
-    Run,
-    /// The canonical URL.
-    Url,
-    /// The action digest.
-    Action,
-}
-
-impl BindingField {
-    /// Every field.
-    pub const ALL: [BindingField; 4] = [
-        BindingField::Actor,
-        BindingField::Run,
-        BindingField::Url,
-        BindingField::Action,
-    ];
-
-    /// A lower-case word: `actor`, `run`, `url` or `action`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BindingField::Actor => "actor",
-            BindingField::Run => "run",
-            BindingField::Url => "url",
-            BindingField::Action => "action",
-        }
-    }
-}
 
 /// How long and how hard the model check runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
