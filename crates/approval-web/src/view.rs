@@ -290,6 +290,44 @@ pub(crate) struct ElementView {
     /// From the main frame down to the target's document: origin and
     /// document id.
     pub(crate) frames: Vec<(Shown, Shown)>,
+    /// For a target that submits a form: the form data set it would send,
+    /// in order.
+    pub(crate) submission: Option<Vec<SubmittedField>>,
+}
+
+/// One entry of the form data set a submit would send, as an approver
+/// reads it: a text value as the page holds it, a password never (only
+/// that it is bound by a hash), a file by its name and size.
+pub(crate) struct SubmittedField {
+    pub(crate) name: Shown,
+    /// `text`, `password` or `file`: a CSS class suffix, never user text.
+    pub(crate) kind: &'static str,
+    /// The text, or the file's name; `None` for a password.
+    pub(crate) value: Option<Shown>,
+    /// A file's size in words (`12 bytes`, `no file chosen`).
+    pub(crate) size: Option<String>,
+}
+
+impl SubmittedField {
+    fn new(field: &countersign_approval_core::FormField) -> SubmittedField {
+        use countersign_approval_core::FormFieldKind;
+        let kind = field.kind();
+        SubmittedField {
+            name: Shown::new(field.name()),
+            kind: kind.as_str(),
+            value: match kind {
+                FormFieldKind::Password => None,
+                _ => Some(Shown::new(field.value())),
+            },
+            size: field
+                .size()
+                .map(|size| match (size, field.value().is_empty()) {
+                    (0, true) => "no file chosen".to_owned(),
+                    (1, _) => "1 byte".to_owned(),
+                    (size, _) => format!("{size} bytes"),
+                }),
+        }
+    }
 }
 
 impl ElementView {
@@ -310,6 +348,9 @@ impl ElementView {
                 .iter()
                 .map(|frame| (Shown::new(frame.origin()), Shown::new(frame.document())))
                 .collect(),
+            submission: element
+                .submission()
+                .map(|set| set.fields().iter().map(SubmittedField::new).collect()),
         }
     }
 }

@@ -1049,6 +1049,67 @@ async fn an_element_bound_snapshot_shows_what_the_target_is_and_the_grant_binds_
 }
 
 #[tokio::test]
+async fn a_submit_shows_what_will_be_submitted_and_never_a_password() {
+    use countersign_approval_core::{ElementIdentity, FormField, FormSubmission, FrameIdentity};
+    let host = Host::new();
+    let app = host.router();
+    let hash = "0123456789abcdef".repeat(4);
+    let element = ElementIdentity::new(
+        "button",
+        "Pay",
+        "button",
+        "Pay",
+        std::collections::BTreeMap::from([("type".to_owned(), "submit".to_owned())]),
+        vec![FrameIdentity::new("https://docs.example.com", "loader-1")],
+    )
+    .unwrap()
+    .with_submission(
+        FormSubmission::new(vec![
+            FormField::text("amount", "5 <b>EUR</b>"),
+            FormField::text("to\u{202e}", "alice"),
+            FormField::password("pin", hash.clone()),
+            FormField::file("receipt", "a \"b\".pdf", 12),
+            FormField::file("extra", "", 0),
+        ])
+        .unwrap(),
+    );
+    let snapshot = PageSnapshot {
+        page: PageBinding::new("ctx-1", "tab-1", "loader-1").with_element(element),
+        screenshot_png: Some(TINY_PNG.to_vec()),
+        target_found: true,
+    };
+    let proposal = host.propose_observed(&click(), snapshot).await;
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    for expected in [
+        "<dt id=\"submission-heading\">What will be submitted",
+        "<tr class=\"submitted-text\"><th scope=\"row\"><code>amount</code></th>\
+         <td><code class=\"submitted-value\">5 &#60;b&#62;EUR&#60;/b&#62;</code></td></tr>",
+        "<tr class=\"submitted-text\"><th scope=\"row\"><code>to\u{202e}</code>\
+         <span class=\"hidden-chars\">Holds invisible characters: <code>to\\u{202e}</code></span></th>\
+         <td><code class=\"submitted-value\">alice</code></td></tr>",
+        "<tr class=\"submitted-password\"><th scope=\"row\"><code>pin</code></th>\
+         <td><span class=\"hint\">a password: bound by a keyed hash of it, never shown or stored</span></td></tr>",
+        "<tr class=\"submitted-file\"><th scope=\"row\"><code>receipt</code></th>\
+         <td><code class=\"submitted-value\">a &#34;b&#34;.pdf</code> <span class=\"hint\">(file, 12 bytes)</span></td></tr>",
+        "<tr class=\"submitted-file\"><th scope=\"row\"><code>extra</code></th>\
+         <td><code class=\"submitted-value\"></code> <span class=\"hint\">(file, no file chosen)</span></td></tr>",
+    ] {
+        assert!(page.body.contains(expected), "{expected}\n{}", page.body);
+    }
+    assert!(
+        !page.body.contains(&hash),
+        "a password's hash is never shown"
+    );
+    assert!(!page.body.contains("<b>EUR"));
+    assert_eq!(page.body.matches("<tr class=\"submitted-").count(), 5);
+
+    // A target that submits nothing shows no such section.
+    let plain = host.propose(&click()).await;
+    let page = get(&app, &proposal_path(&plain), Some("alice")).await;
+    assert!(!page.body.contains("What will be submitted"));
+}
+
+#[tokio::test]
 async fn deny_expiry_and_stop_each_leave_act_refusing() {
     let host = Host::new();
     let app = host.router();
