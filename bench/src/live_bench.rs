@@ -22,7 +22,7 @@ use countersign_canonical_policy::{Policy, StaticResolver};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 use futures_util::StreamExt;
 
-use crate::harness::{Budget, Row, Target, compare, median};
+use crate::harness::{Budget, Row, Side, Target, compare, median};
 
 const PAGE: &str = r#"<!doctype html>
 <button id="count" style="margin: 40px">count</button> <output id="clicks">0</output>
@@ -158,6 +158,41 @@ impl Playwright {
     }
 }
 
+/// A form of `controls` named fields (hidden and visible, as a checkout
+/// has) and its submit button `#count`, whose trusted clicks the page
+/// counts; the submit itself is kept on the page, so every sample acts on
+/// the same document.
+fn form_page(controls: usize) -> String {
+    let mut page =
+        String::from("<!doctype html><form id=\"checkout\" action=\"/pay\" method=\"post\">");
+    for i in 0..controls {
+        if i % 2 == 0 {
+            page.push_str(&format!(
+                "<input type=hidden name=h{i} value=\"hidden value {i}\">"
+            ));
+        } else {
+            page.push_str(&format!(
+                "<label>Field {i} <input type=text name=f{i} value=\"visible value {i}\"></label>"
+            ));
+        }
+    }
+    page.push_str(
+        "<button id=\"count\" type=\"submit\" style=\"margin: 40px\">Pay</button></form>\
+         <output id=\"clicks\">0</output>\
+         <script>\
+           const clicks = document.getElementById(\"clicks\");\
+           document.getElementById(\"count\").addEventListener(\"click\", (e) => {\
+             if (e.isTrusted) clicks.textContent = String(Number(clicks.textContent) + 1);\
+           });\
+           document.getElementById(\"checkout\").addEventListener(\"submit\", (e) => e.preventDefault());\
+         </script>",
+    );
+    page
+}
+
+/// How many controls the submit row's form binds.
+const FORM_CONTROLS: usize = 20;
+
 /// Runs the comparisons; empty when no Chromium is installed.
 pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
     let executable =
@@ -171,14 +206,6 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
         .enable_all()
         .build()
         .map_err(err)?;
-
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind(("127.0.0.2", 0)))
-        .map_err(err)?;
-    let site = format!("http://{}/", listener.local_addr().map_err(err)?);
-    let app = Router::new().route("/", get(|| async { Html(PAGE) }));
-    rt.spawn(async move { axum::serve(listener, app).await });
-
     let policy = Policy::builder()
         .allow_host("127.0.0.2")
         .allow_schemes(["http"])
@@ -186,132 +213,17 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
         .resolver(StaticResolver::new())
         .build()
         .map_err(err)?;
-    // The page makes no request of its own and input causes none, so the
+    // The pages make no request of their own and input causes none, so the
     // browser needs no egress guard here.
     let options = ChromiumOptions::new()
         .executable(&executable)
         .no_sandbox()
         .allow_unproxied_egress();
-    let (chromium, tab) = rt.block_on(async {
-        let chromium = Chromium::launch(options).await.map_err(err)?;
-        let session = chromium.new_session(policy.clone()).await.map_err(err)?;
-        let url = policy.authorize_destination(&site).await.map_err(err)?;
-        let tab = session.open(&url).await.map_err(err)?;
-        Ok::<_, String>((chromium, tab))
-    })?;
+    let chromium = rt.block_on(Chromium::launch(options)).map_err(err)?;
 
-    // The baseline attaches its own DevTools client to the same tab.
-    let (bare, point) = rt.block_on(async {
-        let page = bare_client(&chromium, &tab).await?;
-        let centre = tab
-            .inspect(
-                "function () { const r = document.getElementById('count').getBoundingClientRect(); \
-                 return [r.left + r.width / 2, r.top + r.height / 2]; }",
-            )
-            .await
-            .map_err(err)?;
-        let x = centre[0].as_f64().ok_or("no x")?;
-        let y = centre[1].as_f64().ok_or("no y")?;
-        Ok::<_, String>((page, Point { x, y }))
-    })?;
-
-    let approvals = std::sync::Arc::new(InMemoryApprovalStore::new());
-    let context = Context::builder()
-        .actor_id(ActorId::new("bench-actor").map_err(err)?)
-        .run_id(RunId::new("bench-run").map_err(err)?)
-        .backend(tab.backend())
-        .source_policy(policy)
-        .operation_store(InMemoryOperationStore::new())
-        .approval_store(approvals)
-        .build()
-        .map_err(err)?;
-    let act = Act::new(context.clone());
-    let action = serde_json::json!({"method": "click", "selector": "#count"});
-    // The grant binds what the approver's snapshot recorded: the page and,
-    // where the backend records one, the target element's identity. The
-    // snapshot's own time is measured here, outside the click comparison.
-    let (page, snapshot_ms) = rt.block_on(async {
-        let url = context
-            .source_policy()
-            .authorize_destination(&site)
-            .await
-            .map_err(err)?;
-        let canonical = context
-            .source_policy()
-            .authorize_action(&action)
-            .map_err(err)?;
-        let backend = tab.backend();
-        let mut times = Vec::new();
-        let mut page = None;
-        for _ in 0..budget.samples.max(3) {
-            let start = Instant::now();
-            let snapshot = countersign_approval_core::Backend::snapshot(&backend, &url, &canonical)
-                .await
-                .map_err(err)?
-                .ok_or("the live backend took no snapshot")?;
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-            page = Some(snapshot.page);
-        }
-        let page = page.ok_or("no snapshot was taken")?;
-        Ok::<_, String>((page, median(&mut times)))
-    })?;
-    let element_bound = page.element.is_some();
-
-    let mut failures = 0u64;
-    let mut bare_clicks = 0u64;
-    let mut first_bare_failure: Option<String> = None;
-    let mut act_clicks = 0u64;
-    let (subject, baseline) = compare(
-        budget,
-        |n| {
-            rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..n {
-                    match bare.click(point).await {
-                        Ok(_) => bare_clicks += 1,
-                        Err(e) => {
-                            first_bare_failure.get_or_insert_with(|| e.to_string());
-                        }
-                    }
-                }
-                start.elapsed()
-            })
-        },
-        |n| {
-            rt.block_on(async {
-                let calls = issue_clicks(&context, &page, &site, n, &mut failures).await;
-                let start = Instant::now();
-                for call in &calls {
-                    if act.execute_json(call).await["status"] == "ok" {
-                        act_clicks += 1;
-                    } else {
-                        failures += 1;
-                    }
-                }
-                start.elapsed()
-            })
-        },
-    );
-    let on_page = rt
-        .block_on(
-            tab.inspect("function () { return document.getElementById('clicks').textContent; }"),
-        )
-        .map_err(err)?;
-    if failures > 0 {
-        return Err(format!("{failures} live Act calls failed"));
-    }
-    // A baseline that did nothing would make any subject look slow.
-    if let Some(failure) = first_bare_failure {
-        return Err(format!("bare DevTools clicks failed, the first: {failure}"));
-    }
-    let counted: u64 = on_page.as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
-    if counted != bare_clicks + act_clicks {
-        return Err(format!(
-            "the page counted {counted} clicks, expected {}",
-            bare_clicks + act_clicks
-        ));
-    }
-    let bound = if element_bound {
+    let button = LiveTab::open(&rt, &chromium, &policy, PAGE.to_owned(), budget)?;
+    let (subject, baseline, note) = button.compare(&rt, budget)?;
+    let bound = if button.page.element.is_some() {
         "page- and element-bound grant"
     } else {
         "page-bound grant; this backend recorded no element"
@@ -322,15 +234,205 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
         subject,
         baseline,
         target: Target::TimeRatioAtMost(1.35),
-        note: format!(
-            "same tab and run; {act_clicks} Act clicks and {bare_clicks} bare clicks, every one counted by the page; \
-             the approver's snapshot (page, element identity, outlined screenshot) takes {snapshot_ms:.1} ms at p50"
-        ),
+        note,
     }];
-    let peer = against_playwright(budget, &rt, &site, &executable, &context, &act, &page);
+
+    let form = LiveTab::open(&rt, &chromium, &policy, form_page(FORM_CONTROLS), budget)?;
+    let bound_fields = form
+        .page
+        .element
+        .as_ref()
+        .and_then(|element| element.submission())
+        .map(|set| set.fields().len());
+    // Each control, and the submitter, which a named button is not.
+    if bound_fields != Some(FORM_CONTROLS) {
+        return Err(format!(
+            "the submit's grant bound {bound_fields:?} form fields, expected {FORM_CONTROLS}"
+        ));
+    }
+    let (subject, baseline, note) = form.compare(&rt, budget)?;
+    rows.push(Row {
+        name: format!(
+            "Act submit on live Chromium (element-bound grant binding a form of {FORM_CONTROLS} controls)"
+        ),
+        baseline_name: "bare DevTools click (move, press, release) of the same submit button".to_owned(),
+        subject,
+        baseline,
+        target: Target::TimeRatioAtMost(1.5),
+        note: format!(
+            "{note}; the form data set ({FORM_CONTROLS} fields) is read with the identity before each input event"
+        ),
+    });
+
+    let peer = against_playwright(
+        budget,
+        &rt,
+        &button.site,
+        &executable,
+        &button.context,
+        &button.act,
+        &button.page,
+    );
     rt.block_on(chromium.close()).map_err(err)?;
     rows.extend(peer?);
     Ok(rows)
+}
+
+/// One page served on 127.0.0.2, open in a tab of its own session, with
+/// the grant binding its approver's snapshot recorded and a second DevTools
+/// client for the bare baseline.
+struct LiveTab {
+    site: String,
+    tab: countersign_backend_chromium::Tab,
+    context: Context,
+    act: Act,
+    /// What the approver's snapshot recorded: the page and, where the
+    /// backend records one, the target element's identity.
+    page: countersign_approval_core::PageBinding,
+    snapshot_ms: f64,
+    bare: chromiumoxide::Page,
+    /// The centre of `#count`, where the bare baseline clicks.
+    point: Point,
+}
+
+impl LiveTab {
+    /// Serves `html` and opens it; takes the approver's snapshot of a click
+    /// on `#count` (timed here, outside the click comparison).
+    fn open(
+        rt: &tokio::runtime::Runtime,
+        chromium: &Chromium,
+        policy: &Policy,
+        html: String,
+        budget: Budget,
+    ) -> Result<LiveTab, String> {
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.2", 0)))
+            .map_err(err)?;
+        let site = format!("http://{}/", listener.local_addr().map_err(err)?);
+        let app = Router::new().route("/", get(move || async move { Html(html) }));
+        rt.spawn(async move { axum::serve(listener, app).await });
+        rt.block_on(async {
+            let session = chromium.new_session(policy.clone()).await.map_err(err)?;
+            let url = policy.authorize_destination(&site).await.map_err(err)?;
+            let tab = session.open(&url).await.map_err(err)?;
+            // The baseline attaches its own DevTools client to the same tab.
+            let bare = bare_client(chromium, &tab).await?;
+            let centre = tab
+                .inspect(
+                    "function () { const r = document.getElementById('count').getBoundingClientRect(); \
+                     return [r.left + r.width / 2, r.top + r.height / 2]; }",
+                )
+                .await
+                .map_err(err)?;
+            let x = centre[0].as_f64().ok_or("no x")?;
+            let y = centre[1].as_f64().ok_or("no y")?;
+            let context = Context::builder()
+                .actor_id(ActorId::new("bench-actor").map_err(err)?)
+                .run_id(RunId::new("bench-run").map_err(err)?)
+                .backend(tab.backend())
+                .source_policy(policy.clone())
+                .operation_store(InMemoryOperationStore::new())
+                .approval_store(std::sync::Arc::new(InMemoryApprovalStore::new()))
+                .build()
+                .map_err(err)?;
+            let canonical = policy.authorize_action(&click_action()).map_err(err)?;
+            let mut times = Vec::new();
+            let mut page = None;
+            for _ in 0..budget.samples.max(3) {
+                let start = Instant::now();
+                let snapshot = tab.approval(&url, &canonical).await.map_err(err)?;
+                times.push(start.elapsed().as_secs_f64() * 1e3);
+                page = Some(snapshot.page);
+            }
+            Ok(LiveTab {
+                site,
+                act: Act::new(context.clone()),
+                context,
+                page: page.ok_or("no snapshot was taken")?,
+                snapshot_ms: median(&mut times),
+                tab,
+                bare,
+                point: Point { x, y },
+            })
+        })
+    }
+
+    /// Act's element-bound click against the bare DevTools click, every
+    /// one counted by the page: `(subject, baseline, note)`.
+    fn compare(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        budget: Budget,
+    ) -> Result<(Side, Side, String), String> {
+        let mut failures = 0u64;
+        let mut bare_clicks = 0u64;
+        let mut first_bare_failure: Option<String> = None;
+        let mut act_clicks = 0u64;
+        let (subject, baseline) = compare(
+            budget,
+            |n| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..n {
+                        match self.bare.click(self.point).await {
+                            Ok(_) => bare_clicks += 1,
+                            Err(e) => {
+                                first_bare_failure.get_or_insert_with(|| e.to_string());
+                            }
+                        }
+                    }
+                    start.elapsed()
+                })
+            },
+            |n| {
+                rt.block_on(async {
+                    let calls =
+                        issue_clicks(&self.context, &self.page, &self.site, n, &mut failures).await;
+                    let start = Instant::now();
+                    for call in &calls {
+                        if self.act.execute_json(call).await["status"] == "ok" {
+                            act_clicks += 1;
+                        } else {
+                            failures += 1;
+                        }
+                    }
+                    start.elapsed()
+                })
+            },
+        );
+        let on_page = rt
+            .block_on(
+                self.tab.inspect(
+                    "function () { return document.getElementById('clicks').textContent; }",
+                ),
+            )
+            .map_err(err)?;
+        if failures > 0 {
+            return Err(format!("{failures} live Act calls failed"));
+        }
+        // A baseline that did nothing would make any subject look slow.
+        if let Some(failure) = first_bare_failure {
+            return Err(format!("bare DevTools clicks failed, the first: {failure}"));
+        }
+        let counted: u64 = on_page.as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
+        if counted != bare_clicks + act_clicks {
+            return Err(format!(
+                "the page counted {counted} clicks, expected {}",
+                bare_clicks + act_clicks
+            ));
+        }
+        let note = format!(
+            "same tab and run; {act_clicks} Act clicks and {bare_clicks} bare clicks, every one counted by the page; \
+             the approver's snapshot (page, element identity, outlined screenshot) takes {:.1} ms at p50",
+            self.snapshot_ms
+        );
+        Ok((subject, baseline, note))
+    }
+}
+
+/// The action every live row performs.
+fn click_action() -> serde_json::Value {
+    serde_json::json!({"method": "click", "selector": "#count"})
 }
 
 /// The benchmark tab through a DevTools client of its own, for the
@@ -388,7 +490,7 @@ async fn issue_clicks(
     n: u64,
     failures: &mut u64,
 ) -> Vec<serde_json::Value> {
-    let action = serde_json::json!({"method": "click", "selector": "#count"});
+    let action = click_action();
     let mut calls = Vec::new();
     for _ in 0..n {
         match issue_page_grant(context, page, site, &action, Duration::from_secs(600)).await {
