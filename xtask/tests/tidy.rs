@@ -40,6 +40,7 @@ const CRATES: &[&str] = &[
     "countersign",
     "egress-guard",
     "mcp",
+    "rules",
     "store-conformance",
     "store-memory",
     "store-postgres",

@@ -9,6 +9,7 @@ use countersign_approval_core::{
     SnapshotLimits, SystemClock, Timestamp,
 };
 use countersign_canonical_policy::Policy;
+use countersign_rules::RuleSet;
 
 /// How long a proposal awaits a decision unless the host sets another
 /// lifetime ([`ContextBuilder::proposal_ttl`]).
@@ -99,6 +100,7 @@ pub struct Context {
     accept_grants_without_element: bool,
     navigation_needs_grant: bool,
     snapshot_limits: SnapshotLimits,
+    rules: Option<Arc<RuleSet>>,
 }
 
 impl fmt::Debug for Context {
@@ -120,6 +122,7 @@ impl fmt::Debug for Context {
             )
             .field("navigation_needs_grant", &self.navigation_needs_grant)
             .field("snapshot_limits", &self.snapshot_limits)
+            .field("rules", &self.rules.as_ref().map(|r| r.rules().count()))
             .finish_non_exhaustive()
     }
 }
@@ -195,6 +198,12 @@ impl Context {
         self.snapshot_limits
     }
 
+    /// The rules `browser_propose` decides by, when the host gave some
+    /// ([`ContextBuilder::rules`]).
+    pub fn rules(&self) -> Option<&RuleSet> {
+        self.rules.as_deref()
+    }
+
     /// Whether a backend with pages may perform grants bound to no page
     /// (see [`ContextBuilder::accept_unbound_grants`]).
     pub fn accepts_unbound_grants(&self) -> bool {
@@ -251,6 +260,7 @@ pub struct ContextBuilder {
     accept_grants_without_element: bool,
     navigation_needs_grant: bool,
     snapshot_limits: Option<SnapshotLimits>,
+    rules: Option<Arc<RuleSet>>,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -427,6 +437,18 @@ impl ContextBuilder {
         self
     }
 
+    /// Rules that decide, once `browser_propose` has taken its snapshot,
+    /// whether the proposal is approved at once (`auto`: the ordinary
+    /// single-use grant, bound to the element, approved by `rule:<id>`),
+    /// waits for a person (`person`, as without rules) or is refused
+    /// (`deny`: `NOT_AUTHORIZED` with the rule's reason). The policy is
+    /// checked first: a rule only narrows it. One shared set may serve
+    /// every run.
+    pub fn rules(mut self, rules: impl Into<Arc<RuleSet>>) -> Self {
+        self.rules = Some(rules.into());
+        self
+    }
+
     /// Builds the context, or names the first missing required part.
     pub fn build(self) -> Result<Context, ContextError> {
         let missing = |missing| ContextError {
@@ -456,6 +478,7 @@ impl ContextBuilder {
             accept_grants_without_element: self.accept_grants_without_element,
             navigation_needs_grant: self.navigation_needs_grant,
             snapshot_limits: self.snapshot_limits.unwrap_or_default(),
+            rules: self.rules,
         })
     }
 }

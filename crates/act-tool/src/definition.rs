@@ -16,9 +16,10 @@ pub const PROPOSAL_STATUS_TOOL_NAME: &str = "browser_proposal_status";
 
 const PROPOSE_DESCRIPTION: &str = "Propose one browser action (click, fill, press, ...) for the host to approve. \
 Give the url, method, selector, and optionally description and arguments. Nothing is performed: the result has \
-status \"pending\" and a proposal_id while a person decides. Later call browser_proposal_status with that \
+status \"pending\" and a proposal_id while a person decides, or \"approved\" with the approval_id at once when \
+the host's rules approve it. Later call browser_proposal_status with that \
 proposal_id; once it is \"approved\", call browser_act with the approval_id it gives and exactly the url and \
-action you proposed (it works once). Errors: NOT_AUTHORIZED (the host's policy refuses this url or action, or \
+action you proposed (it works once). Errors: NOT_AUTHORIZED (the host's policy or rules refuse this url or action, or \
 the call is malformed), APPROVAL_STALE (the host stopped this run, or the ref belongs to an earlier page: observe again), STORE_UNAVAILABLE (try again later), \
 BACKEND_FAILED (the page could not be observed).";
 

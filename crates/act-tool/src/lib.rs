@@ -175,7 +175,7 @@ pub use definition::{
 };
 pub use grant::{GrantError, GrantOptions, issue_grant, issue_grant_with, issue_page_grant};
 pub use navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR};
-pub use propose::{ProposalView, Propose, ProposeResult};
+pub use propose::{DecidedBy, ProposalView, Propose, ProposeResult};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};
 
@@ -183,3 +183,5 @@ pub use toolset::{Toolset, UnknownTool};
 pub use countersign_approval_core as approval;
 /// The destination and action policy this crate checks with.
 pub use countersign_canonical_policy as policy;
+/// The rules `browser_propose` decides by ([`ContextBuilder::rules`]).
+pub use countersign_rules as rules;

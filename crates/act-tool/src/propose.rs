@@ -3,12 +3,14 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    ApprovalId, OutcomeCode, Proposal, ProposalId, ProposalState, ProposalStatus, ProposeError,
-    Timestamp,
+    ApprovalId, ApproverId, DecisionOutcome, GivenApprovalId, OperationRecord, OutcomeCode,
+    Proposal, ProposalId, ProposalState, ProposalStatus, ProposeError, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
+use countersign_rules::{ProposedTarget, RULE_APPROVER_PREFIX, Tier};
 use serde_json::{Value, json};
 
+use crate::act::new_operation_id;
 use crate::call;
 use crate::context::Context;
 use crate::definition::{
@@ -30,12 +32,20 @@ use crate::definition::{
 /// 4. a backend with pages takes a [snapshot](countersign_approval_core::Backend::snapshot)
 ///    of the page (no input is dispatched); its failure ⇒ `BACKEND_FAILED`;
 ///    the proposal, and the grant approved from it, are bound to that page;
-/// 5. the store records the proposal, pending for
+/// 5. with [rules](crate::ContextBuilder::rules), they decide on the
+///    element the snapshot bound: a `deny` ⇒ `NOT_AUTHORIZED` with the
+///    rule's reason, and an operation record naming the rule;
+/// 6. the store records the proposal, pending for
 ///    [`Context::proposal_ttl`]: a stopped run or actor ⇒
-///    `APPROVAL_STALE`, a store failure ⇒ `STORE_UNAVAILABLE`.
+///    `APPROVAL_STALE`, a store failure ⇒ `STORE_UNAVAILABLE`;
+/// 7. when a rule decided `auto`, the store approves it at once with the
+///    ordinary grant (single use, bound to the page and element, approved
+///    by `rule:<id>`), and an operation record names the rule; if that
+///    fails, the proposal stays pending for a person.
 ///
-/// The answer is status `pending` with the proposal id, the canonical URL
-/// and action, and the expiry. `browser_proposal_status` with that id
+/// The answer is status `pending` (or `approved` with the approval id,
+/// `decided_by: "rule"`, when a rule approved it) with the proposal id,
+/// the canonical URL and action, and the expiry. `browser_proposal_status` with that id
 /// answers `pending`, `approved` (with the approval id for Act), `denied`
 /// or `expired`; an id that is malformed, unknown, or another actor's or
 /// run's is `APPROVAL_REQUIRED`, so a model learns nothing of other runs.
@@ -77,6 +87,38 @@ pub struct ProposalView {
     pub action: Action,
     /// When it stops awaiting a decision.
     pub expires_at: Timestamp,
+    /// Who decided, once decided: a rule or a person (never which rule).
+    pub decided_by: Option<DecidedBy>,
+}
+
+/// Who decided a proposal, as the model is told: never which rule, nor
+/// which person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// One of the host's rules approved it.
+    Rule,
+    /// A person decided on the approval page (or the host did, in code).
+    Person,
+}
+
+impl DecidedBy {
+    /// `rule` or `person`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::Rule => "rule",
+            DecidedBy::Person => "person",
+        }
+    }
+
+    /// Who decided, from the approver a decision recorded: a rule's grant
+    /// records `rule:<id>`.
+    pub fn of(approver: Option<&ApproverId>) -> DecidedBy {
+        match approver {
+            Some(id) if id.as_str().starts_with(RULE_APPROVER_PREFIX) => DecidedBy::Rule,
+            _ => DecidedBy::Person,
+        }
+    }
 }
 
 impl ProposeResult {
@@ -102,8 +144,16 @@ impl ProposeResult {
                     "expires_at_ms": view.expires_at.as_millis(),
                     "message": status_message(view.status),
                 });
-                if let (Some(id), Some(object)) = (&view.approval_id, body.as_object_mut()) {
-                    object.insert("approval_id".to_owned(), Value::String(id.to_string()));
+                if let Some(object) = body.as_object_mut() {
+                    if let Some(id) = &view.approval_id {
+                        object.insert("approval_id".to_owned(), Value::String(id.to_string()));
+                    }
+                    if let Some(by) = view.decided_by {
+                        object.insert(
+                            "decided_by".to_owned(),
+                            Value::String(by.as_str().to_owned()),
+                        );
+                    }
                 }
                 body
             }
@@ -191,6 +241,7 @@ impl Propose {
 
     async fn try_propose(&self, args: &Value) -> Result<ProposalView, ProposeResult> {
         let context = &*self.context;
+        let started_at = context.now();
         let (url, action) =
             call::parse_proposal(args).map_err(|m| ProposeResult::error(m.code, m.message))?;
         let Some(store) = context.proposal_store() else {
@@ -248,24 +299,145 @@ impl Propose {
                 )
             })?;
         }
-        let view = ProposalView {
+        let verdict = context.rules().map(|rules| {
+            let element = proposal
+                .snapshot
+                .as_ref()
+                .filter(|snapshot| snapshot.target_found)
+                .and_then(|snapshot| snapshot.page.element.as_ref());
+            let decision = rules.decide(ProposedTarget {
+                url: &url,
+                action: &action,
+                element,
+            });
+            RuleVerdict {
+                tier: decision.tier,
+                rule_id: decision.rule.map(|r| r.id().to_owned()),
+                reason: decision.rule.map(|r| r.reason().to_owned()),
+                approver: decision.approver(),
+                grant_ttl: rules.grant_ttl(),
+            }
+        });
+        if let Some(RuleVerdict {
+            tier: Tier::Deny,
+            rule_id: Some(rule_id),
+            reason: Some(reason),
+            ..
+        }) = &verdict
+        {
+            self.record(RuleRecord {
+                url: &url,
+                action: &action,
+                outcome: OutcomeCode::NotAuthorized,
+                approval_id: None,
+                approver: None,
+                reason: format!("refused by rule `{rule_id}`: {reason}"),
+                started_at,
+            })
+            .await;
+            return Err(ProposeResult::error(
+                OutcomeCode::NotAuthorized,
+                format!("the host's rules refuse this action: {reason}"),
+            ));
+        }
+        // An auto rule's grant is built before the proposal moves into the
+        // store: the same grant a person approving it would issue.
+        let auto = match &verdict {
+            Some(RuleVerdict {
+                tier: Tier::Auto,
+                rule_id: Some(rule_id),
+                approver: Some(approver),
+                grant_ttl,
+                ..
+            }) => match proposal.grant(*grant_ttl, started_at, Some(approver.clone())) {
+                Ok(grant) => Some((rule_id.clone(), approver.clone(), grant)),
+                Err(error) => {
+                    tracing::warn!(%error, rule = %rule_id, "countersign: a rule's grant could not be built; a person decides");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let mut view = ProposalView {
             proposal_id: proposal.id.clone(),
             status: ProposalStatus::Pending,
             approval_id: None,
             url: proposal.url.clone(),
             action: proposal.action.clone(),
             expires_at: proposal.expires_at,
+            decided_by: None,
         };
         match store.propose(proposal).await {
-            Ok(()) => Ok(view),
-            Err(ProposeError::Stopped) => Err(ProposeResult::error(
-                OutcomeCode::ApprovalStale,
-                "the host stopped this run; nothing can be proposed",
-            )),
-            Err(error) => Err(ProposeResult::error(
-                OutcomeCode::StoreUnavailable,
-                format!("the proposal could not be stored; try again later: {error}"),
-            )),
+            Ok(()) => {}
+            Err(ProposeError::Stopped) => {
+                return Err(ProposeResult::error(
+                    OutcomeCode::ApprovalStale,
+                    "the host stopped this run; nothing can be proposed",
+                ));
+            }
+            Err(error) => {
+                return Err(ProposeResult::error(
+                    OutcomeCode::StoreUnavailable,
+                    format!("the proposal could not be stored; try again later: {error}"),
+                ));
+            }
+        }
+        let Some((rule_id, approver, grant)) = auto else {
+            return Ok(view);
+        };
+        let approval_id = grant.id.clone();
+        match store
+            .approve_proposal(&view.proposal_id, grant, started_at)
+            .await
+        {
+            Ok(DecisionOutcome::Approved) => {
+                view.status = ProposalStatus::Approved;
+                view.approval_id = Some(approval_id.clone());
+                view.decided_by = Some(DecidedBy::Rule);
+                self.record(RuleRecord {
+                    url: &url,
+                    action: &action,
+                    outcome: OutcomeCode::Ok,
+                    approval_id: Some(approval_id),
+                    approver: Some(approver),
+                    reason: format!("approved by rule `{rule_id}`"),
+                    started_at,
+                })
+                .await;
+            }
+            // The proposal is stored and pending: a person decides it.
+            Ok(other) => {
+                tracing::warn!(outcome = other.as_str(), rule = %rule_id, proposal_id = %view.proposal_id, "countersign: a rule could not approve the proposal; a person decides");
+            }
+            Err(error) => {
+                tracing::warn!(%error, rule = %rule_id, proposal_id = %view.proposal_id, "countersign: a rule could not approve the proposal; a person decides");
+            }
+        }
+        Ok(view)
+    }
+
+    /// One operation record for a proposal a rule decided (`ok` for
+    /// `auto`, `NOT_AUTHORIZED` for `deny`), naming the rule.
+    async fn record(&self, call: RuleRecord<'_>) {
+        let context = &*self.context;
+        let operation_id = new_operation_id();
+        let record = OperationRecord {
+            operation_id: operation_id.clone(),
+            actor_id: context.actor_id().clone(),
+            run_id: context.run_id().clone(),
+            approval_id: call
+                .approval_id
+                .map_or(GivenApprovalId::Absent, GivenApprovalId::WellFormed),
+            url: Some(call.url.as_str().to_owned()),
+            action_digest: Some(call.action.digest()),
+            approver_id: call.approver,
+            outcome: call.outcome,
+            reason: format!("{PROPOSE_TOOL_NAME}: {}", call.reason),
+            started_at: call.started_at,
+            finished_at: context.now(),
+        };
+        if let Err(error) = context.operation_store().record(record).await {
+            tracing::error!(operation_id = %operation_id, %error, "countersign: the operation record could not be written");
         }
     }
 
@@ -314,9 +486,12 @@ impl Propose {
         if proposal.actor_id != *context.actor_id() || proposal.run_id != *context.run_id() {
             return unknown();
         }
-        let approval_id = match &stored.state {
-            ProposalState::Approved { approval_id, .. } => Some(approval_id.clone()),
-            _ => None,
+        let (approval_id, decided_by) = match &stored.state {
+            ProposalState::Approved {
+                approval_id, by, ..
+            } => (Some(approval_id.clone()), Some(DecidedBy::of(by.as_ref()))),
+            ProposalState::Denied { by, .. } => (None, Some(DecidedBy::of(by.as_ref()))),
+            ProposalState::Pending => (None, None),
         };
         ProposeResult::Proposal(ProposalView {
             proposal_id: proposal.id.clone(),
@@ -325,6 +500,27 @@ impl Propose {
             url: proposal.url.clone(),
             action: proposal.action.clone(),
             expires_at: proposal.expires_at,
+            decided_by,
         })
     }
+}
+
+/// What a rule set said of one proposal, owned.
+struct RuleVerdict {
+    tier: Tier,
+    rule_id: Option<String>,
+    reason: Option<String>,
+    approver: Option<ApproverId>,
+    grant_ttl: std::time::Duration,
+}
+
+/// The parts of an operation record of a rule's decision.
+struct RuleRecord<'a> {
+    url: &'a AuthorizedUrl,
+    action: &'a Action,
+    outcome: OutcomeCode,
+    approval_id: Option<ApprovalId>,
+    approver: Option<ApproverId>,
+    reason: String,
+    started_at: Timestamp,
 }

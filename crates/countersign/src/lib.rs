@@ -144,6 +144,12 @@ pub mod act {
     pub use countersign_act_tool::*;
 }
 
+pub mod rules {
+    //! Rules that decide who approves a proposal, on its target element's
+    //! facts: the `countersign-rules` crate.
+    pub use countersign_rules::*;
+}
+
 #[cfg(feature = "egress-guard")]
 pub mod egress {
     //! The egress guard, a forward proxy that confines a browser's own

@@ -92,19 +92,22 @@ pub(crate) async fn build(
     let (store, operations) = stores(&config.store.url).await?;
     let backends = Arc::new(Backends::start(&config.backend, &policy).await?);
     let proposal_ttl = Duration::from_secs(config.http.proposal_ttl_secs);
+    let rules = config.rule_set()?.map(Arc::new);
     let factory_store = Arc::clone(&store);
     let factory_backends = Arc::clone(&backends);
     let server = McpServer::new(move |identity: &Identity| {
-        let context = Context::builder()
+        let mut context = Context::builder()
             .actor_id(identity.actor.clone())
             .run_id(identity.run.clone())
             .backend(factory_backends.for_identity(&policy))
             .source_policy(policy.clone())
             .operation_store(Arc::clone(&operations))
             .proposal_store(Arc::clone(&factory_store))
-            .proposal_ttl(proposal_ttl)
-            .build()
-            .map_err(|e| e.to_string())?;
+            .proposal_ttl(proposal_ttl);
+        if let Some(rules) = &rules {
+            context = context.rules(Arc::clone(rules));
+        }
+        let context = context.build().map_err(|e| e.to_string())?;
         Ok(Toolset::new(context)
             .with_browse()
             .with_act()

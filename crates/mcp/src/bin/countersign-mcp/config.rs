@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+use countersign_rules::{DefaultPackConfig, RuleConfig, RuleSet, RulesConfig};
 use serde::Deserialize;
 
 /// The smallest bearer token or approver token accepted: long enough
@@ -33,6 +34,46 @@ pub struct Config {
     /// The people who may approve, each with a secret token.
     #[serde(default)]
     pub approvers: Vec<ApproverConfig>,
+    /// `[[rules]]`: who decides a proposal, on its target's facts. Read as
+    /// tables first, so that a refusal names the rule.
+    #[serde(default)]
+    pub rules: Vec<toml::Table>,
+    /// `[default_rules]`: the shipped pack, its `auto` rules approving on
+    /// `auto_hosts`.
+    pub default_rules: Option<DefaultPackConfig>,
+}
+
+impl Config {
+    /// The rules the file declares, checked; `None` when it declares none.
+    /// Rule-approved grants live as long as page-approved ones
+    /// (`http.grant_ttl_secs`).
+    pub fn rule_set(&self) -> Result<Option<RuleSet>, String> {
+        if self.rules.is_empty() && self.default_rules.is_none() {
+            return Ok(None);
+        }
+        let mut rules = Vec::with_capacity(self.rules.len());
+        for (index, table) in self.rules.iter().enumerate() {
+            let name = match table.get("id").and_then(toml::Value::as_str) {
+                Some(id) => format!("rule `{id}`"),
+                None => format!("the rule at `rules[{index}]`"),
+            };
+            let rule: RuleConfig = table
+                .clone()
+                .try_into()
+                .map_err(|e: toml::de::Error| format!("{name}: {}", e.message().trim_end()))?;
+            rules.push(rule);
+        }
+        let config = RulesConfig {
+            default_pack: self.default_rules.clone(),
+            rules,
+        };
+        config
+            .into_builder()
+            .grant_ttl(std::time::Duration::from_secs(self.http.grant_ttl_secs))
+            .build()
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// `[policy]`.
@@ -307,6 +348,7 @@ fn check(config: &Config) -> Result<(), String> {
     if config.http.proposal_ttl_secs == 0 || config.http.grant_ttl_secs == 0 {
         return Err("`http.proposal_ttl_secs` and `http.grant_ttl_secs` must be above 0".into());
     }
+    config.rule_set()?;
     Ok(())
 }
 
@@ -472,5 +514,58 @@ mod tests {
              [[approvers]]\nname = \"alice\"\ntoken = \"0123456789abcdef\"\n"
         );
         assert!(error(&shared).contains("used twice"));
+    }
+
+    #[test]
+    fn rules_are_read_and_a_bad_rule_is_refused_by_name() {
+        let none = parse(MINIMAL).unwrap();
+        assert!(none.rule_set().unwrap().is_none());
+        let good = format!(
+            "{MINIMAL}[default_rules]\nauto_hosts = [\"docs.example.com\"]\n\
+             [[rules]]\nid = \"no-admin\"\ntier = \"deny\"\nreason = \"never the admin\"\nhosts = [\"admin.example.com\"]\n"
+        );
+        let rules = parse(&good).unwrap().rule_set().unwrap().unwrap();
+        assert_eq!(rules.rules().next().map(|r| r.id()), Some("no-admin"));
+        assert_eq!(rules.grant_ttl(), std::time::Duration::from_secs(120));
+        let rule = |body: &str| format!("{MINIMAL}[[rules]]\nid = \"x\"\nreason = \"r\"\n{body}");
+        assert_eq!(
+            error_of(&rule("tier = \"deny\"\nhost = [\"a.example\"]\n")),
+            "rule `x`: unknown field `host`, expected one of `id`, `tier`, `reason`, `hosts`, `methods`, `roles`, `names`, `tags`, `input_types`, `form_action_hosts`, `form_methods`, `link_hosts`, `same_host_link`, `submits_form`, `submitted_field_kinds`"
+        );
+        assert_eq!(
+            error_of(&rule("tier = \"person\"\nnames = []\n")),
+            "rule `x`: `names` is an empty list"
+        );
+        assert!(
+            parse(&rule("tier = \"person\"\nnames = [\"(pay\"]\n"))
+                .unwrap_err()
+                .starts_with("rule `x`: `names` pattern `(pay` does not compile")
+        );
+        assert_eq!(
+            error_of(&rule("tier = \"auto\"\nroles = [\"link\"]\n")),
+            "rule `x`: an auto rule must name the hosts it approves on (`hosts`)"
+        );
+        assert!(
+            error_of(&rule("tier = \"auto\"\nhosts = [\"*\"]\n"))
+                .starts_with("rule `x`: an auto rule must not match any element")
+        );
+        assert_eq!(
+            error_of(&format!(
+                "{MINIMAL}[[rules]]\ntier = \"deny\"\nreason = \"r\"\n"
+            )),
+            "the rule at `rules[0]`: missing field `id`"
+        );
+        assert_eq!(
+            error_of(&format!(
+                "{MINIMAL}[default_rules]\nauto_hosts = [\"docs.example.com\"]\nhosts = []\n"
+            )),
+            "unknown field `hosts`, expected `auto_hosts`"
+        );
+    }
+
+    fn error_of(text: &str) -> String {
+        let message = parse(text).unwrap_err();
+        // toml prefixes its own errors with where they are; keep the words.
+        message.lines().last().unwrap_or_default().to_owned()
     }
 }
