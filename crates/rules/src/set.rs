@@ -311,7 +311,7 @@ impl RuleSetBuilder {
         self
     }
 
-    /// Adds the [default pack](crate::default_pack) after the host's own
+    /// Adds the [default pack](crate::DEFAULT_PACK) after the host's own
     /// rules, its `auto` rules approving on the hosts `auto_hosts` names
     /// (host patterns; its `person` rules hold on every host).
     pub fn default_pack<I: IntoIterator<Item = S>, S: Into<String>>(
