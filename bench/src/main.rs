@@ -15,6 +15,7 @@ mod policy_bench;
 mod postgres_bench;
 mod redis_bench;
 mod report;
+mod rules_bench;
 mod scale_bench;
 
 use std::process::ExitCode;
@@ -66,6 +67,10 @@ fn run(quick: bool) -> Result<(), String> {
     }
     if wanted("action") {
         push(policy_bench::action(budget)?);
+    }
+    if wanted("rules") {
+        push(rules_bench::decide(budget)?);
+        push(rules_bench::propose(budget.scaled(4))?);
     }
     if wanted("memory") {
         push(memory_bench::consume(budget, 1)?);

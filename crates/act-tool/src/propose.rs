@@ -40,8 +40,9 @@ use crate::definition::{
 ///    `APPROVAL_STALE`, a store failure ⇒ `STORE_UNAVAILABLE`;
 /// 7. when a rule decided `auto`, the store approves it at once with the
 ///    ordinary grant (single use, bound to the page and element, approved
-///    by `rule:<id>`), and an operation record names the rule; if that
-///    fails, the proposal stays pending for a person.
+///    by `rule:<id>`, which the proposal keeps and every act with the grant
+///    records as its approver); if that fails, the proposal stays pending
+///    for a person.
 ///
 /// The answer is status `pending` (or `approved` with the approval id,
 /// `decided_by: "rule"`, when a rule approved it) with the proposal id,
@@ -391,19 +392,13 @@ impl Propose {
             .await
         {
             Ok(DecisionOutcome::Approved) => {
+                // The store keeps who approved it (`rule:<id>`), and the
+                // act that uses the grant records it as its approver: no
+                // record of its own here, which would only repeat both.
                 view.status = ProposalStatus::Approved;
-                view.approval_id = Some(approval_id.clone());
+                view.approval_id = Some(approval_id);
                 view.decided_by = Some(DecidedBy::Rule);
-                self.record(RuleRecord {
-                    url: &url,
-                    action: &action,
-                    outcome: OutcomeCode::Ok,
-                    approval_id: Some(approval_id),
-                    approver: Some(approver),
-                    reason: format!("approved by rule `{rule_id}`"),
-                    started_at,
-                })
-                .await;
+                tracing::info!(rule = %rule_id, approver = %approver, proposal_id = %view.proposal_id, "countersign: a rule approved the proposal");
             }
             // The proposal is stored and pending: a person decides it.
             Ok(other) => {
@@ -416,8 +411,7 @@ impl Propose {
         Ok(view)
     }
 
-    /// One operation record for a proposal a rule decided (`ok` for
-    /// `auto`, `NOT_AUTHORIZED` for `deny`), naming the rule.
+    /// The operation record of a proposal a rule refused, naming the rule.
     async fn record(&self, call: RuleRecord<'_>) {
         let context = &*self.context;
         let operation_id = new_operation_id();

@@ -25,12 +25,11 @@ pub struct ProposedTarget<'a> {
 pub(crate) struct ElementFacts<'a> {
     pub(crate) identity: &'a ElementIdentity,
     pub(crate) input_type: Option<&'a str>,
-    /// The host of `href`, when it has one that parses as a URL with a
-    /// host.
-    pub(crate) link_host: Option<String>,
+    /// The host of `href`, when it is an absolute URL with a host.
+    pub(crate) link_host: Option<&'a str>,
     /// Where a submit from the target goes: `formaction` over the form's
     /// `action`.
-    pub(crate) form_action_host: Option<String>,
+    pub(crate) form_action_host: Option<&'a str>,
     /// `formmethod` over the form's `method`.
     pub(crate) form_method: Option<&'a str>,
     pub(crate) submits_form: bool,
@@ -41,11 +40,6 @@ impl<'a> ElementFacts<'a> {
     pub(crate) fn of(identity: &'a ElementIdentity) -> ElementFacts<'a> {
         let attributes = identity.attributes();
         let attribute = |name: &str| attributes.get(name).map(String::as_str);
-        let host_of = |value: Option<&str>| {
-            value
-                .and_then(|text| url::Url::parse(text).ok())
-                .and_then(|url| url.host_str().map(str::to_owned))
-        };
         let mut submitted_kinds = [false; 3];
         if let Some(submission) = identity.submission() {
             for field in submission.fields() {
@@ -55,8 +49,10 @@ impl<'a> ElementFacts<'a> {
         ElementFacts {
             identity,
             input_type: attribute("type"),
-            link_host: host_of(attribute("href")),
-            form_action_host: host_of(attribute("formaction").or(attribute("action"))),
+            link_host: attribute("href").and_then(host_of),
+            form_action_host: attribute("formaction")
+                .or(attribute("action"))
+                .and_then(host_of),
             form_method: attribute("formmethod")
                 .filter(|m| !m.is_empty())
                 .or(attribute("method")),
@@ -70,10 +66,75 @@ impl<'a> ElementFacts<'a> {
     }
 }
 
+/// The host of an absolute `http:` or `https:` URL as a browser serialises
+/// it (`href` and form actions are read resolved: lower-case scheme and
+/// host, punycode, brackets around IPv6), without its port or userinfo.
+/// Anything else (a relative or `javascript:` value the page left
+/// unresolvable, another scheme) has no host, so no host condition holds
+/// for it.
+pub(crate) fn host_of(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = &rest[..rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len())];
+    let host_and_port = match authority.rfind('@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    let host = if host_and_port.starts_with('[') {
+        &host_and_port[..host_and_port
+            .find(']')
+            .map_or(host_and_port.len(), |end| end + 1)]
+    } else {
+        &host_and_port[..host_and_port.find(':').unwrap_or(host_and_port.len())]
+    };
+    // A browser's serialisation is lower case; anything else was not
+    // resolved by one and is not trusted to name a host.
+    let canonical = !host.is_empty()
+        && host.bytes().all(|b| {
+            b.is_ascii_lowercase()
+                || b.is_ascii_digit()
+                || matches!(b, b'.' | b'-' | b'[' | b']' | b':')
+        });
+    canonical.then_some(host)
+}
+
 fn kind_index(kind: FormFieldKind) -> usize {
     match kind {
         FormFieldKind::Text => 0,
         FormFieldKind::Password => 1,
         FormFieldKind::File => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn the_host_of_a_url_agrees_with_the_url_parser() {
+        for url in [
+            "https://docs.example.com/a?b#c",
+            "http://docs.example.com",
+            "https://user:pw@docs.example.com:8443/x",
+            "https://[::1]:8080/",
+            "https://a.b.example/#frag",
+            "https://xn--bcher-kva.example/",
+            "https://127.0.0.2/",
+            "https://a@b@evil.example/",
+        ] {
+            let parsed = url::Url::parse(url).unwrap();
+            assert_eq!(host_of(url), parsed.host_str(), "{url}");
+        }
+        for none in [
+            "/relative",
+            "javascript:alert(1)",
+            "mailto:a@b.example",
+            "https://",
+            "HTTPS://A.EXAMPLE/",
+            "ftp://a.example/",
+        ] {
+            assert_eq!(host_of(none), None, "{none}");
+        }
     }
 }

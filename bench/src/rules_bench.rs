@@ -1,0 +1,213 @@
+//! Rules: a 100-rule set decided on one element identity against a bare
+//! `regex::RegexSet` match of the same name patterns, and a
+//! `browser_propose` a rule approves against today's pending one.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Instant;
+
+use countersign_act_tool::rules::{ProposedTarget, Rule, RuleSet, Tier};
+use countersign_act_tool::{Context, Propose};
+use countersign_approval_core::{ActorId, Backend, ElementIdentity, FrameIdentity, RunId};
+use countersign_backend_fake::{FakeBackend, FakeElement, FakePage, FakeSite};
+use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+use regex::RegexSetBuilder;
+
+use crate::harness::{Budget, Row, Target, compare, time};
+use crate::policy_bench::policy;
+
+const URL: &str = "https://docs.example.com/guide/getting-started?lang=en#install";
+/// Rules in the measured set: the default pack and host rules up to this.
+const RULES: usize = 100;
+
+/// The host's rules of the measured set: deny, person and auto rules on
+/// hosts, roles and names that the measured element does not match, so
+/// that every rule is looked at (no deny stops the scan early).
+fn host_rules(count: usize) -> Vec<Rule> {
+    (0..count)
+        .map(|i| {
+            let id = format!("host-{i}");
+            match i % 3 {
+                0 => Rule::deny(id, "never")
+                    .hosts([format!("admin{i}.example.com")])
+                    .methods(["click"]),
+                1 => Rule::person(id, "asks")
+                    .names([format!(r"\b(refund|wire|export)\s*#?{i}\b")])
+                    .roles(["button", "link"]),
+                _ => Rule::auto(id, "reads")
+                    .hosts(["docs.example.com"])
+                    .roles(["link"])
+                    .names([format!(r"^chapter {i}$")]),
+            }
+        })
+        .collect()
+}
+
+/// Every name pattern of `rules`' set, as the set compiles them.
+fn name_patterns(rules: &RuleSet) -> Vec<String> {
+    // The set keeps its patterns compiled; rebuild the list from the same
+    // sources: the pack's data and the host rules above.
+    let mut patterns: Vec<String> = Vec::new();
+    for i in 0..RULES - countersign_act_tool::rules::DEFAULT_PACK.len() {
+        match i % 3 {
+            1 => patterns.push(format!(r"\b(refund|wire|export)\s*#?{i}\b")),
+            2 => patterns.push(format!(r"^chapter {i}$")),
+            _ => {}
+        }
+    }
+    for entry in countersign_act_tool::rules::DEFAULT_PACK {
+        patterns.extend(entry.names.into_iter().flatten().map(|p| (*p).to_owned()));
+    }
+    debug_assert!(rules.rules().count() == RULES);
+    patterns
+}
+
+/// The 100-rule decision against the bare `RegexSet` match.
+pub fn decide(budget: Budget) -> Result<Row, String> {
+    let pack = countersign_act_tool::rules::DEFAULT_PACK.len();
+    let rules = RuleSet::builder()
+        .rules(host_rules(RULES - pack))
+        .default_pack(["docs.example.com"])
+        .build()
+        .map_err(|e| e.to_string())?;
+    let patterns = name_patterns(&rules);
+    let bare = RegexSetBuilder::new(&patterns)
+        .case_insensitive(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let policy = policy()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let url = rt
+        .block_on(policy.authorize_destination(URL))
+        .map_err(|e| e.to_string())?;
+    let action = policy
+        .authorize_action(&serde_json::json!({"method": "click", "selector": "a#install"}))
+        .map_err(|e| e.to_string())?;
+    let element = ElementIdentity::new(
+        "link",
+        "Installing on Linux",
+        "a",
+        "Installing on Linux",
+        BTreeMap::from([(
+            "href".to_owned(),
+            "https://docs.example.com/guide/install/linux".to_owned(),
+        )]),
+        vec![FrameIdentity::new("https://docs.example.com", "D0C")],
+    )
+    .map_err(|e| e.to_string())?;
+    let target = ProposedTarget {
+        url: &url,
+        action: &action,
+        element: Some(&element),
+    };
+    let decided = rules.decide(target);
+    if decided.tier != Tier::Auto || decided.rule.map(Rule::id) != Some("default.same-host-link") {
+        return Err(format!("the measured element was decided {decided:?}"));
+    }
+    let (subject, baseline) = compare(
+        budget,
+        |n| {
+            time(|| {
+                for _ in 0..n {
+                    black_box(bare.matches(black_box(element.name())).matched_any());
+                }
+            })
+        },
+        |n| {
+            time(|| {
+                for _ in 0..n {
+                    black_box(rules.decide(black_box(target)).tier);
+                }
+            })
+        },
+    );
+    Ok(Row {
+        name: format!(
+            "rules: RuleSet::decide, {RULES} rules (the default pack and host rules) on one element identity"
+        ),
+        baseline_name: format!(
+            "regex::RegexSet::matches of the same {} name patterns on its name",
+            patterns.len()
+        ),
+        note: format!(
+            "p50 {:.2} µs per decision (target at most 10 µs); every rule looked at, no deny ends the scan",
+            subject.median_ns / 1000.0
+        ),
+        subject,
+        baseline,
+        target: Target::TimeRatioAtMost(1.5),
+    })
+}
+
+/// A `browser_propose` the default pack approves (`auto`) against the same
+/// proposal left pending (no rules), memory store, fake backend.
+pub fn propose(budget: Budget) -> Result<Row, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let site = || {
+        FakeSite::new().page(
+            "https://docs.example.com/",
+            FakePage::new("docs").element(
+                FakeElement::new("button", "Next page")
+                    .selector("button#next")
+                    .tag("button"),
+            ),
+        )
+    };
+    let home = rt
+        .block_on(policy()?.authorize_destination("https://docs.example.com/"))
+        .map_err(|e| e.to_string())?;
+    let tools = |rules: Option<RuleSet>| -> Result<Propose, String> {
+        let backend = FakeBackend::with_site(site());
+        rt.block_on(backend.navigate(&home))
+            .map_err(|e| e.to_string())?;
+        let mut context = Context::builder()
+            .actor_id(ActorId::new("bench-actor").map_err(|e| e.to_string())?)
+            .run_id(RunId::new("bench-run").map_err(|e| e.to_string())?)
+            .backend(backend)
+            .source_policy(policy()?)
+            .operation_store(InMemoryOperationStore::new())
+            .proposal_store(InMemoryApprovalStore::new());
+        if let Some(rules) = rules {
+            context = context.rules(rules);
+        }
+        Ok(Propose::new(context.build().map_err(|e| e.to_string())?))
+    };
+    let pending = tools(None)?;
+    let auto = tools(Some(
+        RuleSet::builder()
+            .default_pack(["docs.example.com"])
+            .build()
+            .map_err(|e| e.to_string())?,
+    ))?;
+    let call = serde_json::json!({"url": "https://docs.example.com/", "method": "click", "selector": "button#next"});
+    for (tools, expected) in [(&pending, "pending"), (&auto, "approved")] {
+        let answer = rt.block_on(tools.propose(&call)).to_json();
+        if answer["status"] != expected {
+            return Err(format!(
+                "the bench's proposal answered {answer}, expected {expected}"
+            ));
+        }
+    }
+    let run = |tools: &Propose, n: u64| {
+        rt.block_on(async {
+            let start = Instant::now();
+            for _ in 0..n {
+                black_box(tools.propose(black_box(&call)).await);
+            }
+            start.elapsed()
+        })
+    };
+    let (subject, baseline) = compare(budget, |n| run(&pending, n), |n| run(&auto, n));
+    Ok(Row {
+        name: "act: browser_propose decided auto by the default pack (memory store, fake backend)".into(),
+        baseline_name: "the same browser_propose left pending, no rules".into(),
+        note: "auto adds the rules' decision, the grant's approval in the store and one operation record".into(),
+        subject,
+        baseline,
+        target: Target::TimeRatioAtMost(1.2),
+    })
+}
