@@ -133,6 +133,13 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         ..NONE
     },
     PackRule {
+        id: "default.post-form-control",
+        tier: Tier::Person,
+        reason: "it acts on a control of a form that posts, which may save as it changes",
+        form_methods: Some(&["post"]),
+        ..NONE
+    },
+    PackRule {
         id: "default.same-host-link",
         tier: Tier::Auto,
         reason: "a link to a page of the same host only reads",
@@ -173,6 +180,15 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         names: Some(&[
             r"^((show|hide) (details|more|less|all)|(expand|collapse)( all)?|details|read more)$",
         ]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.filters",
+        tier: Tier::Auto,
+        reason: "choosing a filter or a sort order only changes what a list shows",
+        methods: Some(&["click", "check", "uncheck", "select"]),
+        roles: Some(&["checkbox", "radio", "combobox", "listbox", "option"]),
         submits_form: Some(false),
         ..NONE
     },

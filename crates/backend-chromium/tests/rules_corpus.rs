@@ -1,0 +1,247 @@
+//! The default rule pack on a labelled corpus, in real headless Chromium:
+//! 20 offline pages (`tests/corpus/*.html`: checkout, bank transfer, mail,
+//! account deletion, settings, search, filters, pagination, a cookie
+//! banner, login and ten more), every target element labelled
+//! `data-label="person"` (a person must approve it) or `"low-risk"`. Each
+//! target's identity is read by the backend's own snapshot, as
+//! `browser_propose` reads it, and decided by the pack.
+//!
+//! It fails if any person-required element is auto-approved, if fewer than
+//! 70 % of the low-risk ones are, or if `docs/rules-corpus.md` does not
+//! show this run's table (`COUNTERSIGN_CORPUS_TABLE=write` rewrites it).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::response::Html;
+use axum::routing::get;
+use countersign_act_tool::rules::{ProposedTarget, RuleSet, Tier};
+use countersign_approval_core::Backend;
+use serde_json::{Value, json};
+use support::{Case, Fixture};
+
+#[test]
+fn the_default_pack_on_the_labelled_corpus() {
+    let case: Case = |f| Box::pin(decide_the_corpus(f));
+    support::run_cases(support::options(), &[("decide_the_corpus", case)]);
+}
+
+fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
+}
+
+fn pages() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|n| n.strip_suffix(".html").map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Counts per page: (person-required, of them auto; low-risk, of them
+/// auto).
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    person: usize,
+    person_auto: usize,
+    low: usize,
+    low_auto: usize,
+}
+
+async fn decide_the_corpus(f: &Fixture) {
+    let app = Router::new().route(
+        "/corpus/{name}",
+        get(|Path(name): Path<String>| async move {
+            let safe = name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-');
+            let text = if safe {
+                std::fs::read_to_string(corpus_dir().join(format!("{name}.html")))
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            Html(text)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
+        .await
+        .unwrap();
+    let site = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let rules = RuleSet::builder()
+        .default_pack([support::SITE_IP])
+        .build()
+        .unwrap();
+    let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut wrong: Vec<String> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    let names = pages();
+    assert!(names.len() >= 20, "the corpus has {} pages", names.len());
+    for page in &names {
+        let url = f
+            .policy
+            .authorize_destination(&format!("http://{site}/corpus/{page}"))
+            .await
+            .unwrap();
+        f.tab.navigate(&url).await.unwrap();
+        let targets = support::host::read_on(
+            &f.tab,
+            "[...document.querySelectorAll('[data-label]')].map(e => [e.id, e.dataset.label, e.dataset.method || 'click', e.options ? e.options[0].value : ''])",
+        )
+        .await;
+        let tally = tallies.entry(page.clone()).or_default();
+        for target in targets.as_array().unwrap() {
+            let (id, label, method, option) = (
+                target[0].as_str().unwrap(),
+                target[1].as_str().unwrap(),
+                target[2].as_str().unwrap(),
+                target[3].as_str().unwrap(),
+            );
+            // The snapshot does not scroll: bring the target into view as
+            // a model would before proposing.
+            support::host::read_on(
+                &f.tab,
+                &format!(
+                    "document.getElementById('{id}').scrollIntoView({{block: 'center'}}), true"
+                ),
+            )
+            .await;
+            let action = f
+                .policy
+                .authorize_action(&action_for(id, method, option))
+                .unwrap();
+            let snapshot = f
+                .tab
+                .backend()
+                .snapshot(&url, &action)
+                .await
+                .unwrap()
+                .unwrap();
+            let element = snapshot.page.element.as_ref();
+            if !snapshot.target_found || element.is_none() {
+                missing.push(format!("{page} #{id}"));
+                continue;
+            }
+            let decided = rules.decide(ProposedTarget {
+                url: &url,
+                action: &action,
+                element,
+            });
+            let auto = decided.tier == Tier::Auto;
+            let what = element.map(|e| e.summary()).unwrap_or_default();
+            match label {
+                "person" => {
+                    tally.person += 1;
+                    if auto {
+                        tally.person_auto += 1;
+                        wrong.push(format!(
+                            "{page} #{id} {method} {what}: auto by `{}`",
+                            decided.rule.map(|r| r.id()).unwrap_or_default()
+                        ));
+                    }
+                }
+                "low-risk" => {
+                    tally.low += 1;
+                    if auto {
+                        tally.low_auto += 1;
+                    } else {
+                        eprintln!("low-risk, left to a person: {page} #{id} {method} {what}");
+                    }
+                }
+                other => panic!("{page} #{id} has the label `{other}`"),
+            }
+        }
+    }
+    assert!(missing.is_empty(), "targets not found: {missing:?}");
+    assert!(
+        wrong.is_empty(),
+        "person-required elements auto-approved:\n{}",
+        wrong.join("\n")
+    );
+    let total = tallies.values().fold(Tally::default(), |sum, t| Tally {
+        person: sum.person + t.person,
+        person_auto: sum.person_auto + t.person_auto,
+        low: sum.low + t.low,
+        low_auto: sum.low_auto + t.low_auto,
+    });
+    assert!(
+        total.person + total.low >= 300,
+        "{} elements",
+        total.person + total.low
+    );
+    assert!(
+        total.low_auto * 100 >= total.low * 70,
+        "{} of {} low-risk elements auto-approved",
+        total.low_auto,
+        total.low
+    );
+    check_table(&table(&tallies, total));
+}
+
+/// The action a model would propose on the target: `option` is a
+/// select's first option.
+fn action_for(id: &str, method: &str, option: &str) -> Value {
+    let selector = format!("#{id}");
+    match method {
+        "fill" => {
+            json!({"method": "fill", "selector": selector, "arguments": {"text": "running shoes"}})
+        }
+        "press" => json!({"method": "press", "selector": selector, "arguments": {"key": "Enter"}}),
+        "select" => {
+            json!({"method": "select", "selector": selector, "arguments": {"value": option}})
+        }
+        other => json!({"method": other, "selector": selector}),
+    }
+}
+
+fn table(tallies: &BTreeMap<String, Tally>, total: Tally) -> String {
+    let mut text = String::from(
+        "| page | person-required | of them auto | low-risk | of them auto |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for (page, t) in tallies {
+        text.push_str(&format!(
+            "| `{page}` | {} | {} | {} | {} |\n",
+            t.person, t.person_auto, t.low, t.low_auto
+        ));
+    }
+    text.push_str(&format!(
+        "| **all {} pages** | **{}** | **{}** | **{}** | **{} ({:.1} %)** |\n",
+        tallies.len(),
+        total.person,
+        total.person_auto,
+        total.low,
+        total.low_auto,
+        total.low_auto as f64 * 100.0 / total.low.max(1) as f64
+    ));
+    text
+}
+
+const TABLE_START: &str =
+    "<!-- corpus table: written by crates/backend-chromium/tests/rules_corpus.rs -->\n";
+const TABLE_END: &str = "<!-- end of the corpus table -->";
+
+/// The docs show this run's table, or the test fails (or rewrites it with
+/// `COUNTERSIGN_CORPUS_TABLE=write`).
+fn check_table(table: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/rules-corpus.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let start = doc.find(TABLE_START).expect("the table's start marker") + TABLE_START.len();
+    let end = doc.find(TABLE_END).expect("the table's end marker");
+    if std::env::var("COUNTERSIGN_CORPUS_TABLE").as_deref() == Ok("write") {
+        let written = format!("{}{table}{}", &doc[..start], &doc[end..]);
+        std::fs::write(&path, written).unwrap();
+        return;
+    }
+    assert_eq!(
+        &doc[start..end],
+        table,
+        "docs/rules-corpus.md shows another table; rerun with COUNTERSIGN_CORPUS_TABLE=write"
+    );
+}
