@@ -205,7 +205,7 @@ pub fn propose(budget: Budget) -> Result<Row, String> {
     Ok(Row {
         name: "act: browser_propose decided auto by the default pack (memory store, fake backend)".into(),
         baseline_name: "the same browser_propose left pending, no rules".into(),
-        note: "auto adds the rules' decision, the grant's approval in the store and one operation record".into(),
+        note: "auto adds the rules' decision, building the rule's grant and approving the proposal with it in the store".into(),
         subject,
         baseline,
         target: Target::TimeRatioAtMost(1.2),

@@ -7,7 +7,7 @@ use countersign_approval_core::{
     Proposal, ProposalId, ProposalState, ProposalStatus, ProposeError, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
-use countersign_rules::{ProposedTarget, RULE_APPROVER_PREFIX, Tier};
+use countersign_rules::{ProposedTarget, Tier};
 use serde_json::{Value, json};
 
 use crate::act::new_operation_id;
@@ -116,7 +116,7 @@ impl DecidedBy {
     /// records `rule:<id>`.
     pub fn of(approver: Option<&ApproverId>) -> DecidedBy {
         match approver {
-            Some(id) if id.as_str().starts_with(RULE_APPROVER_PREFIX) => DecidedBy::Rule,
+            Some(id) if id.is_rule() => DecidedBy::Rule,
             _ => DecidedBy::Person,
         }
     }

@@ -170,7 +170,20 @@ host_id!(
 host_id!(
     /// Who approved a grant: the host's own id of the person or system that
     /// decided (from the host's authentication), never taken from model
-    /// output.
+    /// output. Ids that start with [`RULE_APPROVER_PREFIX`] name a rule
+    /// that decided (`countersign-rules`), never a person.
     ApproverId,
     "approver id"
 );
+
+/// How the approver id of a grant a rule approved starts: `rule:`, then the
+/// rule's id. Reserved: the approval pages refuse a person with such an id,
+/// so a decision that reads as a rule's was a rule's.
+pub const RULE_APPROVER_PREFIX: &str = "rule:";
+
+impl ApproverId {
+    /// Whether this id names a rule (`rule:<id>`), not a person.
+    pub fn is_rule(&self) -> bool {
+        self.0.starts_with(RULE_APPROVER_PREFIX)
+    }
+}

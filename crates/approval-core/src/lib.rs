@@ -69,7 +69,7 @@ pub use grant::{
 };
 pub use ids::{
     ActorId, ApprovalId, ApproverId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId,
-    ProposalId, RandomnessError, RunId,
+    ProposalId, RULE_APPROVER_PREFIX, RandomnessError, RunId,
 };
 pub use observe::{
     ElementRef, MAX_NODE_STATES, MAX_NODE_TEXT_BYTES, MalformedRef, Navigation, ObservedNode,

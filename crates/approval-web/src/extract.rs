@@ -32,6 +32,15 @@ impl FromRequestParts<App> for Viewer {
         }
         let base = mount_path(parts);
         match state.approvers.approver(parts).await {
+            // A person recorded as `rule:…` would read as a rule's
+            // decision to the model and in every record.
+            Some(approver) if approver.is_rule() => Err(PageError::new(
+                &base,
+                None,
+                StatusCode::FORBIDDEN,
+                "Not allowed",
+                "approver ids that start with `rule:` are kept for rules; the host must name people otherwise",
+            )),
             Some(approver) => {
                 let viewer = Viewer { approver, base };
                 parts.extensions.insert(viewer.clone());

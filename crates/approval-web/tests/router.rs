@@ -1536,3 +1536,33 @@ async fn a_shared_form_key_lets_two_instances_take_each_others_forms() {
         ProposalState::Approved { .. }
     ));
 }
+
+#[tokio::test]
+async fn a_person_named_like_a_rule_may_not_decide() {
+    let host = Host::new();
+    let app = host.router();
+    let proposal = host.propose(&click()).await;
+    let impostor = Some("rule:default.pays");
+    for answer in [
+        get(&app, &run_path(&host), impostor).await,
+        get(&app, &proposal_path(&proposal), impostor).await,
+        post(
+            &app,
+            &format!("{}/approve", proposal_path(&proposal)),
+            impostor,
+            From::SameOrigin,
+            "token=x",
+        )
+        .await,
+    ] {
+        assert_eq!(answer.status, StatusCode::FORBIDDEN);
+        assert!(
+            answer.body.contains(
+                "approver ids that start with `rule:` are kept for rules; the host must name people otherwise"
+            ),
+            "{}",
+            answer.body
+        );
+    }
+    assert_pending_without_grant(&host, &proposal).await;
+}

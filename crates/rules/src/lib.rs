@@ -69,11 +69,12 @@ mod set;
 
 #[cfg(feature = "serde")]
 pub use config::{DefaultPackConfig, RuleConfig, RulesConfig};
+pub use countersign_approval_core::RULE_APPROVER_PREFIX;
 pub use facts::ProposedTarget;
 pub use pack::{DEFAULT_PACK, PackRule};
 pub use pattern::HostPattern;
 pub use rule::{Rule, Tier};
 pub use set::{
-    DEFAULT_AUTO_GRANT_TTL, Decision, MAX_REASON_BYTES, MAX_RULE_ID_BYTES, MAX_RULES,
-    RULE_APPROVER_PREFIX, RuleError, RuleSet, RuleSetBuilder,
+    DEFAULT_AUTO_GRANT_TTL, Decision, MAX_REASON_BYTES, MAX_RULE_ID_BYTES, MAX_RULES, RuleError,
+    RuleSet, RuleSetBuilder,
 };

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use countersign_approval_core::{ApproverId, FormFieldKind};
+use countersign_approval_core::{ApproverId, FormFieldKind, RULE_APPROVER_PREFIX};
 use regex::{RegexSet, RegexSetBuilder};
 
 use crate::facts::{ElementFacts, ProposedTarget};
@@ -106,9 +106,6 @@ impl Decision<'_> {
             .and_then(|rule| ApproverId::new(format!("{RULE_APPROVER_PREFIX}{}", rule.id)).ok())
     }
 }
-
-/// How the approver id of a rule-approved grant starts: `rule:`.
-pub const RULE_APPROVER_PREFIX: &str = "rule:";
 
 /// A checked set of rules: every pattern compiled, every rule valid.
 ///

@@ -18,9 +18,15 @@ pub(crate) fn config_approvers(config: &[ApproverConfig]) -> Result<TokenApprove
     config
         .iter()
         .try_fold(TokenApprovers::new(), |approvers, a| {
-            ApproverId::new(a.name.as_str())
-                .map(|id| approvers.with(a.token.clone(), id))
-                .map_err(|e| format!("the approver `{}` is not usable: {e}", a.name))
+            let id = ApproverId::new(a.name.as_str())
+                .map_err(|e| format!("the approver `{}` is not usable: {e}", a.name))?;
+            if id.is_rule() {
+                return Err(format!(
+                    "the approver `{}` is not usable: names that start with `rule:` are kept for rules",
+                    a.name
+                ));
+            }
+            Ok(approvers.with(a.token.clone(), id))
         })
 }
 
@@ -69,4 +75,26 @@ fn approval_path(next: &str) -> bool {
         && next
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "/-_.?=&".contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approver_named_like_a_rule_is_refused() {
+        let approver = |name: &str| ApproverConfig {
+            name: name.to_owned(),
+            token: "0123456789abcdef".to_owned(),
+        };
+        assert!(config_approvers(&[approver("alice")]).is_ok());
+        assert_eq!(
+            config_approvers(&[approver("rule:default.pays")])
+                .err()
+                .as_deref(),
+            Some(
+                "the approver `rule:default.pays` is not usable: names that start with `rule:` are kept for rules"
+            )
+        );
+    }
 }
