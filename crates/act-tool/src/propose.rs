@@ -342,7 +342,9 @@ impl Propose {
             ));
         }
         // An auto rule's grant is built before the proposal moves into the
-        // store: the same grant a person approving it would issue.
+        // store: the same grant a person approving it would issue, approved
+        // no earlier than the proposal was made.
+        let approved_at = context.now().max(proposal.proposed_at);
         let auto = match &verdict {
             Some(RuleVerdict {
                 tier: Tier::Auto,
@@ -350,7 +352,7 @@ impl Propose {
                 approver: Some(approver),
                 grant_ttl,
                 ..
-            }) => match proposal.grant(*grant_ttl, started_at, Some(approver.clone())) {
+            }) => match proposal.grant(*grant_ttl, approved_at, Some(approver.clone())) {
                 Ok(grant) => Some((rule_id.clone(), approver.clone(), grant)),
                 Err(error) => {
                     tracing::warn!(%error, rule = %rule_id, "countersign: a rule's grant could not be built; a person decides");
@@ -388,7 +390,7 @@ impl Propose {
         };
         let approval_id = grant.id.clone();
         match store
-            .approve_proposal(&view.proposal_id, grant, started_at)
+            .approve_proposal(&view.proposal_id, grant, approved_at)
             .await
         {
             Ok(DecisionOutcome::Approved) => {

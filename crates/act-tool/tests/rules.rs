@@ -292,3 +292,40 @@ async fn the_policy_is_checked_before_any_rule() {
             .contains("rules")
     );
 }
+
+#[tokio::test]
+async fn an_auto_rule_approves_on_the_system_clock_too() {
+    // The proposal and its grant are stamped by a clock that moves: the
+    // grant is approved no earlier than the proposal was made.
+    let store = Arc::new(InMemoryApprovalStore::new());
+    let context = Context::builder()
+        .actor_id(ActorId::new("actor").unwrap())
+        .run_id(RunId::new("run").unwrap())
+        .backend(Page {
+            element: Some(link("Next", "https://docs.example.com/guide/2")),
+            performed: Arc::new(Mutex::new(0)),
+        })
+        .source_policy(policy())
+        .operation_store(InMemoryOperationStore::new())
+        .proposal_store(store)
+        .rules(rules())
+        .build()
+        .unwrap();
+    let tools = Toolset::new(context).with_act().with_propose();
+    for _ in 0..20 {
+        let answer = tools
+            .call("browser_propose", &click_call(URL))
+            .await
+            .unwrap();
+        assert_eq!(answer["status"], "approved", "{answer}");
+        let act = call_for(
+            URL,
+            answer["approval_id"].as_str().unwrap(),
+            &json!({"method": "click", "selector": "a#next"}),
+        );
+        assert_eq!(
+            tools.call("browser_act", &act).await.unwrap()["status"],
+            "ok"
+        );
+    }
+}
