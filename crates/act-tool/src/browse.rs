@@ -207,7 +207,8 @@ impl Browse {
                 landed: Box::new(landed),
             },
             Err(refused) => {
-                self.record(
+                record_tool_call(
+                    &self.context,
                     &operation_id,
                     recorded_url,
                     navigate_action().map(|a| a.digest()),
@@ -228,7 +229,8 @@ impl Browse {
             BrowseResult::Navigated { landed, .. } => format!("landed on {}", landed.url),
             _ => String::new(),
         };
-        self.record(
+        record_tool_call(
+            &self.context,
             &operation_id,
             recorded_url,
             navigate_action().map(|a| a.digest()),
@@ -279,7 +281,8 @@ impl Browse {
             }),
             Err(refused) => {
                 let operation_id = new_operation_id();
-                self.record(
+                record_tool_call(
+                    &self.context,
                     &operation_id,
                     None,
                     navigate_action().map(|a| a.digest()),
@@ -329,7 +332,8 @@ impl Browse {
                     "showed {} of {} nodes",
                     observed.snapshot.nodes_shown, observed.snapshot.nodes_total
                 );
-                self.record(
+                record_tool_call(
+                    &self.context,
                     &operation_id,
                     recorded_url,
                     observe_digest(),
@@ -345,7 +349,8 @@ impl Browse {
                 }
             }
             Err(refused) => {
-                self.record(
+                record_tool_call(
+                    &self.context,
                     &operation_id,
                     recorded_url,
                     observe_digest(),
@@ -416,48 +421,50 @@ impl Browse {
             snapshot,
         })
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    async fn record(
-        &self,
-        operation_id: &OperationId,
-        url: Option<String>,
-        action_digest: Option<ActionDigest>,
-        outcome: OutcomeCode,
-        reason: &str,
-        started_at: countersign_approval_core::Timestamp,
-        tool: &'static str,
-    ) {
-        let context = &*self.context;
-        let actor = context.actor_id().as_str();
-        let run = context.run_id().as_str();
-        match outcome {
-            OutcomeCode::Ok => {
-                tracing::info!(operation_id = %operation_id, actor, run, tool, reason, "countersign: page tool answered")
-            }
-            OutcomeCode::BackendFailed | OutcomeCode::StoreUnavailable => {
-                tracing::error!(operation_id = %operation_id, actor, run, tool, outcome = outcome.as_str(), reason, "countersign: page tool failed")
-            }
-            _ => {
-                tracing::warn!(operation_id = %operation_id, actor, run, tool, outcome = outcome.as_str(), reason, "countersign: page tool refused")
-            }
+/// Logs one call of a tool that consumes no grant (`browser_navigate`,
+/// `browser_observe`, a refused `browser_propose`) and writes its one
+/// operation record, the reason prefixed with the tool's name.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn record_tool_call(
+    context: &Context,
+    operation_id: &OperationId,
+    url: Option<String>,
+    action_digest: Option<ActionDigest>,
+    outcome: OutcomeCode,
+    reason: &str,
+    started_at: countersign_approval_core::Timestamp,
+    tool: &'static str,
+) {
+    let actor = context.actor_id().as_str();
+    let run = context.run_id().as_str();
+    match outcome {
+        OutcomeCode::Ok => {
+            tracing::info!(operation_id = %operation_id, actor, run, tool, reason, "countersign: page tool answered")
         }
-        let record = OperationRecord {
-            operation_id: operation_id.clone(),
-            actor_id: context.actor_id().clone(),
-            run_id: context.run_id().clone(),
-            approval_id: GivenApprovalId::Absent,
-            url,
-            action_digest,
-            approver_id: None,
-            outcome,
-            reason: format!("{tool}: {reason}"),
-            started_at,
-            finished_at: context.now(),
-        };
-        if let Err(error) = context.operation_store().record(record).await {
-            tracing::error!(operation_id = %operation_id, actor, run, tool, %error, "countersign: the operation record could not be written");
+        OutcomeCode::BackendFailed | OutcomeCode::StoreUnavailable => {
+            tracing::error!(operation_id = %operation_id, actor, run, tool, outcome = outcome.as_str(), reason, "countersign: page tool failed")
         }
+        _ => {
+            tracing::warn!(operation_id = %operation_id, actor, run, tool, outcome = outcome.as_str(), reason, "countersign: page tool refused")
+        }
+    }
+    let record = OperationRecord {
+        operation_id: operation_id.clone(),
+        actor_id: context.actor_id().clone(),
+        run_id: context.run_id().clone(),
+        approval_id: GivenApprovalId::Absent,
+        url,
+        action_digest,
+        approver_id: None,
+        outcome,
+        reason: format!("{tool}: {reason}"),
+        started_at,
+        finished_at: context.now(),
+    };
+    if let Err(error) = context.operation_store().record(record).await {
+        tracing::error!(operation_id = %operation_id, actor, run, tool, %error, "countersign: the operation record could not be written");
     }
 }
 

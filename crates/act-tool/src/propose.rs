@@ -3,14 +3,15 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    ApprovalId, ApproverId, DecisionOutcome, GivenApprovalId, OperationRecord, OutcomeCode,
-    Proposal, ProposalId, ProposalState, ProposalStatus, ProposeError, Timestamp,
+    ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId, ProposalState,
+    ProposalStatus, ProposeError, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
-use countersign_rules::{ProposedTarget, Tier};
+use countersign_rules::{Decision, ProposedTarget, Tier};
 use serde_json::{Value, json};
 
 use crate::act::new_operation_id;
+use crate::browse::record_tool_call;
 use crate::call;
 use crate::context::Context;
 use crate::definition::{
@@ -300,62 +301,58 @@ impl Propose {
                 )
             })?;
         }
-        let verdict = context.rules().map(|rules| {
+        // The decision borrows the context's rules, which outlive the call.
+        let rules = context.rules();
+        let decision = rules.map(|rules| {
             let element = proposal
                 .snapshot
                 .as_ref()
                 .filter(|snapshot| snapshot.target_found)
                 .and_then(|snapshot| snapshot.page.element.as_ref());
-            let decision = rules.decide(ProposedTarget {
+            rules.decide(ProposedTarget {
                 url: &url,
                 action: &action,
                 element,
-            });
-            RuleVerdict {
-                tier: decision.tier,
-                rule_id: decision.rule.map(|r| r.id().to_owned()),
-                reason: decision.rule.map(|r| r.reason().to_owned()),
-                approver: decision.approver(),
-                grant_ttl: rules.grant_ttl(),
-            }
-        });
-        if let Some(RuleVerdict {
-            tier: Tier::Deny,
-            rule_id: Some(rule_id),
-            reason: Some(reason),
-            ..
-        }) = &verdict
-        {
-            self.record(RuleRecord {
-                url: &url,
-                action: &action,
-                outcome: OutcomeCode::NotAuthorized,
-                approval_id: None,
-                approver: None,
-                reason: format!("refused by rule `{rule_id}`: {reason}"),
-                started_at,
             })
+        });
+        if let Some(Decision {
+            tier: Tier::Deny,
+            rule: Some(rule),
+        }) = decision
+        {
+            record_tool_call(
+                context,
+                &new_operation_id(),
+                Some(url.as_str().to_owned()),
+                Some(action.digest()),
+                OutcomeCode::NotAuthorized,
+                &format!("refused by rule `{}`: {}", rule.id(), rule.reason()),
+                started_at,
+                PROPOSE_TOOL_NAME,
+            )
             .await;
             return Err(ProposeResult::error(
                 OutcomeCode::NotAuthorized,
-                format!("the host's rules refuse this action: {reason}"),
+                format!("the host's rules refuse this action: {}", rule.reason()),
             ));
         }
         // An auto rule's grant is built before the proposal moves into the
         // store: the same grant a person approving it would issue, approved
         // no earlier than the proposal was made.
         let approved_at = context.now().max(proposal.proposed_at);
-        let auto = match &verdict {
-            Some(RuleVerdict {
-                tier: Tier::Auto,
-                rule_id: Some(rule_id),
-                approver: Some(approver),
-                grant_ttl,
-                ..
-            }) => match proposal.grant(*grant_ttl, approved_at, Some(approver.clone())) {
-                Ok(grant) => Some((rule_id.clone(), approver.clone(), grant)),
+        let auto = match (decision, rules) {
+            (
+                Some(
+                    decided @ Decision {
+                        tier: Tier::Auto,
+                        rule: Some(rule),
+                    },
+                ),
+                Some(rules),
+            ) => match proposal.grant(rules.grant_ttl(), approved_at, decided.approver()) {
+                Ok(grant) => Some((rule.id(), grant)),
                 Err(error) => {
-                    tracing::warn!(%error, rule = %rule_id, "countersign: a rule's grant could not be built; a person decides");
+                    tracing::warn!(%error, rule = %rule.id(), "countersign: a rule's grant could not be built; a person decides");
                     None
                 }
             },
@@ -385,7 +382,7 @@ impl Propose {
                 ));
             }
         }
-        let Some((rule_id, approver, grant)) = auto else {
+        let Some((rule_id, grant)) = auto else {
             return Ok(view);
         };
         let approval_id = grant.id.clone();
@@ -400,7 +397,7 @@ impl Propose {
                 view.status = ProposalStatus::Approved;
                 view.approval_id = Some(approval_id);
                 view.decided_by = Some(DecidedBy::Rule);
-                tracing::info!(rule = %rule_id, approver = %approver, proposal_id = %view.proposal_id, "countersign: a rule approved the proposal");
+                tracing::info!(rule = %rule_id, proposal_id = %view.proposal_id, "countersign: a rule approved the proposal");
             }
             // The proposal is stored and pending: a person decides it.
             Ok(other) => {
@@ -411,30 +408,6 @@ impl Propose {
             }
         }
         Ok(view)
-    }
-
-    /// The operation record of a proposal a rule refused, naming the rule.
-    async fn record(&self, call: RuleRecord<'_>) {
-        let context = &*self.context;
-        let operation_id = new_operation_id();
-        let record = OperationRecord {
-            operation_id: operation_id.clone(),
-            actor_id: context.actor_id().clone(),
-            run_id: context.run_id().clone(),
-            approval_id: call
-                .approval_id
-                .map_or(GivenApprovalId::Absent, GivenApprovalId::WellFormed),
-            url: Some(call.url.as_str().to_owned()),
-            action_digest: Some(call.action.digest()),
-            approver_id: call.approver,
-            outcome: call.outcome,
-            reason: format!("{PROPOSE_TOOL_NAME}: {}", call.reason),
-            started_at: call.started_at,
-            finished_at: context.now(),
-        };
-        if let Err(error) = context.operation_store().record(record).await {
-            tracing::error!(operation_id = %operation_id, %error, "countersign: the operation record could not be written");
-        }
     }
 
     /// Runs a `browser_proposal_status` call (`{"proposal_id": …}`).
@@ -499,24 +472,4 @@ impl Propose {
             decided_by,
         })
     }
-}
-
-/// What a rule set said of one proposal, owned.
-struct RuleVerdict {
-    tier: Tier,
-    rule_id: Option<String>,
-    reason: Option<String>,
-    approver: Option<ApproverId>,
-    grant_ttl: std::time::Duration,
-}
-
-/// The parts of an operation record of a rule's decision.
-struct RuleRecord<'a> {
-    url: &'a AuthorizedUrl,
-    action: &'a Action,
-    outcome: OutcomeCode,
-    approval_id: Option<ApprovalId>,
-    approver: Option<ApproverId>,
-    reason: String,
-    started_at: Timestamp,
 }
