@@ -218,27 +218,6 @@ impl RuleSet {
 const ANY_NAME_PROBES: &[&str] = &["", "a", "Pay 5.00 EUR", "\u{2603}\n"];
 
 impl CompiledRule {
-    /// Whether the rule tells elements apart by what they are (role, tag,
-    /// type, a name pattern that does not match every name), not only by
-    /// where they lead.
-    fn narrows_element(&self, patterns: &[String]) -> bool {
-        let narrow_name = |pattern: &String| {
-            regex::RegexBuilder::new(pattern)
-                .case_insensitive(true)
-                .build()
-                .map(|re| !ANY_NAME_PROBES.iter().all(|probe| re.is_match(probe)))
-                .unwrap_or(true)
-        };
-        self.roles.is_some()
-            || self.tags.is_some()
-            || self.input_types.is_some()
-            || self.names.as_ref().is_some_and(|indices| {
-                indices
-                    .iter()
-                    .all(|&i| patterns.get(i).is_some_and(narrow_name))
-            })
-    }
-
     fn matches(
         &self,
         host: &str,
@@ -445,23 +424,32 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
             })
             .transpose()
     };
+    // Whether every name pattern tells names apart (matches not every
+    // name), read from the same compile that checks it.
+    let mut every_name_narrows = true;
     let name_indices = match list(&when.names, "names")? {
         None => None,
         Some(names) => {
             let mut indices = Vec::with_capacity(names.len());
             for pattern in names {
                 // Compiled alone first, so that a bad pattern is named.
-                if let Err(error) = regex::RegexBuilder::new(&pattern)
+                match regex::RegexBuilder::new(&pattern)
                     .case_insensitive(true)
                     .size_limit(NAME_PATTERN_SIZE_LIMIT)
                     .build()
                 {
-                    return Err(RuleError::InvalidPattern {
-                        rule: id.clone(),
-                        condition: "names",
-                        pattern,
-                        reason: error.to_string(),
-                    });
+                    Ok(alone) => {
+                        every_name_narrows &=
+                            !ANY_NAME_PROBES.iter().all(|probe| alone.is_match(probe));
+                    }
+                    Err(error) => {
+                        return Err(RuleError::InvalidPattern {
+                            rule: id.clone(),
+                            condition: "names",
+                            pattern,
+                            reason: error.to_string(),
+                        });
+                    }
                 }
                 indices.push(patterns.len());
                 patterns.push(pattern);
@@ -511,7 +499,14 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
             return Err(RuleError::AutoWithoutHosts(id));
         }
         let any_host = compiled.hosts.iter().flatten().any(HostPattern::is_any);
-        if !compiled.reads_element || (any_host && !compiled.narrows_element(patterns)) {
+        // Told apart by what the element is (role, tag, type, a name
+        // pattern that does not match every name), not only by where it
+        // leads.
+        let narrows_element = compiled.roles.is_some()
+            || compiled.tags.is_some()
+            || compiled.input_types.is_some()
+            || (compiled.names.is_some() && every_name_narrows);
+        if !compiled.reads_element || (any_host && !narrows_element) {
             return Err(RuleError::AutoMatchesAnyElement(id));
         }
     }
