@@ -20,6 +20,16 @@ const URL: &str = "https://docs.example.com/guide/getting-started?lang=en#instal
 /// Rules in the measured set: the default pack and host rules up to this.
 const RULES: usize = 100;
 
+/// The name pattern of host rule `i`, when it has one: the one source for
+/// the rule and for the bare baseline's list.
+fn host_name_pattern(i: usize) -> Option<String> {
+    match i % 3 {
+        1 => Some(format!(r"\b(refund|wire|export)\s*#?{i}\b")),
+        2 => Some(format!(r"^chapter {i}$")),
+        _ => None,
+    }
+}
+
 /// The host's rules of the measured set: deny, person and auto rules on
 /// hosts, roles and names that the measured element does not match, so
 /// that every rule is looked at (no deny stops the scan early).
@@ -27,39 +37,30 @@ fn host_rules(count: usize) -> Vec<Rule> {
     (0..count)
         .map(|i| {
             let id = format!("host-{i}");
-            match i % 3 {
-                0 => Rule::deny(id, "never")
-                    .hosts([format!("admin{i}.example.com")])
-                    .methods(["click"]),
-                1 => Rule::person(id, "asks")
-                    .names([format!(r"\b(refund|wire|export)\s*#?{i}\b")])
+            match (i % 3, host_name_pattern(i)) {
+                (1, Some(name)) => Rule::person(id, "asks")
+                    .names([name])
                     .roles(["button", "link"]),
-                _ => Rule::auto(id, "reads")
+                (2, Some(name)) => Rule::auto(id, "reads")
                     .hosts(["docs.example.com"])
                     .roles(["link"])
-                    .names([format!(r"^chapter {i}$")]),
+                    .names([name]),
+                _ => Rule::deny(id, "never")
+                    .hosts([format!("admin{i}.example.com")])
+                    .methods(["click"]),
             }
         })
         .collect()
 }
 
-/// Every name pattern of `rules`' set, as the set compiles them.
-fn name_patterns(rules: &RuleSet) -> Vec<String> {
-    // The set keeps its patterns compiled; rebuild the list from the same
-    // sources: the pack's data and the host rules above.
-    let mut patterns: Vec<String> = Vec::new();
-    for i in 0..RULES - countersign_act_tool::rules::DEFAULT_PACK.len() {
-        match i % 3 {
-            1 => patterns.push(format!(r"\b(refund|wire|export)\s*#?{i}\b")),
-            2 => patterns.push(format!(r"^chapter {i}$")),
-            _ => {}
-        }
-    }
-    for entry in countersign_act_tool::rules::DEFAULT_PACK {
-        patterns.extend(entry.names.into_iter().flatten().map(|p| (*p).to_owned()));
-    }
-    debug_assert!(rules.rules().count() == RULES);
-    patterns
+/// Every name pattern of the measured set, in the set's order: the host
+/// rules' then the pack's.
+fn name_patterns(host_rules: usize) -> Vec<String> {
+    let host = (0..host_rules).filter_map(host_name_pattern);
+    let pack = countersign_act_tool::rules::DEFAULT_PACK
+        .iter()
+        .flat_map(|entry| entry.names.into_iter().flatten().map(|p| (*p).to_owned()));
+    host.chain(pack).collect()
 }
 
 /// The 100-rule decision against the bare `RegexSet` match.
@@ -70,7 +71,7 @@ pub fn decide(budget: Budget) -> Result<Row, String> {
         .default_pack(["docs.example.com"])
         .build()
         .map_err(|e| e.to_string())?;
-    let patterns = name_patterns(&rules);
+    let patterns = name_patterns(RULES - pack);
     let bare = RegexSetBuilder::new(&patterns)
         .case_insensitive(true)
         .build()
