@@ -62,6 +62,7 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String
     eprintln!("\n$ {} {}", program, args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .env(INCREMENTAL.0, INCREMENTAL.1)
         .envs(envs.iter().copied())
         .current_dir(root())
         .status()
@@ -75,6 +76,10 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String
         ))
     }
 }
+
+/// What every program xtask starts is given: no incremental caches. They
+/// were 4 GB of a test build's 15 GB, and a CI run builds each crate once.
+pub(crate) const INCREMENTAL: (&str, &str) = ("CARGO_INCREMENTAL", "0");
 
 fn cargo(args: &[&str]) -> Result<(), String> {
     run(&cargo_program(), args, &[])

@@ -37,6 +37,7 @@ pub fn build(cargo: &str, root: &Path) -> Result<Vec<TestBinary>, String> {
     eprintln!("\n$ {cargo} {}", args.join(" "));
     let output = Command::new(cargo)
         .args(args)
+        .env(crate::INCREMENTAL.0, crate::INCREMENTAL.1)
         .current_dir(root)
         .stderr(Stdio::inherit())
         .output()
