@@ -86,6 +86,12 @@ token_id!(
     "prp_"
 );
 token_id!(
+    /// The id of a standing grant: generated as `stg_` + 32 lower-case hex
+    /// characters.
+    StandingId,
+    "stg_"
+);
+token_id!(
     /// The id of one Act call, recorded in the operation log.
     OperationId,
     "op_"
@@ -181,9 +187,32 @@ host_id!(
 /// so a decision that reads as a rule's was a rule's.
 pub const RULE_APPROVER_PREFIX: &str = "rule:";
 
+/// How the approver id of a grant a standing grant approved starts:
+/// `standing:`, then the standing grant's id. Reserved like
+/// [`RULE_APPROVER_PREFIX`].
+pub const STANDING_APPROVER_PREFIX: &str = "standing:";
+
 impl ApproverId {
     /// Whether this id names a rule (`rule:<id>`), not a person.
     pub fn is_rule(&self) -> bool {
         self.0.starts_with(RULE_APPROVER_PREFIX)
+    }
+
+    /// The approver id of a grant the standing grant `id` approved.
+    pub fn for_standing(id: &StandingId) -> ApproverId {
+        ApproverId(format!("{STANDING_APPROVER_PREFIX}{}", id.as_str()))
+    }
+
+    /// The standing grant that approved, for an id `standing:<stg id>`.
+    pub fn standing_grant(&self) -> Option<StandingId> {
+        self.0
+            .strip_prefix(STANDING_APPROVER_PREFIX)
+            .and_then(StandingId::parse)
+    }
+
+    /// Whether this id is one only the library gives (a rule's or a
+    /// standing grant's): a person never has it.
+    pub fn is_reserved(&self) -> bool {
+        self.is_rule() || self.0.starts_with(STANDING_APPROVER_PREFIX)
     }
 }

@@ -49,6 +49,7 @@ mod observe;
 mod operation;
 mod page;
 mod proposal;
+mod standing;
 mod store;
 mod store_error;
 mod submission;
@@ -69,7 +70,7 @@ pub use grant::{
 };
 pub use ids::{
     ActorId, ApprovalId, ApproverId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId,
-    ProposalId, RULE_APPROVER_PREFIX, RandomnessError, RunId,
+    ProposalId, RULE_APPROVER_PREFIX, RandomnessError, RunId, STANDING_APPROVER_PREFIX, StandingId,
 };
 pub use observe::{
     ElementRef, MAX_NODE_STATES, MAX_NODE_TEXT_BYTES, MalformedRef, Navigation, ObservedNode,
@@ -81,6 +82,11 @@ pub use proposal::{
     ApproveError, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS, MAX_SCREENSHOT_BYTES,
     PageSnapshot, Proposal, ProposalDecision, ProposalError, ProposalState, ProposalStatus,
     ProposeError, StoredProposal, decide_proposal,
+};
+pub use standing::{
+    GiveBackDecision, MAX_STANDING_SCOPE_BYTES, MAX_STANDING_TTL, MAX_STANDING_USES, StandingError,
+    StandingGrant, StandingKey, StandingRevokeOutcome, StandingScope, StandingState,
+    StoredStanding, UseDecision, UseOutcome, decide_give_back, decide_use,
 };
 pub use store::{ApprovalStore, IssueError, ProposalStore};
 pub use store_error::StoreError;

@@ -7,7 +7,8 @@ use crate::store_error::StoreError;
 use crate::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApproveError, ApproverId, AttemptId, Binding,
     ConsumeOutcome, DecisionOutcome, Proposal, ProposalId, ProposeError, ResumeOutcome,
-    RevokeOutcome, RunId, StopOutcome, StoredGrant, StoredProposal, Timestamp,
+    RevokeOutcome, RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome,
+    StopOutcome, StoredGrant, StoredProposal, StoredStanding, Timestamp, UseOutcome,
 };
 
 /// [`ApprovalStore::issue`] failed.
@@ -17,6 +18,9 @@ pub enum IssueError {
     /// A grant with this id already exists; it was left untouched.
     #[error("approval `{0}` already exists")]
     AlreadyExists(ApprovalId),
+    /// A standing grant with this id already exists; it was left untouched.
+    #[error("standing grant `{0}` already exists")]
+    StandingExists(StandingId),
     /// The grant's run or actor is stopped; nothing was stored. The host
     /// resumes it with [`ApprovalStore::resume_run`] or
     /// [`ApprovalStore::resume_actor`].
@@ -280,6 +284,41 @@ impl<S: ApprovalStore + ?Sized> ApprovalStore for std::sync::Arc<S> {
 ///    cannot read as one of its own is [`StoreError::Corrupt`].
 /// 7. A proposal is kept at least until it expires, and a decided one at
 ///    least as long as the store keeps the grant issued for it.
+///
+/// **Standing grants** (counted grants: "this, up to N times, until T";
+/// see [`StandingGrant`]) live beside the proposals they are approved from:
+///
+/// 8. **`issue_standing`** stores a new standing grant, active, no use
+///    taken, every field read back unchanged by **`get_standing`**; an id
+///    already present is [`IssueError::StandingExists`] (the existing one
+///    untouched), a stopped run or actor [`IssueError::Stopped`] (nothing
+///    stored), as for grants.
+/// 9. **`get_standing`** returns it with its state, the attempts that took
+///    a use and its failed attempts, or `None`; reads change nothing. One
+///    whose run or actor was stopped since it was issued reads
+///    [`StandingState::Stopped`](crate::StandingState::Stopped).
+/// 10. **`standing_grants`** lists the standing grants of one actor and run
+///     usable at `now` (active, not stopped, unexpired, uses left), oldest
+///     first (by `issued_at`, then id), at most
+///     [`MAX_LISTED_PROPOSALS`](crate::MAX_LISTED_PROPOSALS).
+/// 11. **`use_standing`** is one atomic check-and-count that follows
+///     [`decide_use`](crate::decide_use): among any number of concurrent
+///     uses of one standing grant with N uses, at most N distinct attempts
+///     ever see `Used { replay: false }`, each use is recorded before it is
+///     answered, and a retry by an attempt that holds a use answers
+///     `Used { replay: true }` without taking another. A use ordered after
+///     a `stop_run`/`stop_actor` or a `revoke_standing` answers `Stale`.
+/// 12. **`give_back_use`** gives back the use of an attempt that never
+///     acted, atomically, following [`decide_give_back`](crate::decide_give_back):
+///     afterwards that attempt never takes a use again (also one sent
+///     before that arrives after), and its use, if it held one, is free
+///     again. Unknown ids answer [`AbandonOutcome::Unknown`]. Idempotent.
+/// 13. **`revoke_standing`** ends an active standing grant for good
+///     ([`StandingRevokeOutcome::Revoked`], also when spent or expired);
+///     revoked, locked or stopped ⇒ `AlreadyEnded`; missing ⇒ `Unknown`.
+///     Grants it approved earlier stay as they are: the act that presents
+///     one also needs a use, which a revoked standing grant never gives.
+/// 14. A standing grant is kept at least until it expires.
 #[async_trait]
 pub trait ProposalStore: ApprovalStore {
     /// Stores a new pending proposal; never overwrites.
@@ -312,6 +351,41 @@ pub trait ProposalStore: ApprovalStore {
         by: Option<&ApproverId>,
         now: Timestamp,
     ) -> Result<DecisionOutcome, StoreError>;
+
+    /// Stores a new standing grant; never overwrites. See rule 8.
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError>;
+
+    /// Reads a standing grant without changing it; see rule 9.
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError>;
+
+    /// The usable standing grants of one run, oldest first; see rule 10.
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError>;
+
+    /// Atomically takes one use of a standing grant for `attempt`; see
+    /// rule 11.
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError>;
+
+    /// Gives back the use `attempt` took and never acted on; see rule 12.
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError>;
+
+    /// Ends a standing grant; see rule 13.
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError>;
 }
 
 #[async_trait]
@@ -345,5 +419,39 @@ impl<S: ProposalStore + ?Sized> ProposalStore for std::sync::Arc<S> {
         now: Timestamp,
     ) -> Result<DecisionOutcome, StoreError> {
         (**self).deny_proposal(id, by, now).await
+    }
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+        (**self).issue_standing(grant).await
+    }
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
+        (**self).get_standing(id).await
+    }
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError> {
+        (**self).standing_grants(actor, run, now).await
+    }
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        (**self).use_standing(id, key, now, attempt).await
+    }
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        (**self).give_back_use(id, attempt, now).await
+    }
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
+        (**self).revoke_standing(id).await
     }
 }

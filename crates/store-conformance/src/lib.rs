@@ -57,7 +57,9 @@
 //!
 //! Stores that also keep proposals (`ProposalStore`) run
 //! [`proposal_store_conformance_tests!`] beside it: one check per rule of
-//! that contract ([`proposals`]) and a race of concurrent decisions.
+//! that contract ([`proposals`]) and a race of concurrent decisions, and
+//! the checks of standing grants, counted grants with up to 100 uses
+//! ([`standing`]), with a race of 16 concurrent uses of a grant with 3.
 //!
 //! Operation logs have a kit of their own: [`oplog`], run with
 //! [`operation_log_conformance_tests!`] (one record per call under
@@ -77,6 +79,7 @@ pub mod oplog;
 pub mod proposals;
 pub mod races;
 pub mod scenarios;
+pub mod standing;
 
 pub use failure::CheckFailure;
 pub use model::{BindingField, MODEL_CHECK, ModelConfig, ReferenceModel, check_against_model};
@@ -84,6 +87,7 @@ pub use oplog::OPERATION_LOG_CHECKS;
 pub use proposals::PROPOSAL_CHECKS;
 pub use races::{RACE_CHECKS, RaceConfig};
 pub use scenarios::SCENARIO_CHECKS;
+pub use standing::STANDING_CHECKS;
 
 /// Support for [`store_conformance_tests!`]; not public API.
 #[doc(hidden)]

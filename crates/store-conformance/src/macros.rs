@@ -340,11 +340,24 @@ macro_rules! __proposal_store_conformance_tests {
             races [
                 concurrent_decisions_issue_one_grant,
             ]
+            standing [
+                standing_round_trips_and_counts_down,
+                duplicate_standing_is_refused,
+                standing_use_checks_in_order,
+                give_back_frees_the_use,
+                stopping_a_run_ends_its_standing_grants,
+                standing_grants_lists_usable_oldest_first,
+            ]
+            standing_races [
+                concurrent_uses_never_exceed_the_count,
+            ]
         }
     };
     (@expand $name:ident, $factory:expr,
         scenarios [$($scenario:ident),* $(,)?]
         races [$($race:ident),* $(,)?]
+        standing [$($standing:ident),* $(,)?]
+        standing_races [$($standing_race:ident),* $(,)?]
     ) => {
         mod $name {
             #[allow(unused_imports)]
@@ -368,6 +381,28 @@ macro_rules! __proposal_store_conformance_tests {
                         ::core::stringify!($race),
                         || $factory,
                         |store| async move { $crate::proposals::$race(store).await },
+                    )
+                }
+            )*
+
+            $(
+                #[test]
+                fn $standing() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_proposal_check(
+                        ::core::stringify!($standing),
+                        || $factory,
+                        |store| async move { $crate::standing::$standing(&*store).await },
+                    )
+                }
+            )*
+
+            $(
+                #[test]
+                fn $standing_race() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_proposal_check(
+                        ::core::stringify!($standing_race),
+                        || $factory,
+                        |store| async move { $crate::standing::$standing_race(store).await },
                     )
                 }
             )*

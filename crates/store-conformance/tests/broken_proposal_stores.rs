@@ -7,17 +7,20 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
     AttemptId, Binding, ConsumeOutcome, DecisionOutcome, IssueError, Proposal, ProposalId,
-    ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId, StopOutcome,
-    StoreError, StoredGrant, StoredProposal, Timestamp,
+    ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId, StaleReason,
+    StandingGrant, StandingId, StandingKey, StandingRevokeOutcome, StopOutcome, StoreError,
+    StoredGrant, StoredProposal, StoredStanding, Timestamp, UseOutcome, decide_use,
 };
-use countersign_store_conformance::{CheckFailure, PROPOSAL_CHECKS, proposals};
+use countersign_store_conformance::{
+    CheckFailure, PROPOSAL_CHECKS, STANDING_CHECKS, proposals, standing,
+};
 use countersign_store_memory::InMemoryApprovalStore;
 use support::Rendezvous;
 
@@ -44,6 +47,13 @@ enum Defect {
     StopForgottenOnResume,
     /// The record keeps the observed page but not its bound element.
     DropsElement,
+    /// A standing grant gives one use more than it carries.
+    UseCountOffByOne,
+    /// A use reads the count, then writes it as a second step: concurrent
+    /// uses all read the same count. One call at a time it counts right.
+    UseCountReadThenWritten,
+    /// A use is answered but never recorded.
+    UseNotRecorded,
 }
 
 struct Broken {
@@ -52,15 +62,51 @@ struct Broken {
     /// On in the store the race check gets, off in the one the sequential
     /// checks get (a lone call would wait for nobody).
     rendezvous: Rendezvous<ProposalId>,
+    /// The same for uses of standing grants.
+    uses: Rendezvous<StandingId>,
+    /// The standing grants that gave their one use too many.
+    extra_use_given: Mutex<HashSet<StandingId>>,
 }
 
 impl Broken {
-    fn new(defect: Defect, rendezvous: Rendezvous<ProposalId>) -> Self {
+    fn new(
+        defect: Defect,
+        rendezvous: Rendezvous<ProposalId>,
+        uses: Rendezvous<StandingId>,
+    ) -> Self {
         Broken {
             inner: InMemoryApprovalStore::new(),
             defect,
             rendezvous,
+            uses,
+            extra_use_given: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// The non-atomic uses: read the standing grant, decide on what was
+    /// read, wait (under a race) until every contender has read, then write —
+    /// or, for [`Defect::UseNotRecorded`], never write.
+    async fn use_after_reading(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        let Some(read) = self.inner.get_standing(id).await? else {
+            return Ok(UseOutcome::Unknown);
+        };
+        let decision = decide_use(&read, &[], false, key, now, attempt);
+        // Under the race every contender reads before any writes: the
+        // interleaving that loses updates, forced.
+        self.uses.arrive(id);
+        if decision.record_use {
+            self.uses.wait_for(id, standing::USE_CONTENDERS).await;
+        }
+        if decision.record_use && self.defect == Defect::UseCountReadThenWritten {
+            self.inner.use_standing(id, key, now, attempt).await?;
+        }
+        Ok(decision.outcome)
     }
 
     /// The non-atomic approvals: read the proposal, then write in separate
@@ -207,6 +253,58 @@ impl ProposalStore for Broken {
         self.rendezvous.arrive(id);
         answer
     }
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+        self.inner.issue_standing(grant).await
+    }
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
+        self.inner.get_standing(id).await
+    }
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError> {
+        self.inner.standing_grants(actor, run, now).await
+    }
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        if matches!(
+            self.defect,
+            Defect::UseCountReadThenWritten | Defect::UseNotRecorded
+        ) {
+            return self.use_after_reading(id, key, now, attempt).await;
+        }
+        let answer = self.inner.use_standing(id, key, now, attempt).await;
+        self.uses.arrive(id);
+        let answer = answer?;
+        if self.defect == Defect::UseCountOffByOne
+            && answer == UseOutcome::Stale(StaleReason::Consumed)
+            && self.extra_use_given.lock().unwrap().insert(id.clone())
+        {
+            return Ok(UseOutcome::Used {
+                remaining: 0,
+                replay: false,
+            });
+        }
+        Ok(answer)
+    }
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        self.inner.give_back_use(id, attempt, now).await
+    }
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
+        self.inner.revoke_standing(id).await
+    }
 }
 
 /// Runs every proposal check against a fresh store with `defect` and
@@ -218,8 +316,8 @@ fn run_all(defect: Defect) -> HashMap<&'static str, CheckFailure> {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store = Broken::new(defect, Rendezvous::off());
-        let racing = Arc::new(Broken::new(defect, Rendezvous::on()));
+        let store = Broken::new(defect, Rendezvous::off(), Rendezvous::off());
+        let racing = Arc::new(Broken::new(defect, Rendezvous::on(), Rendezvous::on()));
         let s: &dyn ProposalStore = &store;
         let results = [
             proposals::unknown_proposal_is_unknown(s).await,
@@ -234,11 +332,21 @@ fn run_all(defect: Defect) -> HashMap<&'static str, CheckFailure> {
             proposals::stopping_an_actor_ends_its_proposals(s).await,
             proposals::pending_lists_one_run_oldest_first(s).await,
             proposals::concurrent_decisions_issue_one_grant(racing.clone()).await,
+            standing::standing_round_trips_and_counts_down(s).await,
+            standing::duplicate_standing_is_refused(s).await,
+            standing::standing_use_checks_in_order(s).await,
+            standing::give_back_frees_the_use(s).await,
+            standing::stopping_a_run_ends_its_standing_grants(s).await,
+            standing::standing_grants_lists_usable_oldest_first(s).await,
+            standing::concurrent_uses_never_exceed_the_count(racing.clone()).await,
         ];
         racing
             .rendezvous
             .assert_never_timed_out("concurrent_decisions_issue_one_grant");
-        assert_eq!(results.len(), PROPOSAL_CHECKS.len());
+        racing
+            .uses
+            .assert_never_timed_out("concurrent_uses_never_exceed_the_count");
+        assert_eq!(results.len(), PROPOSAL_CHECKS.len() + STANDING_CHECKS.len());
         results
             .into_iter()
             .filter_map(Result::err)
@@ -339,6 +447,44 @@ fn dropping_the_bound_element_is_caught() {
             "proposal_round_trips_every_field",
             "approve_issues_exactly_the_proposed_grant",
             "a_grant_not_for_the_proposal_is_refused",
+        ],
+    );
+}
+
+#[test]
+fn a_use_too_many_is_caught() {
+    assert_fails_exactly(
+        Defect::UseCountOffByOne,
+        &[
+            "standing_round_trips_and_counts_down",
+            "concurrent_uses_never_exceed_the_count",
+        ],
+    );
+}
+
+#[test]
+fn a_count_read_then_written_is_caught() {
+    let failures = run_all(Defect::UseCountReadThenWritten);
+    let message = failures["concurrent_uses_never_exceed_the_count"].to_string();
+    // Every contender reads the grant unused, so every one takes a use.
+    assert!(
+        message.contains("round 0: 16 of 16 concurrent uses of a grant with 3 uses succeeded"),
+        "unexpected message: {message}"
+    );
+}
+
+#[test]
+fn a_use_not_recorded_is_caught() {
+    // Every check that reads a grant back after a use, and the race.
+    assert_fails_exactly(
+        Defect::UseNotRecorded,
+        &[
+            "concurrent_uses_never_exceed_the_count",
+            "duplicate_standing_is_refused",
+            "give_back_frees_the_use",
+            "standing_grants_lists_usable_oldest_first",
+            "standing_round_trips_and_counts_down",
+            "standing_use_checks_in_order",
         ],
     );
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use countersign_approval_core::ApprovalStore;
 use countersign_store_conformance::{
     CheckFailure, MODEL_CHECK, ModelConfig, PROPOSAL_CHECKS, RACE_CHECKS, RaceConfig,
-    SCENARIO_CHECKS, check_against_model, races, scenarios,
+    SCENARIO_CHECKS, STANDING_CHECKS, check_against_model, races, scenarios,
 };
 use countersign_store_memory::InMemoryApprovalStore;
 
@@ -57,8 +57,14 @@ fn the_proposal_macro_runs_every_proposal_check() {
         .filter(|line| line.ends_with(',') && !line.contains(' ') && !line.contains('$'))
         .map(|line| line.trim_end_matches(','))
         .collect();
-    assert_eq!(listed, PROPOSAL_CHECKS);
+    let expected: Vec<&str> = PROPOSAL_CHECKS
+        .iter()
+        .chain(STANDING_CHECKS)
+        .copied()
+        .collect();
+    assert_eq!(listed, expected);
     assert_eq!(PROPOSAL_CHECKS.len(), 12);
+    assert_eq!(STANDING_CHECKS.len(), 7);
 }
 
 #[test]

@@ -36,18 +36,23 @@
 //! # }).unwrap();
 //! ```
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+mod oplog;
+mod standing;
+
+pub use oplog::InMemoryOperationStore;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
     AttemptId, Binding, ConsumeOutcome, Decision, DecisionOutcome, GrantState, IssueError,
-    MAX_LISTED_PROPOSALS, OperationId, OperationLog, OperationRecord, PageSnapshot, Proposal,
-    ProposalId, ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId,
-    StopOutcome, StoreError, StoredGrant, StoredProposal, Timestamp, decide_abandon,
-    decide_consume, decide_proposal, decide_revoke,
+    MAX_LISTED_PROPOSALS, PageSnapshot, Proposal, ProposalId, ProposalState, ProposalStore,
+    ProposeError, ResumeOutcome, RevokeOutcome, RunId, StandingGrant, StandingId, StandingKey,
+    StandingRevokeOutcome, StopOutcome, StoreError, StoredGrant, StoredProposal, StoredStanding,
+    Timestamp, UseOutcome, decide_abandon, decide_consume, decide_proposal, decide_revoke,
 };
 
 /// The default time a record is kept after it can no longer be used: long
@@ -62,7 +67,7 @@ pub const PURGE_BATCH: usize = 1_024;
 
 /// Locks `mutex`, failing closed when another thread panicked while holding it:
 /// the map may be half-updated, so no answer from it can be trusted.
-fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, StoreError> {
     mutex
         .lock()
         .map_err(|_| StoreError::unavailable("in-memory store is poisoned by a panic"))
@@ -110,6 +115,8 @@ struct Grants {
     proposals: HashMap<ProposalId, ProposalEntry>,
     /// Every held proposal by the last instant it matters, for purges.
     proposals_by_expiry: BTreeSet<(Timestamp, ProposalId)>,
+    /// Standing grants, and by expiry for purges.
+    standing: standing::StandingGrants,
 }
 
 impl Grants {
@@ -284,6 +291,7 @@ impl InMemoryApprovalStore {
             by_expiry,
             proposals,
             proposals_by_expiry,
+            standing,
             ..
         } = &mut *grants;
         let dropped = drop_oldest(by_expiry, now, retention, limit, |id| {
@@ -294,6 +302,7 @@ impl InMemoryApprovalStore {
         drop_oldest(proposals_by_expiry, now, retention, limit, |id| {
             proposals.remove(&id);
         });
+        standing.purge(now, retention, limit);
         Ok(dropped)
     }
 }
@@ -609,6 +618,46 @@ impl ProposalStore for InMemoryApprovalStore {
         }
         Ok(decision.outcome)
     }
+
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+        lock(&self.grants)?.issue_standing(grant)
+    }
+
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
+        Ok(lock(&self.grants)?.get_standing(id))
+    }
+
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError> {
+        Ok(lock(&self.grants)?.standing_grants(actor, run, now))
+    }
+
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        Ok(lock(&self.grants)?.use_standing(id, key, now, attempt))
+    }
+
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        Ok(lock(&self.grants)?.give_back_use(id, attempt, now))
+    }
+
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
+        Ok(lock(&self.grants)?.revoke_standing(id))
+    }
 }
 
 /// Whether a run or actor stop came since these generations were taken,
@@ -654,107 +703,5 @@ fn resume(fence: Option<&mut Fence>) -> ResumeOutcome {
             ResumeOutcome::Resumed
         }
         _ => ResumeOutcome::NotStopped,
-    }
-}
-
-/// Operation records in process memory, in the order they were written.
-///
-/// Unbounded by default ([`new`](Self::new)); [`with_max_records`](Self::with_max_records)
-/// keeps only the newest records, and [`purge`](Self::purge) drops old ones.
-#[derive(Debug, Default)]
-pub struct InMemoryOperationStore {
-    log: Mutex<Log>,
-    max_records: Option<usize>,
-}
-
-#[derive(Debug, Default)]
-struct Log {
-    records: VecDeque<OperationRecord>,
-    ids: HashSet<OperationId>,
-}
-
-impl InMemoryOperationStore {
-    /// An empty, unbounded log.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// An empty log that keeps at most the newest `max_records` records
-    /// (at least one): recording one more drops the oldest.
-    pub fn with_max_records(max_records: usize) -> Self {
-        InMemoryOperationStore {
-            log: Mutex::default(),
-            max_records: Some(max_records.max(1)),
-        }
-    }
-
-    /// A copy of every record, oldest first.
-    pub fn records(&self) -> Result<Vec<OperationRecord>, StoreError> {
-        Ok(lock(&self.log)?.records.iter().cloned().collect())
-    }
-
-    /// How many records are held.
-    pub fn len(&self) -> Result<usize, StoreError> {
-        Ok(lock(&self.log)?.records.len())
-    }
-
-    /// Whether no record is held.
-    pub fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(lock(&self.log)?.records.is_empty())
-    }
-
-    /// Drops records that finished at or before `now - retention`; returns how many.
-    pub fn purge(&self, now: Timestamp, retention: Duration) -> Result<usize, StoreError> {
-        let mut log = lock(&self.log)?;
-        let Log { records, ids } = &mut *log;
-        let before = records.len();
-        records.retain(|r| {
-            let keep = r.finished_at.saturating_add(retention) > now;
-            if !keep {
-                ids.remove(&r.operation_id);
-            }
-            keep
-        });
-        Ok(before - records.len())
-    }
-}
-
-#[async_trait]
-impl OperationLog for InMemoryOperationStore {
-    async fn record(&self, record: OperationRecord) -> Result<(), StoreError> {
-        let mut log = lock(&self.log)?;
-        if !log.ids.insert(record.operation_id.clone()) {
-            // A resend of a record already held: kept once.
-            return Ok(());
-        }
-        log.records.push_back(record);
-        if let Some(max) = self.max_records {
-            while log.records.len() > max {
-                if let Some(dropped) = log.records.pop_front() {
-                    log.ids.remove(&dropped.operation_id);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn records_for_run(&self, run: &RunId) -> Result<Vec<OperationRecord>, StoreError> {
-        Ok(lock(&self.log)?
-            .records
-            .iter()
-            .filter(|r| r.run_id == *run)
-            .cloned()
-            .collect())
-    }
-
-    async fn record_for_operation(
-        &self,
-        id: &OperationId,
-    ) -> Result<Option<OperationRecord>, StoreError> {
-        let log = lock(&self.log)?;
-        if !log.ids.contains(id) {
-            return Ok(None);
-        }
-        Ok(log.records.iter().find(|r| r.operation_id == *id).cloned())
     }
 }
