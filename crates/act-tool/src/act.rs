@@ -17,6 +17,7 @@ use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
 use crate::refusal::Refusal;
 use crate::result::{ActError, ActResult, Performed};
+use crate::standing;
 
 /// The Act tool for one host [`Context`].
 ///
@@ -48,6 +49,14 @@ use crate::result::{ActError, ActResult, Performed};
 ///    [`Context::abandon_timeout`]): the message says whether the approval
 ///    is still usable, used by another call, expired or revoked, or — when
 ///    the abandon failed too — that it may have been used up;
+///
+///    After a consume the grant's approver is known from the page check,
+///    or read with one `get` (a failure gives the consume back ⇒
+///    `STORE_UNAVAILABLE`); a grant approved by a standing grant
+///    (`standing:<id>`) takes one of its uses for the grant's own scope:
+///    none left, revoked, expired or stopped ⇒ `APPROVAL_STALE` and the
+///    consume is given back; the use is given back too when the backend
+///    then dispatches nothing;
 /// 6. `backend.perform` (`perform_on_page` for a page-bound grant, which
 ///    re-checks the page immediately before input): ok, or
 ///    `BACKEND_FAILED`. When the backend's error
@@ -65,10 +74,9 @@ use crate::result::{ActError, ActResult, Performed};
 ///    reason goes to the operation record); a later call with that grant on
 ///    a changed page is `APPROVAL_STALE` at step 4 and consumes nothing;
 /// 7. one operation record is written for every call, whatever happened;
-///    for a call that consumed a grant it names the grant's approver (read
-///    with the page check, or with one `get` after the backend ran; if
-///    that read fails the record says no approver and an error event is
-///    logged).
+///    for a call that consumed a grant it names the grant's approver, and
+///    for one that took a standing use, the standing grant and its uses
+///    left (its reason, also when the call succeeded).
 ///
 /// Cheap to clone; `Send + Sync`, so one `Act` may serve concurrent calls.
 #[derive(Debug, Clone)]
@@ -83,6 +91,9 @@ struct Known {
     digest: Option<ActionDigest>,
     /// The approver of the grant the call consumed.
     approver: Option<ApproverId>,
+    /// For a call that took a standing grant's use: which, and the uses
+    /// left, for the record of a call that succeeded.
+    note: Option<String>,
 }
 
 fn stale_message(reason: StaleReason) -> &'static str {
@@ -259,7 +270,7 @@ impl Act {
         let finished_at = context.now();
 
         let (code, reason) = match &outcome {
-            Ok(_) => (OutcomeCode::Ok, String::new()),
+            Ok(_) => (OutcomeCode::Ok, known.note.take().unwrap_or_default()),
             Err(refusal) => (refusal.code, refusal.reason.clone()),
         };
         log_call(context, &operation_id, &given, code, &reason);
@@ -357,6 +368,54 @@ impl Act {
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
         let attempt = self.consume(store.as_ref(), &approval_id, &binding).await?;
 
+        // 5b. Who approved the grant: read with the page check, else read
+        // now, before anything is performed. A grant a standing grant
+        // approved also takes one of its uses, in the store, or the
+        // consume is given back; so a read that fails refuses the call.
+        let approver = match read_approver {
+            Some(approver) => approver,
+            None => match store.get(&approval_id).await {
+                Ok(grant) => grant.and_then(|g| g.approval.approver.map(|a| a.id)),
+                Err(error) => {
+                    return Err(self
+                        .give_back(
+                            store.as_ref(),
+                            &approval_id,
+                            &attempt,
+                            format!("reading the grant's approver failed: {error}"),
+                            GaveUp::StoreFailed,
+                        )
+                        .await);
+                }
+            },
+        };
+        known.approver = approver.clone();
+        let standing = match approver.as_ref().and_then(ApproverId::standing_grant) {
+            None => None,
+            Some(standing) => {
+                let taken =
+                    standing::take_use(context, store.as_ref(), &approval_id, &standing, &attempt)
+                        .await;
+                match taken {
+                    Ok(taken) => {
+                        known.note = Some(taken.record_note());
+                        Some(taken)
+                    }
+                    Err(refusal) => {
+                        self.give_back(
+                            store.as_ref(),
+                            &approval_id,
+                            &attempt,
+                            refusal.reason.clone(),
+                            GaveUp::NotDispatched,
+                        )
+                        .await;
+                        return Err(refusal);
+                    }
+                }
+            }
+        };
+
         // 6. Perform.
         let action_request = ActionRequest {
             operation_id: operation_id.clone(),
@@ -369,9 +428,7 @@ impl Act {
         if navigation {
             let landed = self
                 .navigate(store.as_ref(), &action_request, &attempt)
-                .await;
-            known.approver = self.approver_of(store.as_ref(), &action_request).await;
-            let landed = landed?;
+                .await?;
             return Ok(Performed {
                 operation_id: action_request.operation_id,
                 approval_id: action_request.approval_id,
@@ -389,12 +446,6 @@ impl Act {
             }
             None => context.backend().perform(&action_request).await,
         };
-        // The grant was used: the record names who approved it. Read after
-        // the backend ran, so the action waits for nothing more.
-        known.approver = match read_approver {
-            Some(approver) => approver,
-            None => self.approver_of(store.as_ref(), &action_request).await,
-        };
         match performed {
             Ok(()) => {}
             Err(error) if error.may_have_acted() => {
@@ -406,6 +457,9 @@ impl Act {
             }
             // Nothing reached the page: the consume is given back.
             Err(error) => {
+                if let Some(taken) = &standing {
+                    standing::give_back_use(context, &taken.standing, &attempt).await;
+                }
                 return Err(self
                     .give_back(
                         store.as_ref(),
@@ -469,27 +523,6 @@ impl Act {
             .map_err(|(code, message)| {
                 Refusal::new(code, format!("{message}; the approval was used up"))
             })
-    }
-
-    /// Who approved the grant of `request`, for the operation record: one
-    /// `get`; a failed read is logged and recorded as no approver.
-    async fn approver_of(
-        &self,
-        store: &dyn ApprovalStore,
-        request: &ActionRequest,
-    ) -> Option<ApproverId> {
-        match store.get(&request.approval_id).await {
-            Ok(grant) => grant.and_then(|g| g.approval.approver.map(|a| a.id)),
-            Err(error) => {
-                tracing::error!(
-                    operation_id = %request.operation_id,
-                    approval_id = %request.approval_id,
-                    %error,
-                    "browser_act: the grant's approver could not be read for the operation record",
-                );
-                None
-            }
-        }
     }
 
     /// Stops the context's run on its approval store: no grant of this

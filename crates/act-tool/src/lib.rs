@@ -160,6 +160,7 @@ mod navigation;
 mod propose;
 mod refusal;
 mod result;
+mod standing;
 mod toolset;
 
 pub use act::Act;

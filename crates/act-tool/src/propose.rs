@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId, ProposalState,
-    ProposalStatus, ProposeError, Timestamp,
+    Approval, ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId,
+    ProposalState, ProposalStatus, ProposeError, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use countersign_rules::{Decision, ProposedTarget, Tier};
@@ -18,6 +18,7 @@ use crate::definition::{
     PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
     proposal_status_definition, propose_definition,
 };
+use crate::standing;
 
 /// The propose tool for one host [`Context`]: `browser_propose` records a
 /// pending proposal, `browser_proposal_status` reports the host's decision.
@@ -102,22 +103,26 @@ pub enum DecidedBy {
     Rule,
     /// A person decided on the approval page (or the host did, in code).
     Person,
+    /// A standing grant a person approved covered it.
+    Standing,
 }
 
 impl DecidedBy {
-    /// `rule` or `person`.
+    /// `rule`, `person` or `standing`.
     pub fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Rule => "rule",
             DecidedBy::Person => "person",
+            DecidedBy::Standing => "standing",
         }
     }
 
     /// Who decided, from the approver a decision recorded: a rule's grant
-    /// records `rule:<id>`.
+    /// records `rule:<id>`, a standing grant's `standing:<id>`.
     pub fn of(approver: Option<&ApproverId>) -> DecidedBy {
         match approver {
             Some(id) if id.is_rule() => DecidedBy::Rule,
+            Some(id) if id.standing_grant().is_some() => DecidedBy::Standing,
             _ => DecidedBy::Person,
         }
     }
@@ -350,13 +355,19 @@ impl Propose {
                 ),
                 Some(rules),
             ) => match proposal.grant(rules.grant_ttl(), approved_at, decided.approver()) {
-                Ok(grant) => Some((rule.id(), grant)),
+                Ok(grant) => Some((DecidedBy::Rule, format!("rule `{}`", rule.id()), grant)),
                 Err(error) => {
                     tracing::warn!(%error, rule = %rule.id(), "countersign: a rule's grant could not be built; a person decides");
                     None
                 }
             },
             _ => None,
+        };
+        // Where a person would be asked, a standing grant that person
+        // approved for this scope decides instead (a `deny` returned above).
+        let instant = match auto {
+            Some(auto) => Some(auto),
+            None => self.standing_grant_for(&proposal, approved_at).await,
         };
         let mut view = ProposalView {
             proposal_id: proposal.id.clone(),
@@ -382,7 +393,7 @@ impl Propose {
                 ));
             }
         }
-        let Some((rule_id, grant)) = auto else {
+        let Some((decided_by, by, grant)) = instant else {
             return Ok(view);
         };
         let approval_id = grant.id.clone();
@@ -396,18 +407,41 @@ impl Propose {
                 // record of its own here, which would only repeat both.
                 view.status = ProposalStatus::Approved;
                 view.approval_id = Some(approval_id);
-                view.decided_by = Some(DecidedBy::Rule);
-                tracing::info!(rule = %rule_id, proposal_id = %view.proposal_id, "countersign: a rule approved the proposal");
+                view.decided_by = Some(decided_by);
+                tracing::info!(%by, proposal_id = %view.proposal_id, "countersign: approved the proposal without asking a person");
             }
             // The proposal is stored and pending: a person decides it.
             Ok(other) => {
-                tracing::warn!(outcome = other.as_str(), rule = %rule_id, proposal_id = %view.proposal_id, "countersign: a rule could not approve the proposal; a person decides");
+                tracing::warn!(outcome = other.as_str(), %by, proposal_id = %view.proposal_id, "countersign: could not approve the proposal; a person decides");
             }
             Err(error) => {
-                tracing::warn!(%error, rule = %rule_id, proposal_id = %view.proposal_id, "countersign: a rule could not approve the proposal; a person decides");
+                tracing::warn!(%error, %by, proposal_id = %view.proposal_id, "countersign: could not approve the proposal; a person decides");
             }
         }
         Ok(view)
+    }
+
+    /// The grant a usable standing grant of this run approves `proposal`
+    /// with, when its scope is the proposal's; `None` means a person
+    /// decides.
+    async fn standing_grant_for(
+        &self,
+        proposal: &Proposal,
+        approved_at: Timestamp,
+    ) -> Option<(DecidedBy, String, Approval)> {
+        let context = &*self.context;
+        let store = context.proposal_store()?;
+        let scope = standing::scope_of_proposal(proposal)?;
+        let covering = standing::covering(context, store.as_ref(), &scope).await?;
+        let ttl = standing::grant_ttl(context, &covering)?;
+        let id = covering.grant.id;
+        match proposal.grant(ttl, approved_at, Some(standing::approver(&id))) {
+            Ok(grant) => Some((DecidedBy::Standing, format!("standing grant `{id}`"), grant)),
+            Err(error) => {
+                tracing::warn!(%error, standing = %id, "countersign: a standing grant's grant could not be built; a person decides");
+                None
+            }
+        }
     }
 
     /// Runs a `browser_proposal_status` call (`{"proposal_id": …}`).

@@ -7,27 +7,17 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use common::{START, URL, call_for, check_message, policy};
+use common::{ElementPage, START, URL, call_for, check_message, policy};
 use countersign_act_tool::approval::{
-    ActionRequest, ActorId, ApprovalStore, Backend, BackendError, ElementIdentity, FrameIdentity,
-    ManualClock, OperationLog, OutcomeCode, PageBinding, PageSnapshot, ProposalStore, RunId,
+    ActorId, ApprovalStore, ElementIdentity, FrameIdentity, ManualClock, OperationLog, OutcomeCode,
+    ProposalStore, RunId,
 };
-use countersign_act_tool::policy::{Action, AuthorizedUrl};
 use countersign_act_tool::rules::{Rule, RuleSet};
 use countersign_act_tool::{Context, Toolset};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 use serde_json::{Value, json};
-
-/// A page whose proposed target is `element` (`None`: not found); counts
-/// what it performs.
-#[derive(Clone)]
-struct Page {
-    element: Option<ElementIdentity>,
-    performed: Arc<Mutex<usize>>,
-}
 
 fn link(name: &str, href: &str) -> ElementIdentity {
     ElementIdentity::new(
@@ -41,51 +31,11 @@ fn link(name: &str, href: &str) -> ElementIdentity {
     .unwrap()
 }
 
-impl Page {
-    fn binding(&self) -> PageBinding {
-        let page = PageBinding::new("session", "tab", "rev-1");
-        match &self.element {
-            Some(element) => page.with_element(element.clone()),
-            None => page,
-        }
-    }
-}
-
-#[async_trait]
-impl Backend for Page {
-    async fn perform(&self, _: &ActionRequest) -> Result<(), BackendError> {
-        Err(BackendError::not_dispatched("only page-bound grants here"))
-    }
-    async fn current_page(&self) -> Result<Option<PageBinding>, BackendError> {
-        Ok(Some(self.binding()))
-    }
-    async fn snapshot(
-        &self,
-        _: &AuthorizedUrl,
-        _: &Action,
-    ) -> Result<Option<PageSnapshot>, BackendError> {
-        Ok(Some(PageSnapshot {
-            page: self.binding(),
-            screenshot_png: None,
-            target_found: self.element.is_some(),
-        }))
-    }
-    async fn perform_on_page(
-        &self,
-        _: &ActionRequest,
-        page: &PageBinding,
-    ) -> Result<(), BackendError> {
-        assert_eq!(*page, self.binding());
-        *self.performed.lock().unwrap() += 1;
-        Ok(())
-    }
-}
-
 struct Host {
     store: Arc<InMemoryApprovalStore>,
     operations: Arc<InMemoryOperationStore>,
     tools: Toolset,
-    performed: Arc<Mutex<usize>>,
+    page: ElementPage,
 }
 
 fn rules() -> RuleSet {
@@ -106,14 +56,11 @@ fn rules() -> RuleSet {
 fn host(element: Option<ElementIdentity>) -> Host {
     let store = Arc::new(InMemoryApprovalStore::new());
     let operations = Arc::new(InMemoryOperationStore::new());
-    let performed = Arc::new(Mutex::new(0));
+    let page = ElementPage::showing(element);
     let context = Context::builder()
         .actor_id(ActorId::new("actor").unwrap())
         .run_id(RunId::new("run").unwrap())
-        .backend(Page {
-            element,
-            performed: performed.clone(),
-        })
+        .backend(page.clone())
         .source_policy(policy())
         .operation_store(operations.clone())
         .proposal_store(store.clone())
@@ -125,7 +72,7 @@ fn host(element: Option<ElementIdentity>) -> Host {
         store,
         operations,
         tools: Toolset::new(context).with_act().with_propose(),
-        performed,
+        page,
     }
 }
 
@@ -200,7 +147,7 @@ async fn an_auto_rule_approves_at_once_with_an_ordinary_single_use_grant() {
     assert_eq!(host.call("browser_act", &act).await["status"], "ok");
     let again = host.call("browser_act", &act).await;
     assert_eq!(again["error"]["code"], "APPROVAL_STALE", "{again}");
-    assert_eq!(*host.performed.lock().unwrap(), 1);
+    assert_eq!(host.page.performed(), 1);
     let rule = Some("rule:default.same-host-link".to_owned());
     // The act that used the rule's grant names the rule; the replay none.
     let records = host.records().await;
@@ -258,7 +205,7 @@ async fn a_deny_rule_refuses_with_its_reason_and_records_its_id() {
             "browser_propose: refused by rule `no-internal-links`: the agent stays off the internal pages".to_owned()
         )]
     );
-    assert_eq!(*host.performed.lock().unwrap(), 0);
+    assert_eq!(host.page.performed(), 0);
 }
 
 #[tokio::test]
@@ -269,10 +216,10 @@ async fn the_policy_is_checked_before_any_rule() {
     let context = Context::builder()
         .actor_id(ActorId::new("actor").unwrap())
         .run_id(RunId::new("run").unwrap())
-        .backend(Page {
-            element: Some(link("Next", "https://evil.example/2")),
-            performed: Arc::new(Mutex::new(0)),
-        })
+        .backend(ElementPage::showing(Some(link(
+            "Next",
+            "https://evil.example/2",
+        ))))
         .source_policy(policy())
         .operation_store(operations.clone())
         .proposal_store(store.clone())
@@ -301,10 +248,10 @@ async fn an_auto_rule_approves_on_the_system_clock_too() {
     let context = Context::builder()
         .actor_id(ActorId::new("actor").unwrap())
         .run_id(RunId::new("run").unwrap())
-        .backend(Page {
-            element: Some(link("Next", "https://docs.example.com/guide/2")),
-            performed: Arc::new(Mutex::new(0)),
-        })
+        .backend(ElementPage::showing(Some(link(
+            "Next",
+            "https://docs.example.com/guide/2",
+        ))))
         .source_policy(policy())
         .operation_store(InMemoryOperationStore::new())
         .proposal_store(store)

@@ -366,3 +366,86 @@ impl OperationLog for BrokenLog {
         Err(StoreError::unavailable("log is down"))
     }
 }
+
+/// A live-backend stand-in whose page shows one proposed target, the
+/// element set last (`None`: not found), in session `session`, tab `tab`,
+/// revision `rev-1`. It re-checks the element before input, as a live
+/// backend does for an element-bound grant, and counts what it performs.
+#[derive(Clone, Default)]
+pub struct ElementPage {
+    element: Arc<Mutex<Option<ElementIdentity>>>,
+    performed: Arc<Mutex<usize>>,
+}
+
+impl ElementPage {
+    /// A page showing `element`.
+    pub fn showing(element: Option<ElementIdentity>) -> Self {
+        let page = ElementPage::default();
+        page.show(element);
+        page
+    }
+
+    /// Shows `element` from now on.
+    pub fn show(&self, element: Option<ElementIdentity>) {
+        *self.element.lock().unwrap() = element;
+    }
+
+    /// How many actions were performed.
+    pub fn performed(&self) -> usize {
+        *self.performed.lock().unwrap()
+    }
+
+    fn binding(&self) -> PageBinding {
+        let page = PageBinding::new("session", "tab", "rev-1");
+        match self.element.lock().unwrap().clone() {
+            Some(element) => page.with_element(element),
+            None => page,
+        }
+    }
+}
+
+#[async_trait]
+impl countersign_act_tool::approval::Backend for ElementPage {
+    async fn perform(
+        &self,
+        _: &countersign_act_tool::approval::ActionRequest,
+    ) -> Result<(), countersign_act_tool::approval::BackendError> {
+        Err(
+            countersign_act_tool::approval::BackendError::not_dispatched(
+                "only page-bound grants here",
+            ),
+        )
+    }
+    async fn current_page(
+        &self,
+    ) -> Result<Option<PageBinding>, countersign_act_tool::approval::BackendError> {
+        Ok(Some(PageBinding::new("session", "tab", "rev-1")))
+    }
+    async fn snapshot(
+        &self,
+        _: &countersign_act_tool::policy::AuthorizedUrl,
+        _: &countersign_act_tool::policy::Action,
+    ) -> Result<
+        Option<countersign_act_tool::approval::PageSnapshot>,
+        countersign_act_tool::approval::BackendError,
+    > {
+        Ok(Some(countersign_act_tool::approval::PageSnapshot {
+            page: self.binding(),
+            screenshot_png: None,
+            target_found: self.element.lock().unwrap().is_some(),
+        }))
+    }
+    async fn perform_on_page(
+        &self,
+        _: &countersign_act_tool::approval::ActionRequest,
+        page: &PageBinding,
+    ) -> Result<(), countersign_act_tool::approval::BackendError> {
+        if page.element != self.binding().element {
+            return Err(countersign_act_tool::approval::BackendError::stale_target(
+                "the target changed",
+            ));
+        }
+        *self.performed.lock().unwrap() += 1;
+        Ok(())
+    }
+}
