@@ -132,6 +132,32 @@ impl StandingScope {
         })
     }
 
+    /// The scope whose canonical text is `text` (as a stored standing grant
+    /// keeps it); `None` for any other text.
+    pub fn parse(text: &str) -> Option<StandingScope> {
+        #[derive(serde::Deserialize)]
+        struct Owned {
+            v: u8,
+            host: String,
+            method: String,
+            path: String,
+            role: String,
+            name: String,
+        }
+        let facts: Owned = serde_json::from_str(text).ok()?;
+        if facts.v != 1 {
+            return None;
+        }
+        let scope = StandingScope::from_facts(
+            &format!("https://{}{}", facts.host, facts.path),
+            &facts.method,
+            &facts.role,
+            &facts.name,
+        )
+        .ok()?;
+        (scope.text == text).then_some(scope)
+    }
+
     /// The canonical text stores keep and compare.
     pub fn as_str(&self) -> &str {
         &self.text

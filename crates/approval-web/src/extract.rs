@@ -32,14 +32,15 @@ impl FromRequestParts<App> for Viewer {
         }
         let base = mount_path(parts);
         match state.approvers.approver(parts).await {
-            // A person recorded as `rule:…` would read as a rule's
-            // decision to the model and in every record.
-            Some(approver) if approver.is_rule() => Err(PageError::new(
+            // A person recorded as `rule:…` or `standing:…` would read as
+            // a rule's or a standing grant's decision to the model and in
+            // every record.
+            Some(approver) if approver.is_reserved() => Err(PageError::new(
                 &base,
                 None,
                 StatusCode::FORBIDDEN,
                 "Not allowed",
-                "approver ids that start with `rule:` are kept for rules; the host must name people otherwise",
+                "approver ids that start with `rule:` or `standing:` are kept for rules and standing grants; the host must name people otherwise",
             )),
             Some(approver) => {
                 let viewer = Viewer { approver, base };

@@ -87,14 +87,37 @@ impl std::fmt::Debug for FormKey {
     }
 }
 
-/// What every `POST` form carries: its token, and the approver's note
-/// (read by Approve only).
+/// What every `POST` form carries: its token, the approver's note (read by
+/// Approve only), the uses and hours of a standing approval, and the
+/// standing grant a Revoke names.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct DecisionForm {
     #[serde(default)]
     pub(crate) token: String,
     #[serde(default)]
     pub(crate) note: String,
+    #[serde(default)]
+    pub(crate) uses: String,
+    #[serde(default)]
+    pub(crate) hours: String,
+    #[serde(default)]
+    pub(crate) standing: String,
+}
+
+/// The fields a Revoke of standing grant `id` in `run` signs.
+pub(crate) fn revoke_fields<'a>(
+    approver: &'a ApproverId,
+    actor: &'a ActorId,
+    run: &'a RunId,
+    id: &'a str,
+) -> [&'a str; 5] {
+    [
+        "revoke-standing",
+        approver.as_str(),
+        actor.as_str(),
+        run.as_str(),
+        id,
+    ]
 }
 
 /// The fields a form token signs.

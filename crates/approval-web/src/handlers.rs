@@ -11,3 +11,4 @@
 mod checks;
 pub(crate) mod proposal;
 pub(crate) mod run;
+pub(crate) mod standing;

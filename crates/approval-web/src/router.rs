@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::csrf::{CsrfLayer, ProtectionError};
 
-use crate::handlers::{proposal, run};
+use crate::handlers::{proposal, run, standing};
 use crate::state::App;
 
 const STYLESHEET: &str = include_str!("../static/style.css");
@@ -23,10 +23,18 @@ pub(crate) fn router(shared: App) -> Router {
     Router::new()
         .route("/runs/{actor}/{run}", get(run::run_page))
         .route("/runs/{actor}/{run}/stop", post(run::stop_run))
+        .route(
+            "/runs/{actor}/{run}/revoke",
+            post(standing::revoke_standing),
+        )
         .route("/proposals/{id}", get(proposal::proposal_page))
         .route("/proposals/{id}/screenshot.png", get(proposal::screenshot))
         .route("/proposals/{id}/approve", post(proposal::approve))
         .route("/proposals/{id}/deny", post(proposal::deny))
+        .route(
+            "/proposals/{id}/approve-standing",
+            post(standing::approve_standing_page),
+        )
         .route("/style.css", get(stylesheet))
         .with_state(shared)
         // Refuses a cross-site POST (Sec-Fetch-Site, else Origin against

@@ -53,6 +53,10 @@ impl Notice {
                 "ok",
                 "Approved: one grant was issued for exactly this action.",
             ),
+            "approved-standing" => (
+                "ok",
+                "Approved with a standing approval: this action, and later ones of the same scope in this run, until its uses are spent or its time is up. Revoke it on the run's page.",
+            ),
             "denied" => ("ok", "Denied: no grant was issued."),
             "already-approved" => (
                 "info",
@@ -239,6 +243,8 @@ pub(crate) struct RunPage {
     pub(crate) run: Shown,
     pub(crate) notice: Option<Notice>,
     pub(crate) proposals: Vec<ProposalRow>,
+    pub(crate) standing: Vec<StandingRow>,
+    pub(crate) revoke_action: String,
     pub(crate) stop_action: String,
     pub(crate) stop_token: String,
 }
@@ -262,6 +268,8 @@ impl RunPage {
             run: Shown::new(run.as_str()),
             notice,
             proposals,
+            standing: Vec::new(),
+            revoke_action: format!("{}/revoke", run_path(base, actor.as_str(), run.as_str())),
             stop_action: format!("{}/stop", run_path(base, actor.as_str(), run.as_str())),
             stop_token,
         }
@@ -425,6 +433,75 @@ pub(crate) struct DecisionForms {
     pub(crate) approve_token: String,
     pub(crate) deny_action: String,
     pub(crate) deny_token: String,
+    /// "Approve up to N times until T", for a proposal bound to an element.
+    pub(crate) standing: Option<StandingOffer>,
+}
+
+/// The form of a standing approval and, in words, its scope.
+pub(crate) struct StandingOffer {
+    pub(crate) action: String,
+    pub(crate) token: String,
+    pub(crate) covers: Shown,
+    pub(crate) not_covered: String,
+    pub(crate) hours: [u64; 4],
+    pub(crate) max_uses: u32,
+}
+
+impl StandingOffer {
+    pub(crate) fn new(
+        scope: &countersign_approval_core::StandingScope,
+        action: String,
+        token: String,
+    ) -> Self {
+        let (covers, not_covered) = scope.describe();
+        StandingOffer {
+            action,
+            token,
+            covers: Shown::new(&covers),
+            not_covered,
+            hours: crate::handlers::standing::STANDING_HOURS,
+            max_uses: countersign_approval_core::MAX_STANDING_USES,
+        }
+    }
+}
+
+/// One active standing grant on its run's page, with its Revoke.
+pub(crate) struct StandingRow {
+    pub(crate) id: String,
+    pub(crate) covers: Shown,
+    pub(crate) uses_left: u32,
+    pub(crate) uses: u32,
+    pub(crate) approver: Shown,
+    pub(crate) expires: When,
+    pub(crate) token: String,
+}
+
+impl StandingRow {
+    /// The row of `stored`, its Revoke signed with `token`.
+    pub(crate) fn new(
+        stored: &countersign_approval_core::StoredStanding,
+        now: Timestamp,
+        token: String,
+    ) -> Self {
+        let grant = &stored.grant;
+        let covers = scope_words(&grant.scope);
+        StandingRow {
+            id: grant.id.to_string(),
+            covers: Shown::new(&covers),
+            uses_left: stored.remaining(),
+            uses: grant.uses,
+            approver: Shown::new(grant.approver.id.as_str()),
+            expires: When::new(grant.expires_at, now),
+            token,
+        }
+    }
+}
+
+/// The words for a stored scope text, or the text itself when it does not
+/// read as a scope.
+fn scope_words(scope: &str) -> String {
+    countersign_approval_core::StandingScope::parse(scope)
+        .map_or_else(|| scope.to_owned(), |scope| scope.describe().0)
 }
 
 /// One proposal: exactly what a grant approved from it binds.

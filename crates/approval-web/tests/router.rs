@@ -1542,27 +1542,311 @@ async fn a_person_named_like_a_rule_may_not_decide() {
     let host = Host::new();
     let app = host.router();
     let proposal = host.propose(&click()).await;
-    let impostor = Some("rule:default.pays");
-    for answer in [
-        get(&app, &run_path(&host), impostor).await,
-        get(&app, &proposal_path(&proposal), impostor).await,
-        post(
-            &app,
-            &format!("{}/approve", proposal_path(&proposal)),
-            impostor,
-            From::SameOrigin,
-            "token=x",
-        )
-        .await,
-    ] {
-        assert_eq!(answer.status, StatusCode::FORBIDDEN);
-        assert!(
+    for impostor in [Some("rule:default.pays"), Some("standing:stg_0")] {
+        for answer in [
+            get(&app, &run_path(&host), impostor).await,
+            get(&app, &proposal_path(&proposal), impostor).await,
+            post(
+                &app,
+                &format!("{}/approve", proposal_path(&proposal)),
+                impostor,
+                From::SameOrigin,
+                "token=x",
+            )
+            .await,
+        ] {
+            assert_eq!(answer.status, StatusCode::FORBIDDEN);
+            assert!(
             answer.body.contains(
-                "approver ids that start with `rule:` are kept for rules; the host must name people otherwise"
+                "approver ids that start with `rule:` or `standing:` are kept for rules and standing grants; the host must name people otherwise"
             ),
             "{}",
             answer.body
         );
+        }
     }
     assert_pending_without_grant(&host, &proposal).await;
+}
+
+/// A proposal whose snapshot bound the pay button: what a standing
+/// approval needs.
+async fn propose_bound(host: &Host) -> Proposal {
+    let element = countersign_approval_core::ElementIdentity::new(
+        "button",
+        "Pay the invoice",
+        "button",
+        "Pay the invoice",
+        std::collections::BTreeMap::new(),
+        vec![countersign_approval_core::FrameIdentity::new(
+            "https://docs.example.com",
+            "loader-1",
+        )],
+    )
+    .unwrap();
+    let snapshot = PageSnapshot {
+        page: PageBinding::new("ctx-1", "tab-1", "loader-1").with_element(element),
+        screenshot_png: None,
+        target_found: true,
+    };
+    host.propose_observed(&click(), snapshot).await
+}
+
+#[tokio::test]
+async fn approve_up_to_n_times_says_its_scope_and_issues_a_standing_grant() {
+    let host = Host::new();
+    let app = host.router();
+    let proposal = propose_bound(&host).await;
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    assert!(
+        page.body.contains(
+            "<span id=\"standing-covers\" class=\"text\">`click` on the button named \u{201c}Pay the invoice\u{201d}, on pages of https://docs.example.com/account (any query), in this run only</span>"
+        ),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("<span id=\"standing-not-covered\">any other element, name, method, path or host; another run or actor; anything after the uses are spent, the time is up or the run is stopped</span>"));
+    // A proposal that bound no element is offered no standing approval.
+    let plain = host.propose(&click()).await;
+    let plain_page = get(&app, &proposal_path(&plain), Some("alice")).await;
+    assert!(plain_page.body.contains("id=\"approve\""));
+    assert!(!plain_page.body.contains("approve-standing"));
+
+    let action = format!("{}/approve-standing", proposal_path(&proposal));
+    let token = form_token(&page.body, "/approve-standing").unwrap();
+    // Out-of-bounds uses and hours are refused; nothing changes.
+    for bad in [
+        "uses=0&hours=1",
+        "uses=101&hours=1",
+        "uses=3.5&hours=1",
+        "uses=3&hours=9",
+        "uses=3&hours=",
+    ] {
+        let answer = post(
+            &app,
+            &action,
+            Some("alice"),
+            From::SameOrigin,
+            &format!("token={token}&{bad}"),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    // Another form's token, or another approver, is refused.
+    let approve_token = form_token(&page.body, "/approve\"").unwrap_or_default();
+    for (who, token) in [("alice", approve_token.as_str()), ("bob", token.as_str())] {
+        let answer = post(
+            &app,
+            &action,
+            Some(who),
+            From::SameOrigin,
+            &format!("token={token}&uses=3&hours=1"),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{who}");
+    }
+    // Cross-site: refused before any handler.
+    let answer = post(
+        &app,
+        &action,
+        Some("alice"),
+        From::CrossSite,
+        &format!("token={token}&uses=3&hours=1"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert!(
+        host.store
+            .standing_grants(&host.actor, &host.run, host.clock_now())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let answer = post(
+        &app,
+        &action,
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}&uses=3&hours=2"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let location = answer.headers[header::LOCATION].to_str().unwrap();
+    assert!(location.contains("outcome=approved-standing"), "{location}");
+    let standing = host
+        .store
+        .standing_grants(&host.actor, &host.run, host.clock_now())
+        .await
+        .unwrap();
+    assert_eq!(standing.len(), 1);
+    let grant = &standing[0].grant;
+    assert_eq!((grant.uses, grant.approver.id.as_str()), (3, "alice"));
+    assert_eq!(
+        grant.expires_at.as_millis() - grant.issued_at.as_millis(),
+        2 * 3600 * 1000
+    );
+    // The proposal itself is approved by the standing grant: its act
+    // takes the first use.
+    let stored = host
+        .store
+        .get_proposal(&proposal.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let ProposalState::Approved { by, .. } = stored.state else {
+        panic!("{:?}", stored.state)
+    };
+    assert_eq!(
+        by.unwrap().as_str(),
+        format!("standing:{}", grant.id).as_str()
+    );
+    let shown = get(&app, location, Some("alice")).await;
+    assert!(shown.body.contains("Approved with a standing approval"));
+}
+
+#[tokio::test]
+async fn the_run_page_lists_standing_grants_and_revokes_one_with_its_token() {
+    let host = Host::new();
+    let app = host.router();
+    let proposal = propose_bound(&host).await;
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    let token = form_token(&page.body, "/approve-standing").unwrap();
+    post(
+        &app,
+        &format!("{}/approve-standing", proposal_path(&proposal)),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}&uses=5&hours=1"),
+    )
+    .await;
+    let id = host
+        .store
+        .standing_grants(&host.actor, &host.run, host.clock_now())
+        .await
+        .unwrap()[0]
+        .grant
+        .id
+        .clone();
+    let run_page = get(&app, &run_path(&host), Some("alice")).await;
+    assert!(
+        run_page
+            .body
+            .contains("<span class=\"uses-left\">5</span> of 5"),
+        "{}",
+        run_page.body
+    );
+    assert!(run_page.body.contains(&format!("Revoke <code>{id}</code>")));
+    let revoke = format!("{}/revoke", run_path(&host));
+    let token = form_token(&run_page.body, "/revoke").unwrap();
+    // The token is for this grant only; another id or approver is refused.
+    let other = countersign_approval_core::StandingId::generate().unwrap();
+    for (who, form) in [
+        ("alice", format!("token={token}&standing={other}")),
+        ("bob", format!("token={token}&standing={id}")),
+        ("alice", format!("token=00&standing={id}")),
+    ] {
+        let answer = post(&app, &revoke, Some(who), From::SameOrigin, &form).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{who} {form}");
+    }
+    let answer = post(
+        &app,
+        &revoke,
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}&standing={id}"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let stored = host.store.get_standing(&id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.state,
+        countersign_approval_core::StandingState::Revoked
+    );
+    let after = get(&app, &run_path(&host), Some("alice")).await;
+    assert!(
+        after
+            .body
+            .contains("No standing approval of this run is active.")
+    );
+}
+
+/// The token the pages under `key` sign `fields` with: HMAC-SHA256 of the
+/// length-prefixed fields, in hex (what `forms.rs` documents).
+fn token_under(key: &[u8; 32], fields: &[&str]) -> String {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+    for field in fields {
+        mac.update(&(field.len() as u64).to_be_bytes());
+        mac.update(field.as_bytes());
+    }
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_standing_grant_of_another_run_is_not_revoked_from_this_one() {
+    let key = [9u8; 32];
+    let host = Host::new();
+    let proposal = propose_bound(&Host::for_run("actor-1", "run-2")).await;
+    host.store.propose(proposal.clone()).await.unwrap();
+    let approver = Approver {
+        id: ApproverId::new("alice").unwrap(),
+        approved_at: host.clock_now(),
+    };
+    let approved = countersign_approval_core::approve_standing(
+        host.store.as_ref(),
+        &proposal.id,
+        3,
+        Duration::from_secs(3600),
+        DEFAULT_GRANT_TTL,
+        approver,
+        host.clock_now(),
+    )
+    .await
+    .unwrap();
+    let id = approved.standing.unwrap().id;
+    let app = ApprovalPages::builder(host.store.clone(), CookieApprovers)
+        .clock(host.clock.clone())
+        .form_key(key)
+        .build()
+        .unwrap()
+        .router();
+    let run_page = get(&app, &run_path(&host), Some("alice")).await;
+    assert!(!run_page.body.contains(id.as_str()));
+    // The check of the token is sound (a token this run's page would
+    // sign for that id) and still the grant of run-2 is not revoked
+    // from run-1's page.
+    let token = token_under(
+        &key,
+        &["revoke-standing", "alice", "actor-1", "run-1", id.as_str()],
+    );
+    let answer = post(
+        &app,
+        &format!("{}/revoke", run_path(&host)),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}&standing={id}"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+    assert_eq!(
+        host.store.get_standing(&id).await.unwrap().unwrap().state,
+        countersign_approval_core::StandingState::Active
+    );
+    // The same token on run-2's page is for another run: refused.
+    let answer = post(
+        &app,
+        &format!(
+            "{}/revoke",
+            ApprovalPages::run_path(&host.actor, &RunId::new("run-2").unwrap())
+        ),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}&standing={id}"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
 }

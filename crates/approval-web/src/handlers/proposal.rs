@@ -6,7 +6,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use countersign_approval_core::{
     ApprovalId, ApproveError, DecisionOutcome, MAX_LISTED_PROPOSALS, MAX_NOTE_BYTES, ProposalId,
-    ProposalState, ProposalStatus, StoredProposal, Timestamp,
+    ProposalState, ProposalStatus, StandingScope, StoredProposal, Timestamp,
 };
 use serde::Deserialize;
 
@@ -16,7 +16,7 @@ use crate::forms::{DecisionForm, decision_fields, outcome_fields};
 use crate::handlers::checks::signed_form;
 use crate::paths::proposal_path;
 use crate::state::App;
-use crate::view::{self, DecisionForms, DecisionView, Notice, ProposalPage, render};
+use crate::view::{self, DecisionForms, DecisionView, Notice, ProposalPage, StandingOffer, render};
 
 /// The result link a decision redirects to: its outcome code, and the tag
 /// that signs it.
@@ -28,7 +28,11 @@ pub(crate) struct OutcomeQuery {
 
 /// Loads a proposal the viewer may review: unknown ⇒ 404, not theirs
 /// to review ⇒ 403.
-async fn load(app: &App, viewer: &Viewer, id: &ProposalId) -> Result<StoredProposal, PageError> {
+pub(crate) async fn load(
+    app: &App,
+    viewer: &Viewer,
+    id: &ProposalId,
+) -> Result<StoredProposal, PageError> {
     let stored = match app.store.get_proposal(id).await {
         Ok(Some(stored)) => stored,
         Ok(None) => return Err(viewer.not_found(id)),
@@ -55,8 +59,17 @@ fn outcome_code(outcome: &DecisionOutcome) -> &'static str {
     }
 }
 
-fn decided(app: &App, viewer: &Viewer, id: &ProposalId, outcome: &DecisionOutcome) -> Response {
-    let code = outcome_code(outcome);
+pub(crate) fn decided(
+    app: &App,
+    viewer: &Viewer,
+    id: &ProposalId,
+    outcome: &DecisionOutcome,
+) -> Response {
+    decided_as(app, viewer, id, outcome_code(outcome))
+}
+
+/// The redirect to the proposal's page that shows `code`'s notice.
+pub(crate) fn decided_as(app: &App, viewer: &Viewer, id: &ProposalId, code: &str) -> Response {
     let tag = app.key.tag(&outcome_fields(&viewer.approver, id, code));
     Redirect::to(&format!(
         "{}?outcome={code}&tag={tag}",
@@ -209,6 +222,14 @@ pub(crate) async fn proposal_page(
             deny_token: app
                 .key
                 .token(&decision_fields("deny", &viewer.approver, &id)),
+            standing: standing_offer(p).map(|scope| {
+                StandingOffer::new(
+                    &scope,
+                    format!("{base}/approve-standing"),
+                    app.key
+                        .token(&decision_fields("approve-standing", &viewer.approver, &id)),
+                )
+            }),
         }
     });
     let page = ProposalPage {
@@ -219,6 +240,14 @@ pub(crate) async fn proposal_page(
         ..ProposalPage::new(&viewer.base, &viewer.approver, p, now, app.grant_ttl)
     };
     Ok(render(StatusCode::OK, &page))
+}
+
+/// The scope a standing approval of `proposal` would cover: only for a
+/// proposal whose snapshot bound an element.
+fn standing_offer(proposal: &countersign_approval_core::Proposal) -> Option<StandingScope> {
+    let snapshot = proposal.snapshot.as_ref().filter(|s| s.target_found)?;
+    let element = snapshot.page.element.as_ref()?;
+    StandingScope::of(&proposal.url, proposal.action.method(), element).ok()
 }
 
 /// What became of an approved proposal's grant, read (never consumed) for

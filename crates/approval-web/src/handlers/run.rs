@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use crate::error::PageError;
 use crate::extract::{RunPath, Viewer};
-use crate::forms::{DecisionForm, stop_fields, stopped_fields};
+use crate::forms::{DecisionForm, revoke_fields, stop_fields, stopped_fields};
 use crate::handlers::checks::{may_review_run, signed_form};
 use crate::paths::run_path;
 use crate::state::App;
-use crate::view::{Notice, ProposalRow, RunPage, render};
+use crate::view::{Notice, ProposalRow, RunPage, StandingRow, render};
 
 /// The result link a stop redirects to: how many grants it stopped,
 /// whether the run was stopped already, and the tag that signs both.
@@ -48,10 +48,24 @@ pub(crate) async fn run_page(
         .iter()
         .map(|stored| ProposalRow::new(stored, &viewer.base, now))
         .collect();
+    let standing = app
+        .store
+        .standing_grants(&actor, &run, now)
+        .await
+        .map_err(|error| viewer.store_unavailable(&error, false))?
+        .iter()
+        .map(|stored| {
+            let id = stored.grant.id.as_str();
+            let token = app
+                .key
+                .token(&revoke_fields(&viewer.approver, &actor, &run, id));
+            StandingRow::new(stored, now, token)
+        })
+        .collect();
     let stop_token = app.key.token(&stop_fields(&viewer.approver, &actor, &run));
-    Ok(render(
-        StatusCode::OK,
-        &RunPage::new(
+    let page = RunPage {
+        standing,
+        ..RunPage::new(
             &viewer.base,
             &viewer.approver,
             &actor,
@@ -59,8 +73,9 @@ pub(crate) async fn run_page(
             notice,
             rows,
             stop_token,
-        ),
-    ))
+        )
+    };
+    Ok(render(StatusCode::OK, &page))
 }
 
 pub(crate) async fn stop_run(

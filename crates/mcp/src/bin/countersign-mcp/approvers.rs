@@ -20,9 +20,9 @@ pub(crate) fn config_approvers(config: &[ApproverConfig]) -> Result<TokenApprove
         .try_fold(TokenApprovers::new(), |approvers, a| {
             let id = ApproverId::new(a.name.as_str())
                 .map_err(|e| format!("the approver `{}` is not usable: {e}", a.name))?;
-            if id.is_rule() {
+            if id.is_reserved() {
                 return Err(format!(
-                    "the approver `{}` is not usable: names that start with `rule:` are kept for rules",
+                    "the approver `{}` is not usable: names that start with `rule:` or `standing:` are kept for rules and standing grants",
                     a.name
                 ));
             }
@@ -93,7 +93,7 @@ mod tests {
                 .err()
                 .as_deref(),
             Some(
-                "the approver `rule:default.pays` is not usable: names that start with `rule:` are kept for rules"
+                "the approver `rule:default.pays` is not usable: names that start with `rule:` or `standing:` are kept for rules and standing grants"
             )
         );
     }
