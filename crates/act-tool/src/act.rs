@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
-    AbandonOutcome, ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding,
-    ConsumeOutcome, GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding,
-    StaleReason, StopOutcome, StoreError,
+    ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding, ConsumeOutcome,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StopOutcome,
+    StoreError,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -15,9 +15,10 @@ use crate::call::{self, ActCall, Request};
 use crate::context::Context;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;
+use countersign_rules::ProposedTarget;
 
 /// The Act tool for one host [`Context`].
 ///
@@ -96,23 +97,9 @@ struct Known {
     note: Option<String>,
 }
 
-fn stale_message(reason: StaleReason) -> &'static str {
-    match reason {
-        StaleReason::Revoked => "approval was revoked",
-        StaleReason::Consumed => "approval was already used",
-        StaleReason::Expired => "approval has expired",
-        StaleReason::Mismatch => "approval does not match this actor, run, url or action",
-        StaleReason::Abandoned => "approval attempt was given up; call again",
-        StaleReason::Locked => {
-            "approval is locked after too many calls that did not match it; the host must issue a new approval"
-        }
-        StaleReason::Stopped => "the host stopped this run; none of its approvals can be used",
-    }
-}
-
 /// Why the tool gave a consume back.
 #[derive(Debug, Clone, Copy)]
-enum GaveUp {
+pub(crate) enum GaveUp {
     /// The store failed, or answered what a first try cannot be answered.
     StoreFailed,
     /// The backend refused before dispatching anything.
@@ -130,29 +117,6 @@ impl GaveUp {
             GaveUp::TargetChanged => OutcomeCode::ApprovalStale,
         }
     }
-}
-
-/// What the model learns after a consume the tool gave up on was given
-/// back: why, that nothing was performed, and whether the approval can
-/// still be used.
-fn given_back_message(gave_up: GaveUp, abandon: &Result<AbandonOutcome, StoreError>) -> String {
-    let why = match gave_up {
-        GaveUp::StoreFailed => "approval store is unavailable",
-        GaveUp::NotDispatched => "backend refused before acting",
-        GaveUp::TargetChanged => {
-            "the page or its target changed since approval; the backend refused before acting"
-        }
-    };
-    let approval = match abandon {
-        Ok(AbandonOutcome::Usable { .. }) => "the approval is still usable",
-        Ok(AbandonOutcome::ConsumedByOther) => "the approval was used by another call",
-        Ok(AbandonOutcome::Expired) => "the approval has expired",
-        Ok(AbandonOutcome::Revoked) => "the approval was revoked",
-        Ok(AbandonOutcome::Stopped) => "the host stopped this run",
-        Ok(AbandonOutcome::Unknown) => "the approval id is unknown",
-        Err(_) => "the approval may have been used up",
-    };
-    format!("{why}; nothing was performed; {approval}")
 }
 
 /// The shortest wait between two tries of an abandon.
@@ -363,6 +327,20 @@ impl Act {
         } else {
             self.check_page(store.as_ref(), &approval_id).await?
         };
+
+        // 4c. The rules decide again, on the grant's element: a `deny`
+        // added or matched since the approval wins; nothing is consumed.
+        if let Some(rules) = context.rules() {
+            let element = page.as_ref().and_then(|page| page.element.as_ref());
+            let target = ProposedTarget {
+                url: &url,
+                action: &action,
+                element,
+            };
+            if let Some(rule) = rules.decide(target).denied_by() {
+                return Err(Refusal::by_rule(rule));
+            }
+        }
 
         // 4–5. One atomic check-and-mark; an unknown id is its first answer.
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);

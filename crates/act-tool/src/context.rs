@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use countersign_approval_core::{
     ActorId, ApprovalStore, Backend, Clock, MAX_TTL, OperationLog, ProposalStore, RunId,
     SnapshotLimits, SystemClock, Timestamp,
@@ -100,7 +101,9 @@ pub struct Context {
     accept_grants_without_element: bool,
     navigation_needs_grant: bool,
     snapshot_limits: SnapshotLimits,
-    rules: Option<Arc<RuleSet>>,
+    /// Swappable while calls run: a rule the host adds mid-run decides the
+    /// next propose and the next act. Clones of a context share it.
+    rules: Arc<ArcSwapOption<RuleSet>>,
 }
 
 impl fmt::Debug for Context {
@@ -122,7 +125,7 @@ impl fmt::Debug for Context {
             )
             .field("navigation_needs_grant", &self.navigation_needs_grant)
             .field("snapshot_limits", &self.snapshot_limits)
-            .field("rules", &self.rules.as_ref().map(|r| r.rules().count()))
+            .field("rules", &self.rules().map(|r| r.rules().count()))
             .finish_non_exhaustive()
     }
 }
@@ -198,10 +201,20 @@ impl Context {
         self.snapshot_limits
     }
 
-    /// The rules `browser_propose` decides by, when the host gave some
-    /// ([`ContextBuilder::rules`]).
-    pub fn rules(&self) -> Option<&RuleSet> {
-        self.rules.as_deref()
+    /// The rules `browser_propose` and `browser_act` decide by now, when
+    /// the host gave some ([`ContextBuilder::rules`],
+    /// [`replace_rules`](Self::replace_rules)).
+    pub fn rules(&self) -> Option<Arc<RuleSet>> {
+        self.rules.load_full()
+    }
+
+    /// Replaces the rules while the run goes on (`None`: no rules). The
+    /// next `browser_propose` decides by them, and so does the next
+    /// `browser_act`: a `deny` added now refuses an act whose grant was
+    /// approved before, by a person, a rule or a standing grant. Clones of
+    /// this context share the change.
+    pub fn replace_rules(&self, rules: Option<Arc<RuleSet>>) {
+        self.rules.store(rules);
     }
 
     /// Whether a backend with pages may perform grants bound to no page
@@ -478,7 +491,7 @@ impl ContextBuilder {
             accept_grants_without_element: self.accept_grants_without_element,
             navigation_needs_grant: self.navigation_needs_grant,
             snapshot_limits: self.snapshot_limits.unwrap_or_default(),
-            rules: self.rules,
+            rules: Arc::new(ArcSwapOption::new(self.rules)),
         })
     }
 }

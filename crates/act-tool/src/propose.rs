@@ -18,6 +18,7 @@ use crate::definition::{
     PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
     proposal_status_definition, propose_definition,
 };
+use crate::refusal::Refusal;
 use crate::standing;
 
 /// The propose tool for one host [`Context`]: `browser_propose` records a
@@ -306,8 +307,9 @@ impl Propose {
                 )
             })?;
         }
-        // The decision borrows the context's rules, which outlive the call.
+        // The decision borrows the rules loaded for this call.
         let rules = context.rules();
+        let rules = rules.as_deref();
         let decision = rules.map(|rules| {
             let element = proposal
                 .snapshot
@@ -320,26 +322,20 @@ impl Propose {
                 element,
             })
         });
-        if let Some(Decision {
-            tier: Tier::Deny,
-            rule: Some(rule),
-        }) = decision
-        {
+        if let Some(rule) = decision.as_ref().and_then(Decision::denied_by) {
+            let refusal = Refusal::by_rule(rule);
             record_tool_call(
                 context,
                 &new_operation_id(),
                 Some(url.as_str().to_owned()),
                 Some(action.digest()),
                 OutcomeCode::NotAuthorized,
-                &format!("refused by rule `{}`: {}", rule.id(), rule.reason()),
+                &refusal.reason,
                 started_at,
                 PROPOSE_TOOL_NAME,
             )
             .await;
-            return Err(ProposeResult::error(
-                OutcomeCode::NotAuthorized,
-                format!("the host's rules refuse this action: {}", rule.reason()),
-            ));
+            return Err(ProposeResult::error(refusal.code, refusal.message));
         }
         // An auto rule's grant is built before the proposal moves into the
         // store: the same grant a person approving it would issue, approved

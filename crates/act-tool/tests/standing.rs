@@ -299,3 +299,45 @@ async fn stop_run_and_revoke_end_a_standing_grant_at_once() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_deny_rule_added_mid_run_wins_at_the_next_act() {
+    use countersign_act_tool::rules::{Rule, RuleSet};
+    let host = host();
+    let first = host.propose(URL).await;
+    let standing = host.approve_up_to(&first, 5).await;
+    let first_grant = host.approval_id(&first).await;
+    let second = host.propose(URL).await;
+    let second_grant = second["approval_id"].as_str().unwrap().to_owned();
+    assert_eq!(host.act(URL, &first_grant).await["status"], "ok");
+
+    // The host adds a deny rule for the button while the run goes on.
+    let rules = RuleSet::builder()
+        .rule(
+            Rule::deny("no-next", "paging is over for today")
+                .hosts(["docs.example.com"])
+                .names(["^Next page$"]),
+        )
+        .build()
+        .unwrap();
+    host.tools.context().replace_rules(Some(Arc::new(rules)));
+    let answer = host.act(URL, &second_grant).await;
+    assert_eq!(answer["error"]["code"], "NOT_AUTHORIZED", "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "the host's rules refuse this action: paging is over for today"
+    );
+    assert_eq!(host.performed(), 1);
+    // Nothing was consumed: neither the grant nor a use.
+    let stored = host.store.get_standing(&standing).await.unwrap().unwrap();
+    assert_eq!(stored.remaining(), 4);
+    let record = host.records().await.pop().unwrap();
+    assert_eq!(
+        record,
+        (
+            OutcomeCode::NotAuthorized,
+            None,
+            "refused by rule `no-next`: paging is over for today".to_owned()
+        )
+    );
+}

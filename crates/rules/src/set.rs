@@ -98,7 +98,12 @@ pub struct Decision<'a> {
     pub rule: Option<&'a Rule>,
 }
 
-impl Decision<'_> {
+impl<'a> Decision<'a> {
+    /// The `deny` rule that decided, when one did.
+    pub fn denied_by(&self) -> Option<&'a Rule> {
+        self.rule.filter(|_| self.tier == Tier::Deny)
+    }
+
     /// The approver a grant approved by this decision's rule records:
     /// `rule:<id>`. `None` when no rule decided.
     pub fn approver(&self) -> Option<ApproverId> {
