@@ -1,0 +1,224 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Standing grants never widen: a scope covers exactly its five facts in
+//! one actor's run, and over any sequence of uses, retries and give-backs
+//! no more than N attempts hold a use, and a given-back attempt never
+//! takes one again.
+//!
+//! 300 cases each in CI's debug build; `COUNTERSIGN_STANDING_CASES=100000`
+//! with `--release` for the full run (figures in docs/security-model.md).
+
+use std::time::Duration;
+
+use countersign_approval_core::{
+    AbandonOutcome, ActorId, Approver, ApproverId, AttemptId, StaleReason, StandingGrant,
+    StandingKey, StandingScope, StoredStanding, Timestamp, UseOutcome, decide_give_back,
+    decide_use,
+};
+use proptest::prelude::*;
+
+const HOSTS: [&str; 3] = ["shop.example.com", "shop.example.com:8443", "evil.example"];
+const PATHS: [&str; 3] = ["/results", "/results/", "/results/admin"];
+const QUERIES: [&str; 3] = ["", "?page=2", "?page=2#top"];
+const METHODS: [&str; 2] = ["click", "type"];
+const ROLES: [&str; 2] = ["button", "link"];
+const NAMES: [&str; 3] = ["Next page", "Next page ", "Pay now"];
+
+/// One proposed action's facts, as indices into the tables above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Facts {
+    host: usize,
+    path: usize,
+    query: usize,
+    method: usize,
+    role: usize,
+    name: usize,
+    run: usize,
+    actor: usize,
+}
+
+fn arb_facts() -> impl Strategy<Value = Facts> {
+    (
+        (0..3usize, 0..3usize, 0..3usize, 0..2usize),
+        (0..2usize, 0..3usize, 0..2usize, 0..2usize),
+    )
+        .prop_map(
+            |((host, path, query, method), (role, name, run, actor))| Facts {
+                host,
+                path,
+                query,
+                method,
+                role,
+                name,
+                run,
+                actor,
+            },
+        )
+}
+
+fn scope(f: Facts) -> StandingScope {
+    let url = format!(
+        "https://{}{}{}",
+        HOSTS[f.host], PATHS[f.path], QUERIES[f.query]
+    );
+    StandingScope::from_facts(&url, METHODS[f.method], ROLES[f.role], NAMES[f.name]).unwrap()
+}
+
+fn key(f: Facts) -> StandingKey {
+    StandingKey {
+        actor_id: ActorId::new(format!("actor-{}", f.actor)).unwrap(),
+        run_id: countersign_approval_core::RunId::new(format!("run-{}", f.run)).unwrap(),
+        scope: scope(f).as_str().to_owned(),
+    }
+}
+
+const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
+
+fn standing(f: Facts, uses: u32) -> StoredStanding {
+    let k = key(f);
+    let approver = Approver {
+        id: ApproverId::new("carol").unwrap(),
+        approved_at: T0,
+    };
+    let grant = StandingGrant::new(
+        k.actor_id,
+        k.run_id,
+        &scope(f),
+        uses,
+        Duration::from_secs(3600),
+        T0,
+        approver,
+    )
+    .unwrap()
+    .with_attempt_limit(100)
+    .unwrap();
+    StoredStanding::issued(grant)
+}
+
+/// One step of a sequence against one standing grant.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Attempt `n` uses with the grant's own key.
+    Use(usize),
+    /// Attempt `n` uses with another action's facts.
+    UseOther(usize, Facts),
+    /// Attempt `n` gives its use back.
+    GiveBack(usize),
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0..12usize).prop_map(Step::Use),
+        1 => ((0..12usize), arb_facts()).prop_map(|(n, f)| Step::UseOther(n, f)),
+        2 => (0..12usize).prop_map(Step::GiveBack),
+    ]
+}
+
+fn cases() -> u32 {
+    std::env::var("COUNTERSIGN_STANDING_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Two actions share a scope exactly when host (with port), path,
+    /// method, role and accessible name are equal; the query and fragment
+    /// never matter. A use authorises only its own actor, run and scope.
+    #[test]
+    fn a_scope_covers_exactly_its_facts(a in arb_facts(), b in arb_facts()) {
+        let same_scope = HOSTS[a.host] == HOSTS[b.host]
+            && PATHS[a.path] == PATHS[b.path]
+            && a.method == b.method
+            && a.role == b.role
+            && NAMES[a.name] == NAMES[b.name];
+        prop_assert_eq!(scope(a) == scope(b), same_scope);
+        prop_assert_eq!(StandingScope::parse(scope(a).as_str()), Some(scope(a)));
+        let grant = standing(a, 3);
+        let attempt = AttemptId::generate().unwrap();
+        let used = decide_use(&grant, &[], false, &key(b), T0, &attempt);
+        let covers = same_scope && a.run == b.run && a.actor == b.actor;
+        prop_assert_eq!(matches!(used.outcome, UseOutcome::Used { .. }), covers);
+        prop_assert_eq!(used.record_use, covers);
+    }
+
+    /// Over any sequence of uses, retries, uses of other actions and
+    /// give-backs, applied as a store applies the decisions: at most N
+    /// attempts hold a use, each answered `Used` exactly while it holds
+    /// one, and an attempt given back never takes a use again.
+    #[test]
+    fn n_uses_authorise_at_most_n_over_any_sequence(
+        facts in arb_facts(),
+        uses in 1u32..6,
+        steps in proptest::collection::vec(arb_step(), 1..40),
+    ) {
+        let attempts: Vec<AttemptId> = (0..12).map(|_| AttemptId::generate().unwrap()).collect();
+        let mut stored = standing(facts, uses);
+        let mut abandoned: Vec<AttemptId> = Vec::new();
+        let own = key(facts);
+        let mut first_uses = 0u32;
+        let mut give_backs = 0u32;
+        for step in steps {
+            match step {
+                Step::Use(n) | Step::UseOther(n, _) => {
+                    let presented = match step {
+                        Step::UseOther(_, other) => key(other),
+                        _ => own.clone(),
+                    };
+                    let attempt = &attempts[n];
+                    let held = stored.used_by.contains(attempt);
+                    let d = decide_use(&stored, &abandoned, false, &presented, T0, attempt);
+                    if abandoned.contains(attempt) {
+                        prop_assert_eq!(d.outcome, UseOutcome::Stale(StaleReason::Abandoned));
+                    }
+                    if presented != own {
+                        prop_assert!(!matches!(d.outcome, UseOutcome::Used { .. }), "{:?}", d);
+                    }
+                    match d.outcome {
+                        UseOutcome::Used { replay, remaining } => {
+                            prop_assert_eq!(replay, held);
+                            let after = stored.used_by.len() + usize::from(d.record_use);
+                            prop_assert_eq!(remaining as usize, uses as usize - after);
+                            if !replay {
+                                first_uses += 1;
+                            }
+                        }
+                        UseOutcome::Stale(StaleReason::Consumed) => {
+                            prop_assert_eq!(stored.remaining(), 0);
+                        }
+                        _ => prop_assert!(!d.record_use),
+                    }
+                    if d.record_use {
+                        stored.used_by.push(attempt.clone());
+                    }
+                    if let Some(failed) = d.failed_attempts {
+                        stored.failed_attempts = failed;
+                    }
+                    if let Some(state) = d.state {
+                        stored.state = state;
+                    }
+                }
+                Step::GiveBack(n) => {
+                    let attempt = &attempts[n];
+                    let d = decide_give_back(&stored, &abandoned, false, T0, attempt);
+                    if let AbandonOutcome::Usable { restored: true } = d.outcome {
+                        give_backs += 1;
+                    }
+                    if d.release_use {
+                        stored.used_by.retain(|a| a != attempt);
+                    }
+                    if d.remember {
+                        abandoned.push(attempt.clone());
+                    }
+                    if let Some(state) = d.state {
+                        stored.state = state;
+                    }
+                }
+            }
+            prop_assert!(stored.used_by.len() <= uses as usize);
+            prop_assert!(stored.used_by.iter().all(|a| !abandoned.contains(a)));
+            prop_assert_eq!(first_uses - give_backs, stored.used_by.len() as u32);
+        }
+    }
+}
