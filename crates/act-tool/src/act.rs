@@ -15,7 +15,7 @@ use crate::call::{self, ActCall, Request};
 use crate::context::Context;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
-use crate::refusal::{Refusal, given_back_message, stale_message};
+use crate::refusal::{GaveUp, Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;
 use countersign_rules::ProposedTarget;
@@ -95,28 +95,6 @@ struct Known {
     /// For a call that took a standing grant's use: which, and the uses
     /// left, for the record of a call that succeeded.
     note: Option<String>,
-}
-
-/// Why the tool gave a consume back.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum GaveUp {
-    /// The store failed, or answered what a first try cannot be answered.
-    StoreFailed,
-    /// The backend refused before dispatching anything.
-    NotDispatched,
-    /// The backend refused before dispatching anything because the page or
-    /// its target is no longer what the grant binds.
-    TargetChanged,
-}
-
-impl GaveUp {
-    fn code(self) -> OutcomeCode {
-        match self {
-            GaveUp::StoreFailed => OutcomeCode::StoreUnavailable,
-            GaveUp::NotDispatched => OutcomeCode::BackendFailed,
-            GaveUp::TargetChanged => OutcomeCode::ApprovalStale,
-        }
-    }
 }
 
 /// The shortest wait between two tries of an abandon.

@@ -4,8 +4,6 @@
 use countersign_approval_core::{AbandonOutcome, OutcomeCode, StaleReason, StoreError};
 use countersign_rules::Rule;
 
-use crate::act::GaveUp;
-
 /// A refusal on its way to the result: `message` is for the model,
 /// `reason` for the operation record and the log.
 pub(crate) struct Refusal {
@@ -46,6 +44,28 @@ impl Refusal {
             format!("the host's rules refuse this action: {}", rule.reason()),
             format!("refused by rule `{}`: {}", rule.id(), rule.reason()),
         )
+    }
+}
+
+/// Why the tool gave a consume back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GaveUp {
+    /// The store failed, or answered what a first try cannot be answered.
+    StoreFailed,
+    /// The backend refused before dispatching anything.
+    NotDispatched,
+    /// The backend refused before dispatching anything because the page or
+    /// its target is no longer what the grant binds.
+    TargetChanged,
+}
+
+impl GaveUp {
+    pub(crate) fn code(self) -> OutcomeCode {
+        match self {
+            GaveUp::StoreFailed => OutcomeCode::StoreUnavailable,
+            GaveUp::NotDispatched => OutcomeCode::BackendFailed,
+            GaveUp::TargetChanged => OutcomeCode::ApprovalStale,
+        }
     }
 }
 

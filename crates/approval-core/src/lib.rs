@@ -50,6 +50,7 @@ mod operation;
 mod page;
 mod proposal;
 mod standing;
+mod standing_approve;
 mod store;
 mod store_error;
 mod submission;
@@ -84,11 +85,11 @@ pub use proposal::{
     ProposeError, StoredProposal, decide_proposal,
 };
 pub use standing::{
-    GiveBackDecision, MAX_STANDING_SCOPE_BYTES, MAX_STANDING_TTL, MAX_STANDING_USES,
-    StandingApproval, StandingApproveError, StandingError, StandingGrant, StandingKey,
-    StandingRevokeOutcome, StandingScope, StandingState, StoredStanding, UseDecision, UseOutcome,
-    approve_standing, decide_give_back, decide_use,
+    GiveBackDecision, MAX_STANDING_SCOPE_BYTES, MAX_STANDING_TTL, MAX_STANDING_USES, StandingError,
+    StandingGrant, StandingKey, StandingRevokeOutcome, StandingScope, StandingState,
+    StoredStanding, UseDecision, UseOutcome, decide_give_back, decide_use,
 };
+pub use standing_approve::{StandingApproval, StandingApproveError, approve_standing};
 pub use store::{ApprovalStore, IssueError, ProposalStore};
 pub use store_error::StoreError;
 pub use submission::{

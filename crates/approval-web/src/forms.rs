@@ -104,6 +104,10 @@ pub(crate) struct DecisionForm {
     pub(crate) standing: String,
 }
 
+/// The lifetimes a person may choose for a standing approval, in hours:
+/// at most 8, and never past the run's end (a stop ends it at once).
+pub(crate) const STANDING_HOURS: [u64; 4] = [1, 2, 4, 8];
+
 /// The fields a Revoke of standing grant `id` in `run` signs.
 pub(crate) fn revoke_fields<'a>(
     approver: &'a ApproverId,

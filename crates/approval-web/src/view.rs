@@ -459,7 +459,7 @@ impl StandingOffer {
             token,
             covers: Shown::new(&covers),
             not_covered,
-            hours: crate::handlers::standing::STANDING_HOURS,
+            hours: crate::forms::STANDING_HOURS,
             max_uses: countersign_approval_core::MAX_STANDING_USES,
         }
     }

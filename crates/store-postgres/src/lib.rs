@@ -63,7 +63,11 @@
 //! stop moves on, and a stopped flag; a grant whose recorded generations are
 //! no longer its fences' is stopped. Each proposal is one row of
 //! `{prefix}proposals`, sealed the same way (its screenshot by its
-//! sha-256), with the generations of its fences when it was proposed.
+//! sha-256), with the generations of its fences when it was proposed. Each
+//! standing grant is one row of `{prefix}standing_grants`, sealed the same
+//! way, with the generations of its fences when it was issued, its state,
+//! its failed attempts, the attempts holding a use (oldest first) and the
+//! attempts given back.
 //!
 //! # Atomic steps
 //!
@@ -95,6 +99,15 @@
 //! [`decide_proposal`](countersign_approval_core::decide_proposal) on that
 //! row; for an approval the issue statement itself; then the decision's
 //! `UPDATE` — committed together or rolled back together.
+//! Issuing a standing grant is the issue statement's shape. Using one,
+//! giving a use back and revoking one are each a transaction of that same
+//! shape: a statement that takes the shared locks of its run and actor,
+//! locks its row `FOR UPDATE` and reads its fences `FOR SHARE`; the rules
+//! of [`decide_use`](countersign_approval_core::decide_use) or
+//! [`decide_give_back`](countersign_approval_core::decide_give_back) on
+//! that row; then one `UPDATE` of its state columns, committed before the
+//! answer. Concurrent uses of one standing grant queue on its row, so no
+//! more attempts than its uses ever hold one.
 //! Each of the other statements runs alone (autocommit), so it is correct at READ
 //! COMMITTED, REPEATABLE READ and SERIALIZABLE; a serialization failure or
 //! deadlock rolls the statement back and the store repeats it (up to 12
@@ -105,8 +118,10 @@
 //! that takes the run's (or actor's) advisory lock exclusively — waiting for
 //! the changes in flight, while changes that begin later queue behind it —
 //! then, with a snapshot taken after that wait, moves the fence and counts
-//! the grants still usable. A consume is thus ordered entirely before a stop
-//! or after it, and after it answers `Stale(Stopped)`.
+//! the grants still usable (standing grants are stopped by the same move of
+//! the fence, and not counted, as in every store). A consume, or a use of a
+//! standing grant, is thus ordered entirely before a stop or after it, and
+//! after it answers `Stale(Stopped)`.
 //!
 //! # Connections and TLS
 //!
@@ -131,6 +146,8 @@ mod proposals;
 mod record;
 mod schema;
 mod setup;
+mod standing;
+mod standing_record;
 mod statements;
 mod store;
 

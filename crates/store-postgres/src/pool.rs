@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use countersign_approval_core::{StoreError, Timestamp};
-use deadpool_postgres::{Object, Pool};
-use tokio_postgres::Row;
+use deadpool_postgres::{Object, Pool, Transaction};
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{IsolationLevel, Row};
 
 use crate::error::{ends_connection, is_conflict, pg_error, pool_error};
 use crate::record::clamp_millis;
@@ -121,6 +122,69 @@ impl Shared {
             let answered = tokio::time::timeout(limit, run).await;
             if let Some(rows) = repeats.settle(what, limit, client, answered).await? {
                 return Ok(rows);
+            }
+        }
+    }
+}
+
+/// The body of one short READ COMMITTED transaction that rules on a row in
+/// Rust and writes the ruling (a decision on a proposal, a change of a
+/// standing grant); see [`Shared::read_committed`].
+#[async_trait]
+pub(crate) trait TransactionBody: Sync {
+    /// What the transaction answers: an outcome, or a refusal the body
+    /// found (a corrupt row), which it rolls back.
+    type Answer: Send;
+
+    /// Runs the statements of the body in `tx` and answers, and says
+    /// whether it wrote and the transaction must commit (otherwise it
+    /// changed nothing and rolls back). Driver errors come back as errors,
+    /// for the caller to judge.
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        statements: &Statements,
+    ) -> Result<(Self::Answer, bool), tokio_postgres::Error>;
+}
+
+impl Shared {
+    /// Runs `body` in one READ COMMITTED transaction (whatever the
+    /// session's default level) on one pooled connection, within
+    /// `statement_count` statement limits on the client side, and commits
+    /// only when the body wrote. A deadlock or a serialization failure
+    /// repeats the whole transaction.
+    ///
+    /// READ COMMITTED is what makes the body's locked read right: a row
+    /// locked `FOR UPDATE` or `FOR SHARE` after a wait is read as the
+    /// transaction before it committed it, where the stricter levels would
+    /// fail with a serialization error.
+    pub(crate) async fn read_committed<B: TransactionBody>(
+        &self,
+        what: &str,
+        statement_count: u32,
+        body: &B,
+    ) -> Result<B::Answer, StoreError> {
+        let limit = self.statement_limit * statement_count;
+        let mut repeats = Repeats::new();
+        loop {
+            let mut client = self.client().await?;
+            let run = async {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::ReadCommitted)
+                    .start()
+                    .await?;
+                let (answer, write) = body.run(&tx, &self.statements).await?;
+                if write {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                Ok::<_, tokio_postgres::Error>(answer)
+            };
+            let answered = tokio::time::timeout(limit, run).await;
+            if let Some(answer) = repeats.settle(what, limit, client, answered).await? {
+                return Ok(answer);
             }
         }
     }

@@ -12,9 +12,8 @@ use countersign_approval_core::{
 };
 use sha2::{Digest, Sha256};
 use tokio_postgres::Row;
-use tokio_postgres::types::FromSql;
 
-use crate::record::{hex, millis, seal_with_element};
+use crate::record::{Head, StrictRow, fence_moved, hex, millis, seal_with_element};
 
 /// The proposal row format written by this version of the store.
 pub(crate) const FORMAT: i16 = 1;
@@ -202,51 +201,34 @@ pub(crate) struct ReadProposal {
 /// row written before schema version 4 having none)
 /// whose run and actor fences exist at or past the generations it recorded.
 pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadProposal, StoreError> {
-    let key = row
-        .try_get::<_, String>(0)
-        .ok()
-        .or_else(|| expected.map(|id| id.as_str().to_owned()))
-        .unwrap_or_default();
-    let corrupt = |message: &str| StoreError::corrupt(format!("proposal {key}"), message);
-    fn column<'a, T: FromSql<'a>>(
-        row: &'a Row,
-        index: usize,
-        corrupt: &dyn Fn(&str) -> StoreError,
-    ) -> Result<T, StoreError> {
-        let name = COLUMNS.get(index).copied().unwrap_or("fence gen");
-        row.try_get(index).map_err(|_| {
-            corrupt(&format!(
-                "column {name} is missing or has an unexpected type or null"
-            ))
-        })
-    }
-    if row.len() != COLUMNS.len() + 2 {
-        return Err(corrupt("row has an unexpected number of columns"));
-    }
-    let stored_id: String = column(row, 0, &corrupt)?;
-    let format: i16 = column(row, 1, &corrupt)?;
-    let stored_seal: String = column(row, 2, &corrupt)?;
-    let actor: String = column(row, 3, &corrupt)?;
-    let run: String = column(row, 4, &corrupt)?;
-    let url: String = column(row, 5, &corrupt)?;
-    let action_text: String = column(row, 6, &corrupt)?;
-    let digest_text: String = column(row, 7, &corrupt)?;
-    let proposed_at: i64 = column(row, 8, &corrupt)?;
-    let expires_at: i64 = column(row, 9, &corrupt)?;
-    let session_id: Option<String> = column(row, 10, &corrupt)?;
-    let target_id: Option<String> = column(row, 11, &corrupt)?;
-    let page_revision: Option<String> = column(row, 12, &corrupt)?;
-    let screenshot: Option<Vec<u8>> = column(row, 13, &corrupt)?;
-    let target_found: Option<bool> = column(row, 14, &corrupt)?;
-    let run_gen: i64 = column(row, 15, &corrupt)?;
-    let actor_gen: i64 = column(row, 16, &corrupt)?;
-    let state_text: String = column(row, 17, &corrupt)?;
-    let approval_id: Option<String> = column(row, 18, &corrupt)?;
-    let decided_by: Option<String> = column(row, 19, &corrupt)?;
-    let decided_at: Option<i64> = column(row, 20, &corrupt)?;
-    let element_text: Option<String> = column(row, 21, &corrupt)?;
-    let run_fence_gen: Option<i64> = column(row, 22, &corrupt)?;
-    let actor_fence_gen: Option<i64> = column(row, 23, &corrupt)?;
+    let strict = StrictRow::new(row, &COLUMNS, "proposal", expected.map(ProposalId::as_str))?;
+    let corrupt = |message: &str| strict.corrupt(message);
+    let Head {
+        id: stored_id,
+        format,
+        seal: stored_seal,
+        actor,
+        run,
+    } = strict.head()?;
+    let url: String = strict.get(5)?;
+    let action_text: String = strict.get(6)?;
+    let digest_text: String = strict.get(7)?;
+    let proposed_at: i64 = strict.get(8)?;
+    let expires_at: i64 = strict.get(9)?;
+    let session_id: Option<String> = strict.get(10)?;
+    let target_id: Option<String> = strict.get(11)?;
+    let page_revision: Option<String> = strict.get(12)?;
+    let screenshot: Option<Vec<u8>> = strict.get(13)?;
+    let target_found: Option<bool> = strict.get(14)?;
+    let run_gen: i64 = strict.get(15)?;
+    let actor_gen: i64 = strict.get(16)?;
+    let state_text: String = strict.get(17)?;
+    let approval_id: Option<String> = strict.get(18)?;
+    let decided_by: Option<String> = strict.get(19)?;
+    let decided_at: Option<i64> = strict.get(20)?;
+    let element_text: Option<String> = strict.get(21)?;
+    let run_fence_gen: Option<i64> = strict.get(22)?;
+    let actor_fence_gen: Option<i64> = strict.get(23)?;
 
     if format != FORMAT {
         return Err(corrupt("unsupported proposal row format"));
@@ -357,18 +339,9 @@ pub(crate) fn decode(expected: Option<&ProposalId>, row: &Row) -> Result<ReadPro
     };
 
     // Stopped: the run's or the actor's fence moved past the generation the
-    // proposal recorded. A fence behind it, or missing, was altered.
-    let fence = |current: Option<i64>, recorded: i64, what: &str| match current {
-        None => Err(corrupt(&format!(
-            "the proposal's {what} fence row is missing"
-        ))),
-        Some(current) if recorded < 0 || current < recorded => Err(corrupt(&format!(
-            "the proposal records a {what} generation its fence never had"
-        ))),
-        Some(current) => Ok(current != recorded),
-    };
-    let run_stopped = fence(run_fence_gen, run_gen, "run")?;
-    let actor_stopped = fence(actor_fence_gen, actor_gen, "actor")?;
+    // proposal recorded.
+    let run_stopped = fence_moved(run_fence_gen, run_gen, "proposal", "run", &corrupt)?;
+    let actor_stopped = fence_moved(actor_fence_gen, actor_gen, "proposal", "actor", &corrupt)?;
 
     Ok(ReadProposal {
         stored: StoredProposal {

@@ -1,22 +1,24 @@
 //! The proposal half of the store: [`ProposalStore`] on PostgreSQL.
 //! Propose is one fenced statement, as issue is; a decision is one short
 //! transaction that locks the proposal, rules on it and, for an approval,
-//! issues its grant, so that both are written or neither.
+//! issues its grant, so that both are written or neither. The standing
+//! grant methods hand over to `standing.rs`.
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActorId, Approval, ApproveError, ApproverId, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS,
-    Proposal, ProposalId, ProposalStore, ProposeError, RunId, StoreError, StoredProposal,
-    Timestamp, decide_proposal,
+    AbandonOutcome, ActorId, Approval, ApproveError, ApproverId, AttemptId, Decision,
+    DecisionOutcome, IssueError, MAX_LISTED_PROPOSALS, Proposal, ProposalId, ProposalStore,
+    ProposeError, RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome, StoreError,
+    StoredProposal, StoredStanding, Timestamp, UseOutcome, decide_proposal,
 };
 use deadpool_postgres::Transaction;
-use tokio_postgres::IsolationLevel;
 use tokio_postgres::types::ToSql;
 
 use crate::grants::{Fenced, IssueArgs, insert_fenced};
-use crate::pool::Repeats;
+use crate::pool::TransactionBody;
 use crate::proposal_record;
 use crate::record::clamp_millis;
+use crate::standing::{GiveBack, Revoke, Use};
 use crate::statements::{InsertReply, Statements};
 use crate::store::PostgresApprovalStore;
 
@@ -47,31 +49,45 @@ impl PostgresApprovalStore {
             Decision::Approve(approval) => Some(IssueArgs::new(approval)?),
             Decision::Deny(_) => None,
         };
-        let limit = self.shared.statement_limit() * DECISION_STATEMENTS;
-        let statements = &self.shared.statements;
-        let mut repeats = Repeats::new();
-        loop {
-            let mut client = self.shared.client().await?;
-            let run = async {
-                let tx = client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::ReadCommitted)
-                    .start()
-                    .await?;
-                let (answer, write) =
-                    decide_in(&tx, statements, id, decision, grant.as_ref(), now).await?;
-                if write {
-                    tx.commit().await?;
-                } else {
-                    tx.rollback().await?;
-                }
-                Ok::<_, tokio_postgres::Error>(answer)
-            };
-            let answered = tokio::time::timeout(limit, run).await;
-            if let Some(answer) = repeats.settle(what, limit, client, answered).await? {
-                return answer;
-            }
-        }
+        let body = Deciding {
+            id,
+            decision,
+            grant,
+            now,
+        };
+        self.shared
+            .read_committed(what, DECISION_STATEMENTS, &body)
+            .await?
+    }
+}
+
+/// A decision on proposal `id` at `now`, with the issue parameters of the
+/// grant an approval issues: the body of the decision's transaction.
+struct Deciding<'a> {
+    id: &'a ProposalId,
+    decision: Decision<'a>,
+    grant: Option<IssueArgs<'a>>,
+    now: Timestamp,
+}
+
+#[async_trait]
+impl TransactionBody for Deciding<'_> {
+    type Answer = Result<DecisionOutcome, ApproveError>;
+
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        statements: &Statements,
+    ) -> Result<(Self::Answer, bool), tokio_postgres::Error> {
+        decide_in(
+            tx,
+            statements,
+            self.id,
+            self.decision,
+            self.grant.as_ref(),
+            self.now,
+        )
+        .await
     }
 }
 
@@ -273,5 +289,49 @@ impl ProposalStore for PostgresApprovalStore {
                 // back; should one, it is no decision.
                 other => StoreError::unavailable(format!("denying a proposal: {other}")),
             })
+    }
+
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+        self.insert_standing(grant).await
+    }
+
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
+        self.read_standing(id).await
+    }
+
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError> {
+        self.usable_standing(actor, run, now).await
+    }
+
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        let rule = Use { key, now, attempt };
+        self.change_standing("using a standing grant", id, rule)
+            .await
+    }
+
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        let rule = GiveBack { attempt, now };
+        self.change_standing("giving back a use", id, rule).await
+    }
+
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
+        self.change_standing("revoking a standing grant", id, Revoke)
+            .await
     }
 }

@@ -135,6 +135,27 @@ pub(crate) fn seal_sql_with_element(values: &[&str], element: Option<&str>) -> S
     )
 }
 
+/// The SQL expression of the seal of a row that a fenced insert writes
+/// (see `Statements`): the columns `sealed` (SQL text expressions, in seal
+/// order) taken from its values `v`, the fence generations it records from
+/// the fences `r` and `a`, `format` as the format, then the text expression
+/// `element` of `v` when there is one. Issuing a grant and issuing a
+/// standing grant compute the seal this way, in the statement that reads
+/// the generations it covers.
+pub(crate) fn insert_seal_sql(sealed: &[&str], format: i16, element: Option<&str>) -> String {
+    let values: Vec<String> = sealed
+        .iter()
+        .map(|column| match *column {
+            "format::text" => format!("'{format}'::text"),
+            "run_gen::text" => "r.gen::text".to_owned(),
+            "actor_gen::text" => "a.gen::text".to_owned(),
+            other => format!("v.{other}"),
+        })
+        .collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    seal_sql_with_element(&values, element)
+}
+
 /// The SQL expression that recomputes a row's seal; equal to [`seal_with_element`] of
 /// the same values. Statements that change a row require `seal = ` this.
 pub(crate) fn seal_sql() -> String {
@@ -285,6 +306,124 @@ pub(crate) fn encode_new(approval: &Approval) -> Option<NewRow> {
     })
 }
 
+/// A row of a record of kind `kind` (a proposal, a standing grant), read
+/// strictly: its columns are `names`, then its run's and its actor's
+/// current fence generation, and a column that is missing, null where it
+/// may not be, or of another type is corrupt. Errors name the record by
+/// its id: the first column, or the id asked for when that is unreadable.
+pub(crate) struct StrictRow<'r> {
+    row: &'r Row,
+    names: &'static [&'static str],
+    key: String,
+}
+
+impl<'r> StrictRow<'r> {
+    /// `row`, refused as corrupt unless it has exactly those columns.
+    pub(crate) fn new(
+        row: &'r Row,
+        names: &'static [&'static str],
+        kind: &str,
+        expected: Option<&str>,
+    ) -> Result<StrictRow<'r>, StoreError> {
+        let id = row
+            .try_get::<_, String>(0)
+            .ok()
+            .or_else(|| expected.map(str::to_owned))
+            .unwrap_or_default();
+        let strict = StrictRow {
+            row,
+            names,
+            key: format!("{kind} {id}"),
+        };
+        if row.len() != names.len() + 2 {
+            return Err(strict.corrupt("row has an unexpected number of columns"));
+        }
+        Ok(strict)
+    }
+
+    /// The corrupt-record error of this row, saying what is wrong.
+    pub(crate) fn corrupt(&self, message: &str) -> StoreError {
+        StoreError::corrupt(self.key.clone(), message)
+    }
+
+    /// The five columns every such row starts with: id, format, seal,
+    /// actor id and run id.
+    pub(crate) fn head(&self) -> Result<Head, StoreError> {
+        Ok(Head {
+            id: self.get(0)?,
+            format: self.get(1)?,
+            seal: self.get(2)?,
+            actor: self.get(3)?,
+            run: self.get(4)?,
+        })
+    }
+
+    /// Column `index`, as `T`.
+    pub(crate) fn get<T: FromSql<'r>>(&self, index: usize) -> Result<T, StoreError> {
+        let name = self.names.get(index).copied().unwrap_or("fence gen");
+        self.row.try_get(index).map_err(|_| {
+            self.corrupt(&format!(
+                "column {name} is missing or has an unexpected type or null"
+            ))
+        })
+    }
+}
+
+/// The columns a [`StrictRow`] starts with, as stored.
+pub(crate) struct Head {
+    pub(crate) id: String,
+    pub(crate) format: i16,
+    pub(crate) seal: String,
+    pub(crate) actor: String,
+    pub(crate) run: String,
+}
+
+/// The attempt ids of the array column `name` as read: each a well-formed
+/// attempt id, none twice; anything else is corrupt, as `corrupt` words it.
+pub(crate) fn attempt_list(
+    list: &[Option<String>],
+    name: &str,
+    corrupt: &dyn Fn(&str) -> StoreError,
+) -> Result<Vec<AttemptId>, StoreError> {
+    let mut attempts: Vec<AttemptId> = Vec::with_capacity(list.len());
+    for attempt in list {
+        let attempt = attempt
+            .as_deref()
+            .and_then(AttemptId::parse)
+            .ok_or_else(|| corrupt(&format!("{name} holds something not an attempt id")))?;
+        if attempts.contains(&attempt) {
+            return Err(corrupt(&format!("{name} repeats an attempt id")));
+        }
+        attempts.push(attempt);
+    }
+    Ok(attempts)
+}
+
+/// Whether the run's or the actor's (`what`) fence, now at generation
+/// `current`, moved past the generation `recorded` that a row of `owner`
+/// (a grant, a proposal, a standing grant) recorded when it was written:
+/// then the row was
+/// stopped since. A fence behind it, or missing, was altered by hand: that
+/// is corrupt, as `corrupt` words it, since every writer creates the fence
+/// first and every stop only moves it on.
+pub(crate) fn fence_moved(
+    current: Option<i64>,
+    recorded: i64,
+    owner: &str,
+    what: &str,
+    corrupt: &dyn Fn(&str) -> StoreError,
+) -> Result<bool, StoreError> {
+    match current {
+        None => Err(corrupt(&format!(
+            "the {owner}'s {what} fence row is missing"
+        ))),
+        Some(current) if recorded < 0 || current < recorded => Err(corrupt(&format!(
+            "the {owner} records a {what} generation its fence never had"
+        ))),
+        Some(current) => Ok(current != recorded),
+    }
+}
+
 /// A grant as read: its state as `get` answers it (`Stopped` derived), the
 /// state as stored, its abandoned attempts, and whether its run or actor was
 /// stopped since it was issued.
@@ -421,17 +560,7 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
         u32::try_from(attempt_limit).map_err(|_| corrupt("attempt_limit is out of range"))?;
     let failed_attempts =
         u32::try_from(failed_attempts).map_err(|_| corrupt("failed_attempts is out of range"))?;
-    let mut abandoned_attempts: Vec<AttemptId> = Vec::with_capacity(abandoned.len());
-    for attempt in &abandoned {
-        let attempt = attempt
-            .as_deref()
-            .and_then(AttemptId::parse)
-            .ok_or_else(|| corrupt("abandoned_attempts holds something not an attempt id"))?;
-        if abandoned_attempts.contains(&attempt) {
-            return Err(corrupt("abandoned_attempts repeats an attempt id"));
-        }
-        abandoned_attempts.push(attempt);
-    }
+    let abandoned_attempts = attempt_list(&abandoned, "abandoned_attempts", &corrupt)?;
     if abandoned_attempts.len() > MAX_ABANDONED_ATTEMPTS {
         return Err(corrupt(
             "abandoned_attempts holds more attempts than the bound",
@@ -474,16 +603,9 @@ pub(crate) fn decode(id: &ApprovalId, row: &Row) -> Result<ReadGrant, StoreError
     }
 
     // Stopped: the run's or the actor's fence moved past the generation the
-    // grant recorded at issue. A fence behind it, or missing, was altered.
-    let fence = |current: Option<i64>, recorded: i64, what: &str| match current {
-        None => Err(corrupt(&format!("the grant's {what} fence row is missing"))),
-        Some(current) if recorded < 0 || current < recorded => Err(corrupt(&format!(
-            "the grant records a {what} generation its fence never had"
-        ))),
-        Some(current) => Ok(current != recorded),
-    };
-    let run_stopped = fence(run_fence_gen, run_gen, "run")?;
-    let actor_stopped = fence(actor_fence_gen, actor_gen, "actor")?;
+    // grant recorded at issue.
+    let run_stopped = fence_moved(run_fence_gen, run_gen, "grant", "run", &corrupt)?;
+    let actor_stopped = fence_moved(actor_fence_gen, actor_gen, "grant", "actor", &corrupt)?;
     let stopped = run_stopped || actor_stopped;
     let state = match &stored_state {
         GrantState::Active if stopped => GrantState::Stopped,

@@ -7,7 +7,7 @@ use crate::options::{InvalidOptions, PostgresStoreOptions};
 use crate::record;
 
 /// The schema version this library reads and writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// One step of the schema: its version, what it does, and its SQL with
 /// placeholders.
@@ -39,6 +39,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "element-bound grants and proposals",
         sql: include_str!("sql/0004_element.sql"),
     },
+    Migration {
+        version: 5,
+        description: "standing grants",
+        sql: include_str!("sql/0005_standing_grants.sql"),
+    },
 ];
 
 /// The version table, created before any step.
@@ -64,6 +69,8 @@ pub(crate) struct Names {
     pub(crate) actor_fences: String,
     /// `"schema"."{prefix}proposals"`.
     pub(crate) proposals: String,
+    /// `"schema"."{prefix}standing_grants"`.
+    pub(crate) standing_grants: String,
     /// `"schema"."{prefix}schema_version"`.
     pub(crate) schema_version: String,
 }
@@ -81,6 +88,7 @@ impl Names {
             run_fences: table("run_fences"),
             actor_fences: table("actor_fences"),
             proposals: table("proposals"),
+            standing_grants: table("standing_grants"),
             schema_version: table("schema_version"),
             schema,
             prefix,
@@ -186,9 +194,10 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
 ///
 /// Run it in one transaction. From version 1, stop every host on the older
 /// library first (the version 2 step converts every grant row); the
-/// version 3 step only adds the proposals table and the version 4 step
-/// only adds the nullable `element` columns, so hosts already running the
-/// previous library keep working while either is applied (see
+/// version 3 step only adds the proposals table, the version 4 step only
+/// adds the nullable `element` columns and the version 5 step only adds
+/// the standing grants table, so hosts already running the previous
+/// library keep working while any of them is applied (see
 /// `docs/postgres.md`).
 ///
 /// ```
@@ -200,6 +209,9 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
 /// let sql = schema_upgrade_sql(&PostgresStoreOptions::new("host=db"), 2)?;
 /// assert!(sql.contains("CREATE TABLE \"countersign\".\"proposals\" ("));
 /// assert!(!sql.contains("CREATE TABLE \"countersign\".\"run_fences\" ("));
+/// let sql = schema_upgrade_sql(&PostgresStoreOptions::new("host=db"), 4)?;
+/// assert!(sql.contains("CREATE TABLE \"countersign\".\"standing_grants\" ("));
+/// assert!(!sql.contains("CREATE TABLE \"countersign\".\"proposals\" ("));
 /// # Ok::<(), countersign_store_postgres::InvalidOptions>(())
 /// ```
 pub fn schema_upgrade_sql(
@@ -242,12 +254,13 @@ mod tests {
                 "outside the schema: {altered}"
             );
         }
-        assert_eq!(sql.matches("CREATE TABLE").count(), 6);
-        assert_eq!(sql.matches("CREATE INDEX").count(), 6);
+        assert_eq!(sql.matches("CREATE TABLE").count(), 7);
+        assert_eq!(sql.matches("CREATE INDEX").count(), 8);
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (2, 'host controls: fences, attempt cap, approver');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (3, 'proposals');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (4, 'element-bound grants and proposals');"));
+        assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (5, 'standing grants');"));
         assert!(
             sql.contains("encode(sha256("),
             "the seal placeholders are filled"
@@ -274,10 +287,11 @@ mod tests {
         assert!(!upgrade.contains("UPDATE "));
         assert!(upgrade.contains("VALUES (3, "));
         assert!(!upgrade.contains("VALUES (2, "));
-        // From version 3 only the element columns are added: no row is
-        // rewritten.
+        // From version 3 the element columns are added (and then the
+        // standing grants table created): no row is rewritten.
         let upgrade = names.setup_sql(3);
-        assert!(!upgrade.contains("CREATE TABLE \""));
+        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 1);
+        assert!(upgrade.contains("CREATE TABLE \"countersign\".\"standing_grants\" ("));
         assert!(
             upgrade.contains("ALTER TABLE \"countersign\".\"grants\" ADD COLUMN element text;")
         );
@@ -287,6 +301,15 @@ mod tests {
         assert!(!upgrade.contains("UPDATE "));
         assert!(upgrade.contains("VALUES (4, "));
         assert!(!upgrade.contains("VALUES (3, "));
+        // From version 4 only the standing grants table is created: no
+        // other table is altered and no row is rewritten.
+        let upgrade = names.setup_sql(4);
+        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 1);
+        assert!(upgrade.contains("CREATE TABLE \"countersign\".\"standing_grants\" ("));
+        assert!(!upgrade.contains("ALTER TABLE"));
+        assert!(!upgrade.contains("UPDATE "));
+        assert!(upgrade.contains("VALUES (5, "));
+        assert!(!upgrade.contains("VALUES (4, "));
     }
 
     #[test]

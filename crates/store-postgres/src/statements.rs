@@ -8,6 +8,7 @@ use tokio_postgres::Row;
 use crate::proposal_record;
 use crate::record::{self, FORMAT, state};
 use crate::schema::Names;
+use crate::standing_record;
 
 /// Every column of an operation row, in the order the operation log's
 /// reader takes them.
@@ -76,6 +77,43 @@ fn fenced_insert(
     )
 }
 
+/// The statement that opens a transaction which rules on row `$1` of
+/// `table` (a proposal, a standing grant) and may change it: the shared
+/// locks of the row's run and actor (so a stop is ordered entirely before
+/// or after the transaction), then the row locked `FOR UPDATE` (concurrent
+/// changes of it queue here, and at READ COMMITTED each re-reads the row as
+/// the one before it left it), then its fences read `FOR SHARE` (as a stop
+/// committed them, also one that committed while this statement waited for
+/// the locks). It answers `columns` of the row as `p`, then the run's and
+/// the actor's fence generation; no row when there is none with that id.
+fn locked_read(ns: &str, runs: &str, actors: &str, table: &str, columns: &str) -> String {
+    format!(
+        "WITH p0 AS (SELECT actor_id, run_id FROM {table} WHERE id = $1), \
+         l AS (SELECT pg_advisory_xact_lock_shared({run_key}) AS run_lock, \
+         pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM p0), \
+         p AS (SELECT * FROM {table} WHERE id = $1 AND (SELECT count(*) FROM l) = 1 \
+         FOR UPDATE), \
+         rf AS (SELECT f.gen FROM {runs} f JOIN p ON f.actor_id = p.actor_id \
+         AND f.run_id = p.run_id FOR SHARE OF f), \
+         af AS (SELECT f.gen FROM {actors} f JOIN p ON f.actor_id = p.actor_id \
+         FOR SHARE OF f) \
+         SELECT {columns}, (SELECT gen FROM rf), (SELECT gen FROM af) FROM p",
+        run_key = run_lock_key(ns, "p0.actor_id", "p0.run_id"),
+        actor_key = actor_lock_key(ns, "p0.actor_id"),
+    )
+}
+
+/// A select of `columns` of the rows of `table` as `p` for which `filter`
+/// holds, each with its run's and its actor's current fence generation
+/// (null when the fence row is missing, which the readers refuse).
+fn fenced_select(runs: &str, actors: &str, table: &str, columns: &str, filter: &str) -> String {
+    format!(
+        "SELECT {columns}, rf.gen, af.gen FROM {table} p \
+         LEFT JOIN {runs} rf ON rf.actor_id = p.actor_id AND rf.run_id = p.run_id \
+         LEFT JOIN {actors} af ON af.actor_id = p.actor_id WHERE {filter}"
+    )
+}
+
 /// The one row a [`fenced_insert`] statement answers.
 pub(crate) struct InsertReply {
     /// The row was inserted.
@@ -113,6 +151,12 @@ pub(crate) struct Statements {
     pub(crate) lock_proposal: String,
     pub(crate) decide_proposal: String,
     pub(crate) purge_proposals: String,
+    pub(crate) issue_standing: String,
+    pub(crate) get_standing: String,
+    pub(crate) usable_standing: String,
+    pub(crate) lock_standing: String,
+    pub(crate) change_standing: String,
+    pub(crate) purge_standing: String,
     pub(crate) consume: String,
     pub(crate) revoke: String,
     pub(crate) abandon: String,
@@ -139,6 +183,7 @@ impl Statements {
         let runs = &names.run_fences;
         let actors = &names.actor_fences;
         let p = &names.proposals;
+        let st = &names.standing_grants;
         let ns = names.lock_namespace();
         let seal = record::seal_sql();
         let columns = record::select_columns();
@@ -197,19 +242,7 @@ impl Statements {
         let bound = "actor_id = $4 AND run_id = $5 AND url = $6 AND action_digest = $7";
         // The seal of the grant being issued: over its values (`v`) and the
         // fence generations it records (`r`, `a`).
-        let issue_seal = {
-            let values: Vec<String> = record::SEALED_SQL
-                .iter()
-                .map(|column| match *column {
-                    "format::text" => format!("'{FORMAT}'::text"),
-                    "run_gen::text" => "r.gen::text".to_owned(),
-                    "actor_gen::text" => "a.gen::text".to_owned(),
-                    other => format!("v.{other}"),
-                })
-                .collect();
-            let values: Vec<&str> = values.iter().map(String::as_str).collect();
-            record::seal_sql_with_element(&values, Some("v.element"))
-        };
+        let issue_seal = record::insert_seal_sql(&record::SEALED_SQL, FORMAT, Some("v.element"));
         // The seal of the proposal being proposed, likewise.
         let propose_seal = {
             let values = proposal_record::insert_seal_values();
@@ -217,6 +250,15 @@ impl Statements {
             record::seal_sql_with_element(&values, Some("v.element"))
         };
         let proposal_columns = proposal_record::columns("p");
+        let standing_columns = standing_record::columns("p");
+        // A row `p` (a proposal, a standing grant) not stopped since it was
+        // written: its fences are still at the generations it recorded. A
+        // fence behind them, or missing, is not filtered out: the reader
+        // refuses that row as corrupt.
+        let unstopped_or_corrupt = "(rf.gen IS NULL OR rf.gen <= p.run_gen) \
+             AND (af.gen IS NULL OR af.gen <= p.actor_gen)";
+        let standing_seal =
+            record::insert_seal_sql(&standing_record::SEALED_SQL, standing_record::FORMAT, None);
         Statements {
             // Issue: the shared locks of the run and the actor, their fences
             // (created at generation 0 when missing) read with `FOR SHARE`,
@@ -276,48 +318,28 @@ impl Statements {
                     pending = proposal_record::state::PENDING
                 ),
             ),
-            get_proposal: format!(
-                "SELECT {proposal_columns}, rf.gen, af.gen FROM {p} p \
-                 LEFT JOIN {runs} rf ON rf.actor_id = p.actor_id AND rf.run_id = p.run_id \
-                 LEFT JOIN {actors} af ON af.actor_id = p.actor_id WHERE p.id = $1"
-            ),
+            get_proposal: fenced_select(runs, actors, p, &proposal_columns, "p.id = $1"),
             // The pending, unexpired proposals of one run not stopped since
             // they were made, walking the partial index of pending
             // proposals in (proposed_at, id) order. A fence behind the
             // generation a proposal recorded, or missing, is not filtered
             // out: the reader refuses that row as corrupt.
-            pending_proposals: format!(
-                "SELECT {proposal_columns}, rf.gen, af.gen FROM {p} p \
-                 LEFT JOIN {runs} rf ON rf.actor_id = p.actor_id AND rf.run_id = p.run_id \
-                 LEFT JOIN {actors} af ON af.actor_id = p.actor_id \
-                 WHERE p.actor_id = $1 AND p.run_id = $2 AND p.state = '{pending}' \
-                 AND p.expires_at > $3 AND (rf.gen IS NULL OR rf.gen <= p.run_gen) \
-                 AND (af.gen IS NULL OR af.gen <= p.actor_gen) \
-                 ORDER BY p.proposed_at, p.id LIMIT $4",
-                pending = proposal_record::state::PENDING
+            pending_proposals: fenced_select(
+                runs,
+                actors,
+                p,
+                &proposal_columns,
+                &format!(
+                    "p.actor_id = $1 AND p.run_id = $2 AND p.state = '{pending}' \
+                     AND p.expires_at > $3 AND {unstopped_or_corrupt} \
+                     ORDER BY p.proposed_at, p.id LIMIT $4",
+                    pending = proposal_record::state::PENDING
+                ),
             ),
-            // The first statement of a decision's transaction: the shared
-            // locks of the proposal's run and actor (so a stop is ordered
-            // entirely before or after the decision), then the proposal's
-            // row locked `FOR UPDATE` (concurrent decisions on it queue
-            // here, and at READ COMMITTED each re-reads the row as the one
-            // before it left it), then its fences read `FOR SHARE` (as a
-            // stop committed them, also one that committed while this
-            // statement waited for the locks).
-            lock_proposal: format!(
-                "WITH p0 AS (SELECT actor_id, run_id FROM {p} WHERE id = $1), \
-                 l AS (SELECT pg_advisory_xact_lock_shared({run_key}) AS run_lock, \
-                 pg_advisory_xact_lock_shared({actor_key}) AS actor_lock FROM p0), \
-                 p AS (SELECT * FROM {p} WHERE id = $1 AND (SELECT count(*) FROM l) = 1 \
-                 FOR UPDATE), \
-                 rf AS (SELECT f.gen FROM {runs} f JOIN p ON f.actor_id = p.actor_id \
-                 AND f.run_id = p.run_id FOR SHARE OF f), \
-                 af AS (SELECT f.gen FROM {actors} f JOIN p ON f.actor_id = p.actor_id \
-                 FOR SHARE OF f) \
-                 SELECT {proposal_columns}, (SELECT gen FROM rf), (SELECT gen FROM af) FROM p",
-                run_key = run_lock_key(&ns, "p0.actor_id", "p0.run_id"),
-                actor_key = actor_lock_key(&ns, "p0.actor_id"),
-            ),
+            // The first statement of a decision's transaction: concurrent
+            // decisions on one proposal queue on its row, and a stop is
+            // ordered entirely before or after each.
+            lock_proposal: locked_read(&ns, runs, actors, p, &proposal_columns),
             // The decision itself, on the row the transaction holds locked
             // and found pending.
             decide_proposal: format!(
@@ -332,6 +354,67 @@ impl Statements {
                  WHERE p.expires_at <= $1 AND (p.approval_id IS NULL \
                  OR NOT EXISTS (SELECT 1 FROM {g} g WHERE g.id = p.approval_id)) \
                  LIMIT $2) RETURNING 1) SELECT count(*) FROM gone"
+            ),
+            // Issue a standing grant: the shape of issue (the fences'
+            // shared locks, the fences read `FOR SHARE` or created, the
+            // insert only if neither is stopped), recording the fences'
+            // generations so that a later stop ends it for good.
+            issue_standing: fenced_insert(
+                &ns,
+                runs,
+                actors,
+                st,
+                "SELECT $1::text AS id, $2::text AS actor_id, $3::text AS run_id, \
+                 $4::text AS scope, $5::bigint AS uses, $6::bigint AS issued_at, \
+                 $7::bigint AS expires_at, $8::text AS approver_id, $9::bigint AS approved_at, \
+                 $10::bigint AS attempt_limit",
+                &format!(
+                    "INSERT INTO {st} (id, format, seal, actor_id, run_id, scope, uses, \
+                     issued_at, expires_at, approver_id, approved_at, attempt_limit, run_gen, \
+                     actor_gen, state, failed_attempts, used_by, given_back) \
+                     SELECT v.id, {standing_format}, {standing_seal}, v.actor_id, v.run_id, \
+                     v.scope, v.uses, v.issued_at, v.expires_at, v.approver_id, v.approved_at, \
+                     v.attempt_limit, r.gen, a.gen, '{active}', 0, ARRAY[]::text[], \
+                     ARRAY[]::text[] FROM v, r, a WHERE NOT r.stopped AND NOT a.stopped",
+                    standing_format = standing_record::FORMAT,
+                    active = state::ACTIVE
+                ),
+            ),
+            get_standing: fenced_select(runs, actors, st, &standing_columns, "p.id = $1"),
+            // The usable standing grants of one run (active, unexpired,
+            // uses left, not stopped since issued), walking the partial
+            // index of active ones in (issued_at, id) order, ids compared
+            // byte by byte as the library orders them.
+            usable_standing: fenced_select(
+                runs,
+                actors,
+                st,
+                &standing_columns,
+                &format!(
+                    "p.actor_id = $1 AND p.run_id = $2 AND p.state = '{active}' \
+                     AND p.expires_at > $3 AND cardinality(p.used_by) < p.uses \
+                     AND {unstopped_or_corrupt} \
+                     ORDER BY p.issued_at, p.id COLLATE \"C\" LIMIT $4",
+                    active = state::ACTIVE
+                ),
+            ),
+            // The first statement of a use's, a give-back's or a revoke's
+            // transaction: concurrent changes of one standing grant queue
+            // on its row, and a stop is ordered entirely before or after
+            // each.
+            lock_standing: locked_read(&ns, runs, actors, st, &standing_columns),
+            // The change `decide_use`, `decide_give_back` or the revoke
+            // ruled on the row the transaction holds locked: its state
+            // columns, all at once.
+            change_standing: format!(
+                "UPDATE {st} SET state = $2, failed_attempts = $3, used_by = $4, \
+                 given_back = $5 WHERE id = $1 RETURNING 1"
+            ),
+            // A standing grant is used only before it expires, so that is
+            // the last instant it matters.
+            purge_standing: format!(
+                "WITH gone AS (DELETE FROM {st} WHERE id IN (SELECT id FROM {st} \
+                 WHERE expires_at <= $1 LIMIT $2) RETURNING 1) SELECT count(*) FROM gone"
             ),
             // Consume: marks the grant consumed when the binding matches, or
             // counts a mismatch (locking the grant at its limit), in one

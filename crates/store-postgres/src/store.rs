@@ -17,9 +17,10 @@ use crate::pool::{Shared, purge_batches};
 use crate::schema::Names;
 use crate::setup::probe_and_setup;
 
-/// Grants and proposals in PostgreSQL: one sealed row per grant and per
-/// proposal, every atomic step one statement (a stop and a decision on a
-/// proposal one short transaction). See the [crate docs](crate) for the
+/// Grants, proposals and standing grants in PostgreSQL: one sealed row per
+/// grant, per proposal and per standing grant, every atomic step one
+/// statement (a stop, a decision on a proposal and a change of a standing
+/// grant one short transaction). See the [crate docs](crate) for the
 /// layout and guarantees.
 ///
 /// Cheap to clone: clones share the pool.
@@ -164,6 +165,13 @@ impl PostgresApprovalStore {
         &self.shared.names.proposals
     }
 
+    /// The standing grants table (one row per standing grant: its uses,
+    /// the attempts holding them and the attempts given back),
+    /// schema-qualified and quoted.
+    pub fn standing_grants_table(&self) -> &str {
+        &self.shared.names.standing_grants
+    }
+
     /// The exact SQL of the statement that opens a decision's transaction
     /// (parameter: the proposal id): the shared locks of its run and actor,
     /// the proposal's row `FOR UPDATE`, its fences `FOR SHARE`. For
@@ -172,37 +180,35 @@ impl PostgresApprovalStore {
         &self.shared.statements.lock_proposal
     }
 
-    /// Deletes every grant and every proposal that stopped mattering more
-    /// than `retention` before `now`, in batches of 10 000 rows, each its
-    /// own statement: first the grants for which `max(expires_at, consumed
-    /// at) + retention` is at or before `now`, then the proposals for which
-    /// `expires_at + retention` is, except an approved proposal whose grant
-    /// is still kept (so a proposal is kept at least until it expires, and
-    /// a decided one as long as its grant). Returns how many rows were
-    /// deleted, grants and proposals together. Meant for a scheduled job
+    /// Deletes every grant, proposal and standing grant that stopped
+    /// mattering more than `retention` before `now`, in batches of 10 000
+    /// rows, each its own statement: first the grants for which
+    /// `max(expires_at, consumed at) + retention` is at or before `now`,
+    /// then the proposals for which `expires_at + retention` is, except an
+    /// approved proposal whose grant is still kept (so a proposal is kept
+    /// at least until it expires, and a decided one as long as its grant),
+    /// then the standing grants for which `expires_at + retention` is (so
+    /// one is kept at least until it expires). Returns how many rows were
+    /// deleted, of the three kinds together. Meant for a scheduled job
     /// (see `docs/postgres.md`); safe to run from several hosts at once.
     ///
     /// A purged id is unknown afterwards, so keep `retention` at least as
-    /// long as anyone may still present the grant or decide the proposal;
-    /// past its expiry a grant can never be consumed, nor a proposal
-    /// decided, anyway.
+    /// long as anyone may still present the grant, decide the proposal or
+    /// use the standing grant; past its expiry a grant can never be
+    /// consumed, a proposal decided, nor a standing grant used, anyway.
     pub async fn purge(&self, now: Timestamp, retention: Duration) -> Result<u64, StoreError> {
-        let grants = purge_batches(
-            &self.shared,
-            "purging grants",
-            &self.shared.statements.purge,
-            now,
-            retention,
-        )
-        .await?;
-        let proposals = purge_batches(
-            &self.shared,
-            "purging proposals",
-            &self.shared.statements.purge_proposals,
-            now,
-            retention,
-        )
-        .await?;
-        Ok(grants + proposals)
+        let statements = &self.shared.statements;
+        // Grants first: a proposal approved with a grant goes only once the
+        // grant is gone.
+        let kinds = [
+            ("purging grants", &statements.purge),
+            ("purging proposals", &statements.purge_proposals),
+            ("purging standing grants", &statements.purge_standing),
+        ];
+        let mut total = 0;
+        for (what, statement) in kinds {
+            total += purge_batches(&self.shared, what, statement, now, retention).await?;
+        }
+        Ok(total)
     }
 }

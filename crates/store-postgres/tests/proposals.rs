@@ -22,7 +22,8 @@ use countersign_store_postgres::{
     schema_upgrade_sql,
 };
 use support::{
-    Isolation, KillGate, PgServer, now, options_for, shared_server, store_on, url_and_action,
+    Isolation, KillGate, PgServer, now, options_for, schema_of, shared_server, store_on,
+    url_and_action, wait_for_lock_waiters,
 };
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -1026,58 +1027,6 @@ async fn purge_keeps_a_proposal_until_it_expires_and_an_approved_one_while_its_g
     assert_eq!(store.purge(grant_gone, retention).await.unwrap(), 0);
 }
 
-/// The bare name of `store`'s schema, which every statement it sends names
-/// (in a table or an advisory lock key).
-fn schema_of(store: &PostgresApprovalStore) -> String {
-    store
-        .grants_table()
-        .split('.')
-        .next()
-        .unwrap_or("")
-        .trim_matches('"')
-        .to_owned()
-}
-
-/// The statements of the store on `schema` waiting on a lock whose text
-/// starts with `prefix` (the tests of this file share one server, each
-/// store with a schema of its own); `advisory` narrows to advisory locks.
-async fn lock_waiters(
-    admin: &tokio_postgres::Client,
-    schema: &str,
-    prefix: &str,
-    advisory: bool,
-) -> Vec<i32> {
-    admin
-        .query(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'countersign' \
-             AND wait_event_type = 'Lock' AND ($3 = false OR wait_event = 'advisory') \
-             AND starts_with(query, $1) AND strpos(query, $2) > 0",
-            &[&prefix, &schema, &advisory],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
-}
-
-async fn wait_for_lock_waiters(
-    admin: &tokio_postgres::Client,
-    schema: &str,
-    prefix: &str,
-    advisory: bool,
-    n: usize,
-) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while lock_waiters(admin, schema, prefix, advisory).await.len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "never saw {n} statements starting `{prefix}` wait on a lock"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// A stop is ordered against approvals by the run's advisory lock: it waits
 /// for the approval in flight (held up here by an admin lock on the
 /// proposal's row), which then issues its grant, and the stop stops that
@@ -1093,18 +1042,7 @@ async fn a_stop_waits_for_the_approval_in_flight_and_stops_its_grant() {
     for p in [&held, &queued] {
         store.propose(p.clone()).await.unwrap();
     }
-    let locker = server.admin().await;
-    locker.batch_execute("BEGIN").await.unwrap();
-    locker
-        .query(
-            &format!(
-                "SELECT 1 FROM {} WHERE id = $1 FOR UPDATE",
-                store.proposals_table()
-            ),
-            &[&held.id.as_str()],
-        )
-        .await
-        .unwrap();
+    let locker = support::hold_row(server, store.proposals_table(), held.id.as_str()).await;
     let approve = |p: &Proposal| {
         let (store, p) = (store.clone(), p.clone());
         let grant = grant_for(&p, t0);
@@ -1252,8 +1190,8 @@ async fn a_version_2_schema_is_upgraded_in_place_to_the_current_version() {
         .await
         .unwrap();
     let versions = support::schema_versions(&admin, &schema).await;
-    assert_eq!(versions, vec![1, 2, 3, 4]);
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+    assert_eq!(SCHEMA_VERSION, 5);
     let grants_after: String = admin
         .query_one(
             &format!("SELECT string_agg((row_to_json(g)::jsonb - 'element')::text, ',' ORDER BY id) FROM \"{schema}\".grants g"),
@@ -1376,7 +1314,7 @@ async fn a_version_3_schema_gains_the_element_columns_and_its_rows_bind_no_eleme
         .await
         .unwrap();
     let versions = support::schema_versions(&admin, &schema).await;
-    assert_eq!(versions, vec![1, 2, 3, 4]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
     let read = store.get(&old.id).await.unwrap().unwrap();
     assert_eq!(read, StoredGrant::issued(old.clone()));
     assert_eq!(read.approval.element, None);

@@ -33,17 +33,7 @@ async fn row_text(
     store: &PostgresApprovalStore,
     id: &ApprovalId,
 ) -> String {
-    admin
-        .query_one(
-            &format!(
-                "SELECT row_to_json(g)::text FROM {} g WHERE id = $1",
-                store.grants_table()
-            ),
-            &[&id.as_str()],
-        )
-        .await
-        .unwrap()
-        .get(0)
+    support::row_json(admin, store.grants_table(), id.as_str()).await
 }
 
 /// The fences of `ACTOR`/`RUN`: (run gen, run stopped, actor gen, actor stopped).
@@ -578,7 +568,7 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, SCHEMA_VERSION]);
+    assert_eq!(versions, vec![1, 2, 3, 4, SCHEMA_VERSION]);
     let mut names: Vec<String> = admin
         .query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -613,6 +603,10 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
             "cs_run_fences_pkey",
             "cs_schema_version",
             "cs_schema_version_pkey",
+            "cs_standing_grants",
+            "cs_standing_grants_expiry",
+            "cs_standing_grants_pkey",
+            "cs_standing_grants_usable",
         ]
     );
     assert_eq!(objects_outside_test_schemas(&admin).await, outside);
@@ -1370,7 +1364,7 @@ async fn a_version_1_schema_is_upgraded_in_place_at_connect() {
         .await
         .unwrap();
     let versions = support::schema_versions(&admin, &schema).await;
-    assert_eq!(versions, vec![1, 2, 3, 4]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
     let formats: Vec<(String, i16)> = admin
         .query(
             &format!("SELECT id, format FROM \"{schema}\".grants ORDER BY id"),

@@ -14,15 +14,11 @@ use countersign_approval_core::{
 
 use crate::error::PageError;
 use crate::extract::{ProposalPath, RunPath, Viewer};
-use crate::forms::{DecisionForm, decision_fields, revoke_fields};
+use crate::forms::{DecisionForm, STANDING_HOURS, decision_fields, revoke_fields};
 use crate::handlers::checks::{may_review_run, signed_form};
 use crate::handlers::proposal::{decided, decided_as, load};
 use crate::paths::run_path;
 use crate::state::App;
-
-/// The lifetimes a person may choose, in hours: at most 8, and never past
-/// the run's end (a stop ends a standing grant at once).
-pub(crate) const STANDING_HOURS: [u64; 4] = [1, 2, 4, 8];
 
 /// What a form for "up to N times until T" says, once it parses.
 fn parse_standing(form: &DecisionForm) -> Result<(u32, Duration), &'static str> {

@@ -549,3 +549,101 @@ impl KillGate {
         .unwrap();
     }
 }
+
+/// The bare name of `store`'s schema, which every statement it sends names
+/// (in a table or an advisory lock key).
+pub fn schema_of(store: &PostgresApprovalStore) -> String {
+    store
+        .grants_table()
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// The statements of the store on `schema` waiting on a lock whose text
+/// starts with `prefix` (the tests of one binary share one server, each
+/// store with a schema of its own); `advisory` narrows to advisory locks.
+pub async fn lock_waiters(
+    admin: &tokio_postgres::Client,
+    schema: &str,
+    prefix: &str,
+    advisory: bool,
+) -> Vec<i32> {
+    admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'countersign' \
+             AND wait_event_type = 'Lock' AND ($3 = false OR wait_event = 'advisory') \
+             AND starts_with(query, $1) AND strpos(query, $2) > 0",
+            &[&prefix, &schema, &advisory],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Waits (up to 20 s) until `n` such statements wait on a lock.
+pub async fn wait_for_lock_waiters(
+    admin: &tokio_postgres::Client,
+    schema: &str,
+    prefix: &str,
+    advisory: bool,
+    n: usize,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lock_waiters(admin, schema, prefix, advisory).await.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {n} statements starting `{prefix}` wait on a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The whole row `id` of `table` as JSON text, to prove a refused call
+/// changed nothing.
+pub async fn row_json(admin: &tokio_postgres::Client, table: &str, id: &str) -> String {
+    admin
+        .query_one(
+            &format!("SELECT row_to_json(t)::text FROM {table} t WHERE id = $1"),
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A client of `server` holding row `id` of `table` locked `FOR UPDATE` in
+/// an open transaction, until it runs `ROLLBACK`.
+pub async fn hold_row(server: &PgServer, table: &str, id: &str) -> tokio_postgres::Client {
+    let locker = server.admin().await;
+    locker.batch_execute("BEGIN").await.unwrap();
+    locker
+        .query(
+            &format!("SELECT 1 FROM {table} WHERE id = $1 FOR UPDATE"),
+            &[&id],
+        )
+        .await
+        .unwrap();
+    locker
+}
+
+/// The text of `schema_sql` before the step to `version`: a schema exactly
+/// as the library before that version created it.
+pub fn schema_sql_before(options: &PostgresStoreOptions, version: i32) -> String {
+    let sql = countersign_store_postgres::schema_sql(options).unwrap();
+    let cut = sql
+        .find(&format!(
+            "-- countersign PostgreSQL store, schema version {version}"
+        ))
+        .unwrap_or_else(|| panic!("the version {version} step starts with its header"));
+    let older = sql[..cut].to_owned();
+    assert!(
+        older.contains(&format!("VALUES ({}, ", version - 1))
+            && !older.contains(&format!("VALUES ({version}, "))
+    );
+    older
+}
