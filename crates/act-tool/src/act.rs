@@ -15,6 +15,7 @@ use crate::call::{self, ActCall, Request};
 use crate::context::Context;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
+use crate::propose::DecidedBy;
 use crate::refusal::{GaveUp, Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;
@@ -391,6 +392,7 @@ impl Act {
                 url: action_request.url,
                 action: action_request.action,
                 landed: Some(landed),
+                decided_by: DecidedBy::of(known.approver.as_ref()),
             });
         }
         let performed = match &page {
@@ -437,6 +439,7 @@ impl Act {
             url: action_request.url,
             action: action_request.action,
             landed: None,
+            decided_by: DecidedBy::of(known.approver.as_ref()),
         })
     }
 

@@ -63,17 +63,24 @@ impl ActResult {
     /// The JSON a model sees.
     pub fn to_json(&self) -> Value {
         match self {
-            ActResult::Ok(done) => json!({
-                "status": "ok",
-                "operation_id": done.operation_id.as_str(),
-                "locator": {
-                    "approval_id": done.approval_id.as_str(),
-                    "url": done.url.as_str(),
-                    "method": done.action.method(),
-                    "selector": done.action.selector(),
-                },
-                "action": done.action.to_json_value(),
-            }),
+            ActResult::Ok(done) => {
+                let mut body = json!({
+                    "status": "ok",
+                    "operation_id": done.operation_id.as_str(),
+                    "locator": {
+                        "approval_id": done.approval_id.as_str(),
+                        "url": done.url.as_str(),
+                        "method": done.action.method(),
+                        "selector": done.action.selector(),
+                    },
+                    "action": done.action.to_json_value(),
+                });
+                // A person's approval keeps the answer as it always was.
+                if let (Some(object), Some(by)) = (body.as_object_mut(), done.named_tier()) {
+                    object.insert("decided_by".to_owned(), Value::String(by.to_owned()));
+                }
+                body
+            }
             ActResult::Error(error) => json!({
                 "status": "error",
                 "operation_id": error.operation_id.as_str(),
@@ -114,11 +121,16 @@ impl Serialize for ActResult {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             ActResult::Ok(done) => {
-                let mut s = serializer.serialize_struct("ActResult", 4)?;
+                let tier = done.named_tier();
+                let mut s =
+                    serializer.serialize_struct("ActResult", 4 + usize::from(tier.is_some()))?;
                 s.serialize_field("status", "ok")?;
                 s.serialize_field("operation_id", done.operation_id.as_str())?;
                 s.serialize_field("locator", &Locator(done))?;
                 s.serialize_field("action", &done.action)?;
+                if let Some(tier) = tier {
+                    s.serialize_field("decided_by", tier)?;
+                }
                 s.end()
             }
             ActResult::Error(error) => {
@@ -146,6 +158,19 @@ pub struct Performed {
     pub action: Action,
     /// Where the browser landed, for a navigation (`navigate :root`).
     pub landed: Option<crate::navigation::Landed>,
+    /// Who approved the grant: a person, a rule or a standing grant (the
+    /// answer names the last two, never which).
+    pub decided_by: crate::DecidedBy,
+}
+
+impl Performed {
+    /// `rule` or `standing` when no person approved this act's grant.
+    fn named_tier(&self) -> Option<&'static str> {
+        match self.decided_by {
+            crate::DecidedBy::Person => None,
+            other => Some(other.as_str()),
+        }
+    }
 }
 
 /// Why an Act call performed nothing (or, for `BACKEND_FAILED`, why the

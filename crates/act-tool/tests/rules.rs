@@ -144,7 +144,12 @@ async fn an_auto_rule_approves_at_once_with_an_ordinary_single_use_grant() {
         &approval_id,
         &json!({"method": "click", "selector": "a#next"}),
     );
-    assert_eq!(host.call("browser_act", &act).await["status"], "ok");
+    let done = host.call("browser_act", &act).await;
+    assert_eq!(
+        (done["status"].as_str(), done["decided_by"].as_str()),
+        (Some("ok"), Some("rule")),
+        "{done}"
+    );
     let again = host.call("browser_act", &act).await;
     assert_eq!(again["error"]["code"], "APPROVAL_STALE", "{again}");
     assert_eq!(host.page.performed(), 1);

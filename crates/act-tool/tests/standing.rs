@@ -161,7 +161,12 @@ async fn up_to_three_times_approves_three_acts_of_the_scope_and_no_fourth() {
             "{answer}"
         );
         let grant = answer["approval_id"].as_str().unwrap().to_owned();
-        assert_eq!(host.act(&url, &grant).await["status"], "ok");
+        let done = host.act(&url, &grant).await;
+        assert_eq!(
+            (done["status"].as_str(), done["decided_by"].as_str()),
+            (Some("ok"), Some("standing")),
+            "{done}"
+        );
         acted.push(grant);
     }
     assert_eq!(host.performed(), 3);
