@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use crate::call::{self, ActCall, Request};
 use crate::context::Context;
+use crate::decided::DecidedBy;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
-use crate::propose::DecidedBy;
 use crate::refusal::{GaveUp, Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;

@@ -154,6 +154,7 @@ mod act;
 mod browse;
 mod call;
 mod context;
+mod decided;
 mod definition;
 mod grant;
 mod navigation;
@@ -170,13 +171,14 @@ pub use context::{
     Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, DEFAULT_PROPOSAL_TTL,
     RetryPolicy,
 };
+pub use decided::DecidedBy;
 pub use definition::{
     NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME,
     ToolDefinition, ToolFormat,
 };
 pub use grant::{GrantError, GrantOptions, issue_grant, issue_grant_with, issue_page_grant};
 pub use navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR};
-pub use propose::{DecidedBy, ProposalView, Propose, ProposeResult};
+pub use propose::{ProposalView, Propose, ProposeResult};
 pub use result::{ActError, ActResult, Performed};
 pub use toolset::{Toolset, UnknownTool};
 

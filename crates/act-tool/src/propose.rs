@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    Approval, ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId,
-    ProposalState, ProposalStatus, ProposeError, Timestamp,
+    Approval, ApprovalId, DecisionOutcome, OutcomeCode, Proposal, ProposalId, ProposalState,
+    ProposalStatus, ProposeError, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use countersign_rules::{Decision, ProposedTarget, Tier};
@@ -14,6 +14,7 @@ use crate::act::new_operation_id;
 use crate::browse::record_tool_call;
 use crate::call;
 use crate::context::Context;
+use crate::decided::DecidedBy;
 use crate::definition::{
     PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
     proposal_status_definition, propose_definition,
@@ -93,40 +94,6 @@ pub struct ProposalView {
     pub expires_at: Timestamp,
     /// Who decided, once decided: a rule or a person (never which rule).
     pub decided_by: Option<DecidedBy>,
-}
-
-/// Who decided a proposal, as the model is told: never which rule, nor
-/// which person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DecidedBy {
-    /// One of the host's rules approved it.
-    Rule,
-    /// A person decided on the approval page (or the host did, in code).
-    Person,
-    /// A standing grant a person approved covered it.
-    Standing,
-}
-
-impl DecidedBy {
-    /// `rule`, `person` or `standing`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecidedBy::Rule => "rule",
-            DecidedBy::Person => "person",
-            DecidedBy::Standing => "standing",
-        }
-    }
-
-    /// Who decided, from the approver a decision recorded: a rule's grant
-    /// records `rule:<id>`, a standing grant's `standing:<id>`.
-    pub fn of(approver: Option<&ApproverId>) -> DecidedBy {
-        match approver {
-            Some(id) if id.is_rule() => DecidedBy::Rule,
-            Some(id) if id.standing_grant().is_some() => DecidedBy::Standing,
-            _ => DecidedBy::Person,
-        }
-    }
 }
 
 impl ProposeResult {

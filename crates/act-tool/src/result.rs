@@ -7,6 +7,8 @@ use countersign_canonical_policy::{Action, AuthorizedUrl};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::{Value, json};
 
+use crate::decided::DecidedBy;
+
 /// The result of one Act call.
 ///
 /// Its JSON form ([`to_json`](Self::to_json), or `Serialize`, which keeps
@@ -160,14 +162,14 @@ pub struct Performed {
     pub landed: Option<crate::navigation::Landed>,
     /// Who approved the grant: a person, a rule or a standing grant (the
     /// answer names the last two, never which).
-    pub decided_by: crate::DecidedBy,
+    pub decided_by: DecidedBy,
 }
 
 impl Performed {
     /// `rule` or `standing` when no person approved this act's grant.
     fn named_tier(&self) -> Option<&'static str> {
         match self.decided_by {
-            crate::DecidedBy::Person => None,
+            DecidedBy::Person => None,
             other => Some(other.as_str()),
         }
     }

@@ -369,6 +369,17 @@ enum Lane {
     Slot(Slot),
 }
 
+/// Whether `err` says the connection failed under the command (dropped,
+/// reset, refused, none to the node), not that a server answered it or
+/// that it timed out: a command that only reads may be sent again then.
+pub(crate) fn is_lost_connection(err: &RedisError) -> bool {
+    !err.is_timeout()
+        && (err.is_io_error()
+            || err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || err.kind() == ErrorKind::ClusterConnectionNotFound)
+}
+
 /// Whether `err` may mean the client's sockets are unusable.
 fn is_connection_failure(err: &RedisError) -> bool {
     err.is_timeout()
@@ -717,5 +728,27 @@ impl Connection {
             client.on_all_nodes(cmd).await
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn only_a_failed_connection_lets_a_read_be_sent_again() {
+        let io = |kind| RedisError::from(std::io::Error::new(kind, "x"));
+        for kind in [
+            std::io::ErrorKind::BrokenPipe,
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::ConnectionRefused,
+        ] {
+            assert!(is_lost_connection(&io(kind)), "{kind:?}");
+        }
+        assert!(!is_lost_connection(&io(std::io::ErrorKind::TimedOut)));
+        let answered = RedisError::from((ErrorKind::Server(ServerErrorKind::NoScript), "noscript"));
+        assert!(!is_lost_connection(&answered));
     }
 }

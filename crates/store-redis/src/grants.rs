@@ -156,12 +156,11 @@ impl RedisApprovalStore {
     /// writes only to this very record, and whether it is stopped.
     async fn read_in(&self, slot: &Slot, id: &ApprovalId) -> Result<Option<Read>, StoreError> {
         let key = slot.grant_key(id);
-        let (reply, _) = self
-            .run(
+        let reply = self
+            .run_read(
                 GrantScript::Get,
                 &[&key],
                 &[id.as_str().as_bytes(), slot.prefix.as_bytes()],
-                false,
             )
             .await?;
         match (reply.status.as_str(), reply.items.as_slice()) {
@@ -234,14 +233,8 @@ impl RedisApprovalStore {
     /// as long. Best effort: the call's outcome stands whatever this answers.
     async fn keep_grant_pointer(&self, id: &ApprovalId, slot: &Slot, at: u64) {
         let key = self.pointer_key(id);
-        if let Err(error) = self.keep_pointer(&key, &slot.tag, at).await {
-            tracing::warn!(
-                target: "countersign_store_redis",
-                approval_id = %id,
-                %error,
-                "could not move the expiry of a grant's pointer forward"
-            );
-        }
+        self.keep_pointer_or_warn(&key, &slot.tag, at, "a grant")
+            .await;
     }
 }
 

@@ -2,7 +2,7 @@
 //! name of every key the scripts touch, so that one place says how keys
 //! are spelt and all of an actor's keys share its hash tag.
 
-use countersign_approval_core::{ActorId, ApprovalId, ProposalId, RunId};
+use countersign_approval_core::{ActorId, ApprovalId, ProposalId, RunId, StandingId};
 use sha2::{Digest, Sha256};
 
 /// The tag of an actor's slot: the first 32 lower-case hex characters of
@@ -30,6 +30,13 @@ impl Slot {
     pub(crate) fn of_tag(store_prefix: &str, tag: String) -> Slot {
         let prefix = format!("{store_prefix}:{{a{tag}}}");
         Slot { tag, prefix }
+    }
+
+    /// Whether this is `actor`'s slot: every key of a write is in the
+    /// actor's slot, so a record of another actor found here is not one
+    /// the store wrote here.
+    pub(crate) fn holds(&self, actor: &ActorId) -> bool {
+        actor_tag(actor) == self.tag
     }
 
     /// The slot of `actor` under the store's key prefix `store_prefix`.
@@ -71,6 +78,17 @@ impl Slot {
     pub(crate) fn pending_key(&self, run: &RunId) -> String {
         format!("{}:pending:{}", self.prefix, run.as_str())
     }
+
+    /// The standing grant `id`: `{prefix}:{a<tag>}:standing:<id>`.
+    pub(crate) fn standing_key(&self, id: &StandingId) -> String {
+        format!("{}:standing:{}", self.prefix, id.as_str())
+    }
+
+    /// The standing grants of `run`, by issue time:
+    /// `{prefix}:{a<tag>}:standings:<run id>`.
+    pub(crate) fn standings_key(&self, run: &RunId) -> String {
+        format!("{}:standings:{}", self.prefix, run.as_str())
+    }
 }
 
 /// The pointer naming the slot of grant `id`: `{prefix}:id:{<id>}`, the id
@@ -82,6 +100,11 @@ pub(crate) fn pointer_key(store_prefix: &str, id: &ApprovalId) -> String {
 /// The pointer naming the slot of proposal `id`: `{prefix}:pid:{<id>}`.
 pub(crate) fn proposal_pointer_key(store_prefix: &str, id: &ProposalId) -> String {
     format!("{store_prefix}:pid:{{{}}}", id.as_str())
+}
+
+/// The pointer naming the slot of standing grant `id`: `{prefix}:sid:{<id>}`.
+pub(crate) fn standing_pointer_key(store_prefix: &str, id: &StandingId) -> String {
+    format!("{store_prefix}:sid:{{{}}}", id.as_str())
 }
 
 /// The slot prefix and the grant key the start-up probe reads: a slot of

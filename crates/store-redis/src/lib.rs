@@ -57,6 +57,22 @@
 //! {prefix}:id:{<id>}                string: the actor tag of grant <id>, 16 raw bytes (its own slot)
 //! ```
 //!
+//! Proposals and standing grants (counted grants: "up to N uses until T")
+//! live in the same slot, beside the fences their scripts read, each with
+//! a pointer of its own (`{prefix}:pid:{<id>}`, `{prefix}:sid:{<id>}`):
+//!
+//! ```text
+//! {prefix}:{a<tag>}:proposal:<id>       string: a proposal, one record
+//! {prefix}:{a<tag>}:pending:<run id>    zset: the run's undecided proposals, oldest first
+//! {prefix}:{a<tag>}:standing:<id>       string: a standing grant, one record
+//! {prefix}:{a<tag>}:standings:<run id>  zset: the run's standing grants, by issued_at, then id
+//! ```
+//!
+//! A standing grant records its run's and actor's fence generations as a
+//! grant does, so a stop ends it for good; each use, give-back and revoke
+//! of one is one script, so among any number of concurrent uses of a
+//! standing grant with N uses at most N attempts ever take one.
+//!
 //! A grant records its run's and its actor's fence generations at issue; a
 //! stop moves the fence's generation on, so every grant issued before it is
 //! stopped for good, and the consume script compares generations in the
@@ -99,7 +115,9 @@
 //! cluster connection whose redirects the store follows itself. Both send
 //! every grant command to the primary that holds the key; grants are never
 //! read from replicas. Neither resends a command whose reply was lost: the
-//! caller retries with the same attempt id and gets a replay. A client whose
+//! caller retries with the same attempt id and gets a replay (only a read,
+//! which changes nothing, is sent again when its connection failed under
+//! it, and so waits for a failover as every call does). A client whose
 //! calls time out with no reply arriving on their connection, or whose
 //! connection dies, is replaced by a fresh one.
 //!
@@ -157,6 +175,8 @@ mod proposals;
 mod record;
 mod reply;
 mod scripts;
+mod standing;
+mod standing_record;
 mod store;
 
 pub use oplog::{

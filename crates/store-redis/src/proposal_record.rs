@@ -716,17 +716,10 @@ mod tests {
         assert_eq!(PROPOSAL_FIELDS[ELEMENT_FIELD], "element");
         assert!(proposals.contains(&format!("local HEAD_AT = {}\n", HEAD_AT + 1)));
         assert!(proposals.contains(&format!("local MAX_SCREENSHOT = {MAX_SCREENSHOT_BYTES}\n")));
-        let layout = proposals
-            .split_once("local P_FIELDS = {")
-            .and_then(|(_, rest)| rest.split_once('}'))
-            .unwrap()
-            .0;
-        let names: Vec<&str> = layout
-            .split(',')
-            .map(|n| n.trim().trim_matches('\''))
-            .filter(|n| !n.is_empty())
-            .collect();
-        assert_eq!(names, PROPOSAL_FIELDS);
+        assert_eq!(
+            crate::record::tests::lua_names(proposals, "P_FIELDS"),
+            PROPOSAL_FIELDS
+        );
         let codes = [state::PENDING, state::APPROVED, state::DENIED]
             .map(|code| format!("'{}'", String::from_utf8_lossy(code)))
             .join(", ");

@@ -18,19 +18,20 @@
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActorId, Approval, ApproveError, ApproverId, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS,
-    Proposal, ProposalId, ProposalState, ProposalStore, ProposeError, RunId, StoreError,
-    StoredProposal, Timestamp, decide_proposal,
+    AbandonOutcome, ActorId, Approval, ApproveError, ApproverId, AttemptId, Decision,
+    DecisionOutcome, IssueError, Proposal, ProposalId, ProposalState, ProposalStore, ProposeError,
+    RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome, StoreError,
+    StoredProposal, StoredStanding, Timestamp, UseOutcome, decide_proposal,
 };
 use redis::Value;
 
 use crate::grants::{check_grant, issue_token};
 use crate::keys::Slot;
-use crate::pointer::Claim;
+use crate::pointer::{Claim, Created, NewRecord};
 use crate::proposal_record;
 use crate::record;
 use crate::reply::{
-    MAX_READS, Reply, Seen, corrupt_reply, disagreement, kept_changing, parse_seen, text,
+    MAX_READS, Reply, Seen, corrupt_reply, disagreement, found_reply, kept_changing, parse_seen,
     unexpected_reply,
 };
 use crate::scripts::GrantScript;
@@ -166,14 +167,8 @@ impl RedisApprovalStore {
     /// kept as long. Best effort: the approval stands whatever this answers.
     async fn keep_proposal_pointer(&self, id: &ProposalId, slot: &Slot, at: u64) {
         let key = self.proposal_pointer_key(id);
-        if let Err(error) = self.keep_pointer(&key, &slot.tag, at).await {
-            tracing::warn!(
-                target: "countersign_store_redis",
-                proposal_id = %id,
-                %error,
-                "could not move the expiry of a proposal's pointer forward"
-            );
-        }
+        self.keep_pointer_or_warn(&key, &slot.tag, at, "a proposal")
+            .await;
     }
 
     /// Reads proposal `id` in `slot` with the get script and validates it
@@ -188,35 +183,22 @@ impl RedisApprovalStore {
     ) -> Result<Option<Read>, StoreError> {
         let script = GrantScript::GetProposal;
         let key = slot.proposal_key(id);
-        let (reply, _) = self
-            .run(
+        let reply = self
+            .run_read(
                 script,
                 &[&key],
                 &[id.as_str().as_bytes(), slot.prefix.as_bytes(), mode.word()],
-                false,
             )
             .await?;
-        let (raw, fingerprint, seen) = match (reply.status.as_str(), reply.items.as_slice()) {
-            ("missing", []) => return Ok(None),
-            ("corrupt", [_] | [_, _]) => return Err(corrupt_reply(&key, &reply)),
-            ("found", [Value::BulkString(raw), fingerprint, seen]) => (raw, fingerprint, seen),
-            _ => return Err(unexpected_reply(script, &key)),
+        let Some(found) = found_reply(script, &key, reply)? else {
+            return Ok(None);
         };
-        let fingerprint = text(fingerprint)
-            .filter(|f| f.len() == 40)
-            .ok_or_else(|| unexpected_reply(script, &key))?
-            .to_owned();
-        let seen = parse_seen(script, &key, Some(seen))?;
-        if seen.moved.is_some() {
-            return Err(unexpected_reply(script, &key));
-        }
         let stored = match mode {
-            ReadMode::Full => proposal_record::decode(id, &key, raw)?,
-            ReadMode::Head => proposal_record::decode_head(Some(id), &key, raw)?,
+            ReadMode::Full => proposal_record::decode(id, &key, &found.raw)?,
+            ReadMode::Head => proposal_record::decode_head(Some(id), &key, &found.raw)?,
         };
-        // Every key of a decision is in the actor's slot: a proposal found
-        // in another actor's slot is not one this store wrote there.
-        if Self::actor_tag(&stored.proposal.actor_id) != slot.tag {
+        // Every key of a decision is in the actor's slot.
+        if !slot.holds(&stored.proposal.actor_id) {
             return Err(StoreError::corrupt(
                 key,
                 "the proposal's actor is not the actor of its slot",
@@ -224,8 +206,8 @@ impl RedisApprovalStore {
         }
         Ok(Some(Read {
             stored,
-            fingerprint,
-            stopped: seen.stopped,
+            fingerprint: found.fingerprint,
+            stopped: found.stopped,
         }))
     }
 
@@ -429,26 +411,13 @@ impl ProposalStore for RedisApprovalStore {
             .as_millis()
             .to_string();
 
-        // 1. The id is claimed for this actor's slot: ids are unique over
-        //    every actor, and the calls by id find the slot by it.
-        let pointer = self.proposal_pointer_key(&proposal.id);
-        let (claim, pointer_wait) = self.claim_pointer(&pointer, &slot.tag, &keep_from).await?;
-        let claimed = match claim {
-            Claim::Claimed => true,
-            Claim::Same => false,
-            Claim::Taken => return Err(ProposeError::AlreadyExists(proposal.id)),
-        };
-
-        // 2. The proposal, in one step with the check of its fences.
-        let key = slot.proposal_key(&proposal.id);
         let (actor, run) = (&proposal.actor_id, &proposal.run_id);
         let keys = [
-            key.clone(),
+            slot.proposal_key(&proposal.id),
             self.actor_fence_key(actor),
             self.run_fence_key(actor, run),
             slot.pending_key(run),
         ];
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let proposed_at = proposal.proposed_at.as_millis().to_string();
         let args: [&[u8]; 8] = [
             proposal.id.as_str().as_bytes(),
@@ -460,22 +429,22 @@ impl ProposalStore for RedisApprovalStore {
             &new.fixed,
             &new.screenshot,
         ];
-        let (reply, wait) = self.run(GrantScript::Propose, &keys, &args, true).await?;
-        match (reply.status.as_str(), reply.items.is_empty()) {
-            ("proposed", true) => {
-                self.confirm(pointer_wait)?;
-                Ok(self.confirm(wait)?)
-            }
-            ("exists", true) => Err(ProposeError::AlreadyExists(proposal.id)),
-            ("stopped", true) => {
-                if claimed {
-                    self.release_pointer(&pointer, &slot.tag, "a proposal refused as stopped")
-                        .await;
-                }
-                Err(ProposeError::Stopped)
-            }
-            ("corrupt", _) => Err(corrupt_reply(&key, &reply).into()),
-            _ => Err(unexpected_reply(GrantScript::Propose, &key).into()),
+        let created = self
+            .create(NewRecord {
+                pointer: self.proposal_pointer_key(&proposal.id),
+                slot: &slot,
+                keep_from: &keep_from,
+                script: GrantScript::Propose,
+                stored: "proposed",
+                keys: &keys,
+                args: &args,
+                what: "a proposal",
+            })
+            .await?;
+        match created {
+            Created::Stored => Ok(()),
+            Created::Exists => Err(ProposeError::AlreadyExists(proposal.id)),
+            Created::Stopped => Err(ProposeError::Stopped),
         }
     }
 
@@ -496,33 +465,12 @@ impl ProposalStore for RedisApprovalStore {
         now: Timestamp,
     ) -> Result<Vec<StoredProposal>, StoreError> {
         let script = GrantScript::ListProposals;
-        let slot = self.slot(actor);
-        let key = slot.pending_key(run);
-        let now_text = now.as_millis().to_string();
-        let most = MAX_LISTED_PROPOSALS.to_string();
-        let args: [&[u8]; 4] = [
-            run.as_str().as_bytes(),
-            slot.prefix.as_bytes(),
-            now_text.as_bytes(),
-            most.as_bytes(),
-        ];
-        // Not durable: the script writes only to drop index entries that
-        // can never be listed again.
-        let (reply, _) = self.run(script, &[&key], &args, false).await?;
-        let heads = match (reply.status.as_str(), reply.items.as_slice()) {
-            ("listed", [Value::Array(heads)]) => heads,
-            ("corrupt", [_] | [_, _]) => return Err(corrupt_reply(&key, &reply)),
-            _ => return Err(unexpected_reply(script, &key)),
-        };
-        if heads.len() > MAX_LISTED_PROPOSALS {
-            return Err(unexpected_reply(script, &key));
-        }
+        let (key, heads) = self
+            .run_list(script, (actor, run), Slot::pending_key, now)
+            .await?;
         let mut pending = Vec::with_capacity(heads.len());
         for head in heads {
-            let Value::BulkString(head) = head else {
-                return Err(unexpected_reply(script, &key));
-            };
-            let stored = proposal_record::decode_head(None, &key, head)?;
+            let stored = proposal_record::decode_head(None, &key, &head)?;
             let proposal = &stored.proposal;
             if proposal.actor_id != *actor || proposal.run_id != *run {
                 return Err(StoreError::corrupt(
@@ -569,5 +517,47 @@ impl ProposalStore for RedisApprovalStore {
             return Ok(DecisionOutcome::Unknown);
         };
         self.deny_in(&slot, id, by, now).await
+    }
+
+    // Standing grants: `standing.rs`.
+
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+        self.put_standing(grant).await
+    }
+
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
+        self.read_standing(id).await
+    }
+
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError> {
+        self.list_standing(actor, run, now).await
+    }
+
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        self.take_use(id, key, now, attempt).await
+    }
+
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        self.give_back(id, attempt, now).await
+    }
+
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
+        self.end_standing(id).await
     }
 }

@@ -517,39 +517,67 @@ fn decode_changing(
         }
         _ => return Err(corrupt("unknown state")),
     };
-    let locked = state == GrantState::Locked;
+    check_failed(
+        key,
+        state == GrantState::Locked,
+        failed_attempts,
+        attempt_limit,
+    )?;
+    Ok((state, failed_attempts))
+}
+
+/// Checks a record's count of failed attempts against its attempt limit: a
+/// locked record counts exactly its limit, any other one less.
+pub(crate) fn check_failed(
+    key: &str,
+    locked: bool,
+    failed_attempts: u32,
+    attempt_limit: u32,
+) -> Result<(), StoreError> {
     if locked && failed_attempts != attempt_limit {
-        return Err(corrupt(
+        return Err(StoreError::corrupt(
+            key,
             "locked record does not count its limit of failed attempts",
         ));
     }
     if !locked && failed_attempts >= attempt_limit {
-        return Err(corrupt(
+        return Err(StoreError::corrupt(
+            key,
             "failed attempts reach the limit of a record that is not locked",
         ));
     }
-    Ok((state, failed_attempts))
+    Ok(())
 }
 
 /// Reads the attempts abandoned on a grant: the space-separated `abandoned`
-/// field, or none. Accepts only distinct attempt ids, at most
-/// [`MAX_ABANDONED_ATTEMPTS`].
+/// field, or none (see [`decode_attempts`]).
 fn decode_abandoned(key: &str, list: Option<&str>) -> Result<Vec<AttemptId>, StoreError> {
-    let corrupt = |message: &str| StoreError::corrupt(key, message);
+    decode_attempts(key, "abandoned", list, MAX_ABANDONED_ATTEMPTS)
+}
+
+/// Reads the space-separated list of attempt ids in field `name`, or none
+/// when it is absent. Accepts only distinct attempt ids, at most `most`.
+pub(crate) fn decode_attempts(
+    key: &str,
+    name: &str,
+    list: Option<&str>,
+    most: usize,
+) -> Result<Vec<AttemptId>, StoreError> {
+    let corrupt = |what: &str| StoreError::corrupt(key, format!("{name} {what}"));
     let Some(list) = list else {
         return Ok(Vec::new());
     };
     let mut attempts: Vec<AttemptId> = Vec::new();
     for word in list.split(' ') {
-        let attempt = AttemptId::parse(word)
-            .ok_or_else(|| corrupt("abandoned is not a list of attempt ids"))?;
+        let attempt =
+            AttemptId::parse(word).ok_or_else(|| corrupt("is not a list of attempt ids"))?;
         if attempts.contains(&attempt) {
-            return Err(corrupt("abandoned repeats an attempt id"));
+            return Err(corrupt("repeats an attempt id"));
         }
         attempts.push(attempt);
     }
-    if attempts.len() > MAX_ABANDONED_ATTEMPTS {
-        return Err(corrupt("abandoned holds more attempts than the bound"));
+    if attempts.len() > most {
+        return Err(corrupt("holds more attempts than the bound"));
     }
     Ok(attempts)
 }
@@ -1032,17 +1060,21 @@ pub(crate) mod tests {
         assert!(prelude.contains(&format!("local TOKEN_BYTES = {ISSUE_TOKEN_BYTES}\n")));
         assert!(prelude.contains(&format!("local MAX_ABANDONED = {MAX_ABANDONED_ATTEMPTS}\n")));
         assert!(prelude.contains(&format!("local MAX_ATTEMPT_LIMIT = {MAX_ATTEMPT_LIMIT}\n")));
-        let layout = prelude
-            .split_once("local FIELDS = {")
+        assert_eq!(lua_names(prelude, "FIELDS"), RECORD_FIELDS);
+    }
+
+    /// The names in the Lua table `local <table> = { 'a', 'b', … }` of
+    /// `source`: a script's list of a record's fields.
+    pub(crate) fn lua_names<'a>(source: &'a str, table: &str) -> Vec<&'a str> {
+        source
+            .split_once(&format!("local {table} = {{"))
             .and_then(|(_, rest)| rest.split_once('}'))
             .unwrap()
-            .0;
-        let names: Vec<&str> = layout
+            .0
             .split(',')
             .map(|n| n.trim().trim_matches('\''))
             .filter(|n| !n.is_empty())
-            .collect();
-        assert_eq!(names, RECORD_FIELDS);
+            .collect()
     }
 
     /// What `decode_changing` says of a record's changing fields: the

@@ -117,6 +117,56 @@ pub(crate) fn parse_seen(
     }
 }
 
+/// What a read script found: the record (or head), the fingerprint of its
+/// fixed fields, and whether its run or actor was stopped since it was
+/// made.
+pub(crate) struct Found {
+    /// The record's bytes, for the caller to read strictly.
+    pub(crate) raw: Vec<u8>,
+    /// The fingerprint of its fixed fields (40 hex digits), which a write
+    /// script checks before it writes.
+    pub(crate) fingerprint: String,
+    /// Whether a stop of its run or actor came after it.
+    pub(crate) stopped: bool,
+}
+
+/// Reads the reply of the read `script` on `key`: `missing` is `None`,
+/// `corrupt` its error, `found` a record, its fingerprint and what the
+/// script saw (a read moves no expiry); anything else is
+/// [`StoreError::Corrupt`].
+pub(crate) fn found_reply(
+    script: GrantScript,
+    key: &str,
+    reply: Reply,
+) -> Result<Option<Found>, StoreError> {
+    let unexpected = || unexpected_reply(script, key);
+    match (reply.status.as_str(), reply.items.len()) {
+        ("missing", 0) => return Ok(None),
+        ("corrupt", 1 | 2) => return Err(corrupt_reply(key, &reply)),
+        ("found", 3) => {}
+        _ => return Err(unexpected()),
+    }
+    let mut items = reply.items.into_iter();
+    let (Some(Value::BulkString(raw)), Some(fingerprint), seen) =
+        (items.next(), items.next(), items.next())
+    else {
+        return Err(unexpected());
+    };
+    let fingerprint = text(&fingerprint)
+        .filter(|f| f.len() == 40)
+        .ok_or_else(unexpected)?
+        .to_owned();
+    let seen = parse_seen(script, key, seen.as_ref())?;
+    if seen.moved.is_some() {
+        return Err(unexpected());
+    }
+    Ok(Some(Found {
+        raw,
+        fingerprint,
+        stopped: seen.stopped,
+    }))
+}
+
 /// A flag as the scripts write it: `0` or `1`, nothing else.
 pub(crate) fn parse_flag(word: &str) -> Option<bool> {
     match word {

@@ -1,5 +1,5 @@
 //! The store's Lua scripts, each one atomic operation on the keys of one
-//! actor's slot (or, for the pointer script, on one grant id's pointer).
+//! actor's slot (or, for the pointer script, on one id's pointer).
 
 use redis::{Cmd, Script};
 
@@ -11,6 +11,18 @@ macro_rules! proposal_script {
     ($path:literal) => {
         concat!(
             include_str!("lua/proposal_prelude.lua"),
+            "\n",
+            include_str!($path)
+        )
+    };
+}
+
+/// A standing-grant script's body: the standing prelude, then the script
+/// (the grant prelude goes before both, as before every script).
+macro_rules! standing_script {
+    ($path:literal) => {
+        concat!(
+            include_str!("lua/standing_prelude.lua"),
             "\n",
             include_str!($path)
         )
@@ -51,11 +63,23 @@ pub enum GrantScript {
     Approve,
     /// Denies a proposal (`deny_proposal`).
     Deny,
+    /// Stores a new standing grant unless its key exists (`issue_standing`).
+    IssueStanding,
+    /// Reads a standing grant (`get_standing`, and the read before a write).
+    GetStanding,
+    /// Lists a run's usable standing grants (`standing_grants`).
+    ListStanding,
+    /// Takes one use of a standing grant (`use_standing`).
+    UseStanding,
+    /// Gives back an attempt's use of a standing grant (`give_back_use`).
+    GiveBack,
+    /// Revokes a standing grant (`revoke_standing`).
+    RevokeStanding,
 }
 
 impl GrantScript {
     /// Every script.
-    pub const ALL: [GrantScript; 13] = [
+    pub const ALL: [GrantScript; 19] = [
         GrantScript::Issue,
         GrantScript::Get,
         GrantScript::Revoke,
@@ -69,11 +93,18 @@ impl GrantScript {
         GrantScript::ListProposals,
         GrantScript::Approve,
         GrantScript::Deny,
+        GrantScript::IssueStanding,
+        GrantScript::GetStanding,
+        GrantScript::ListStanding,
+        GrantScript::UseStanding,
+        GrantScript::GiveBack,
+        GrantScript::RevokeStanding,
     ];
 
     /// The script's name: `issue`, `get`, `revoke`, `consume`, `abandon`,
     /// `stop`, `resume`, `pointer`, `propose`, `get_proposal`,
-    /// `list_proposals`, `approve` or `deny`.
+    /// `list_proposals`, `approve`, `deny`, `issue_standing`, `get_standing`,
+    /// `list_standing`, `use_standing`, `give_back` or `revoke_standing`.
     pub fn name(self) -> &'static str {
         match self {
             GrantScript::Issue => "issue",
@@ -89,6 +120,12 @@ impl GrantScript {
             GrantScript::ListProposals => "list_proposals",
             GrantScript::Approve => "approve",
             GrantScript::Deny => "deny",
+            GrantScript::IssueStanding => "issue_standing",
+            GrantScript::GetStanding => "get_standing",
+            GrantScript::ListStanding => "list_standing",
+            GrantScript::UseStanding => "use_standing",
+            GrantScript::GiveBack => "give_back",
+            GrantScript::RevokeStanding => "revoke_standing",
         }
     }
 
@@ -116,6 +153,12 @@ impl GrantScript {
                 include_str!("lua/approve.lua"),
             ),
             GrantScript::Deny => proposal_script!("lua/deny.lua"),
+            GrantScript::IssueStanding => standing_script!("lua/standing_issue.lua"),
+            GrantScript::GetStanding => standing_script!("lua/standing_get.lua"),
+            GrantScript::ListStanding => standing_script!("lua/standing_list.lua"),
+            GrantScript::UseStanding => standing_script!("lua/standing_use.lua"),
+            GrantScript::GiveBack => standing_script!("lua/standing_give_back.lua"),
+            GrantScript::RevokeStanding => standing_script!("lua/standing_revoke.lua"),
         }
     }
 }
@@ -201,6 +244,12 @@ impl Scripts {
             GrantScript::ListProposals => 10,
             GrantScript::Approve => 11,
             GrantScript::Deny => 12,
+            GrantScript::IssueStanding => 13,
+            GrantScript::GetStanding => 14,
+            GrantScript::ListStanding => 15,
+            GrantScript::UseStanding => 16,
+            GrantScript::GiveBack => 17,
+            GrantScript::RevokeStanding => 18,
         };
         &self.loaded[index]
     }

@@ -4,17 +4,23 @@
 use std::fmt;
 use std::time::Duration;
 
-use countersign_approval_core::{ActorId, ApprovalId, ProposalId, RunId, StoreError};
+use countersign_approval_core::{
+    ActorId, ApprovalId, MAX_LISTED_PROPOSALS, ProposalId, RunId, StandingId, StoreError, Timestamp,
+};
 use redis::{RedisError, Value};
 
 use crate::cache::SlotCache;
-use crate::conn::Connection;
+use crate::conn::{Connection, is_lost_connection};
 use crate::error::{connect_error, is_noscript, redis_error, timed};
 use crate::keys::{self, Slot};
 use crate::options::{ConnectError, Durability, RedisStoreOptions, Topology};
 use crate::probe::{check_seeds, probe};
-use crate::reply::{Reply, parse_reply};
+use crate::reply::{Reply, corrupt_reply, parse_reply, unexpected_reply};
 use crate::scripts::{GrantScript, Scripts};
+
+/// How many times a read is sent again after its connection failed under
+/// it (see [`RedisApprovalStore::run_read`]).
+const READ_RESENDS: u32 = 2;
 
 /// Grants in Redis: one record (a string) per grant in its actor's cluster
 /// slot, beside the actor's and its runs' stop fences; every operation one
@@ -183,6 +189,26 @@ impl RedisApprovalStore {
         keys::proposal_pointer_key(&self.prefix, id)
     }
 
+    /// The key of standing grant `id` of `actor`:
+    /// `{prefix}:{a<tag>}:standing:<id>`, in the actor's slot with its
+    /// fences.
+    pub fn standing_key(&self, actor: &ActorId, id: &StandingId) -> String {
+        self.slot(actor).standing_key(id)
+    }
+
+    /// The index of `run`'s standing grants of `actor`:
+    /// `{prefix}:{a<tag>}:standings:<run id>`, a sorted set of their ids
+    /// scored by `issued_at` (equal scores sort by id).
+    pub fn standings_key(&self, actor: &ActorId, run: &RunId) -> String {
+        self.slot(actor).standings_key(run)
+    }
+
+    /// The key naming the slot of standing grant `id`: `{prefix}:sid:{<id>}`
+    /// (the id is its hash tag), a string holding the actor's tag.
+    pub fn standing_pointer_key(&self, id: &StandingId) -> String {
+        keys::standing_pointer_key(&self.prefix, id)
+    }
+
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
@@ -236,13 +262,48 @@ impl RedisApprovalStore {
         durable: bool,
         at_once: bool,
     ) -> Result<(Reply, Option<Value>), StoreError> {
+        self.run_sending(script, keys, args, (durable, at_once), 0)
+            .await
+    }
+
+    /// Runs `script`, which only reads, as [`run`](Self::run) does (not
+    /// durable: it writes nothing). A call whose connection failed under it
+    /// (dropped, reset, refused) is sent again, at most [`READ_RESENDS`]
+    /// times, on the client that replaces the failed one: a read changes
+    /// nothing, so running it twice is safe, and a read that failed only
+    /// because its primary just died waits for the replica's promotion, as
+    /// every call that finds no primary does. Writes are never resent.
+    pub(crate) async fn run_read(
+        &self,
+        script: GrantScript,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Reply, StoreError> {
+        let (reply, _) = self
+            .run_sending(script, keys, args, (false, false), READ_RESENDS)
+            .await?;
+        Ok(reply)
+    }
+
+    /// [`run_with`](Self::run_with) with `(durable, at_once)`, sending the
+    /// call again up to `resends` times after a connection failure (only
+    /// for a script that writes nothing).
+    async fn run_sending(
+        &self,
+        script: GrantScript,
+        keys: &[&str],
+        args: &[&[u8]],
+        (durable, at_once): (bool, bool),
+        mut resends: u32,
+    ) -> Result<(Reply, Option<Value>), StoreError> {
         let loaded = self.scripts.get(script);
         let what = format!("{} script", script.name());
         let key = keys.first().copied().unwrap_or_default();
         let wait = self.durability.filter(|_| durable);
         // A call on a cluster may wait for a failover before its round trip.
         let round_trip = self.command_timeout.saturating_add(self.failover_wait);
-        for reload in [false, true] {
+        let mut reload = false;
+        loop {
             let cmd = loaded.invocation(reload, keys, args);
             let result = match wait {
                 None => timed(&what, round_trip, self.conn.on_key(key, cmd, at_once))
@@ -273,20 +334,80 @@ impl RedisApprovalStore {
                 }
             };
             match result {
-                Err(e) if is_noscript(&e) && !reload => {
+                Err(e) if is_noscript(&e) && reload => {
+                    return Err(StoreError::unavailable(format!(
+                        "{what}: the server kept answering noscript"
+                    )));
+                }
+                Err(e) if is_noscript(&e) => {
                     tracing::debug!(
                         target: "countersign_store_redis",
                         script = script.name(),
                         "script not in the server's cache; reloading it with eval"
                     );
+                    reload = true;
+                }
+                Err(e) if resends > 0 && is_lost_connection(&e) => {
+                    tracing::debug!(
+                        target: "countersign_store_redis",
+                        script = script.name(),
+                        error = %e,
+                        "a read lost its connection; sending it again"
+                    );
+                    resends -= 1;
                 }
                 Err(e) => return Err(redis_error(&what, &e)),
                 Ok((value, wait)) => return Ok((parse_reply(script, key, value)?, wait)),
             }
         }
-        Err(StoreError::unavailable(format!(
-            "{what}: the server kept answering noscript"
-        )))
+    }
+
+    /// Runs the list `script` on the index of `run` of `actor` that
+    /// `index_of` names in the actor's slot, at `now`: the index's key and
+    /// the records (or heads) the script lists, oldest first, at most
+    /// [`MAX_LISTED_PROPOSALS`], each a bulk string for the caller to read
+    /// strictly. Not durable: a list script writes only to drop index
+    /// entries that can never be listed again.
+    pub(crate) async fn run_list(
+        &self,
+        script: GrantScript,
+        (actor, run): (&ActorId, &RunId),
+        index_of: fn(&Slot, &RunId) -> String,
+        now: Timestamp,
+    ) -> Result<(String, Vec<Vec<u8>>), StoreError> {
+        let slot = self.slot(actor);
+        let index = index_of(&slot, run);
+        let index = index.as_str();
+        let now_text = now.as_millis().to_string();
+        let most = MAX_LISTED_PROPOSALS.to_string();
+        let args: [&[u8]; 4] = [
+            run.as_str().as_bytes(),
+            slot.prefix.as_bytes(),
+            now_text.as_bytes(),
+            most.as_bytes(),
+        ];
+        let (reply, _) = self.run(script, &[index], &args, false).await?;
+        if reply.status == "corrupt" && matches!(reply.items.len(), 1 | 2) {
+            return Err(corrupt_reply(index, &reply));
+        }
+        let unexpected = || unexpected_reply(script, index);
+        let mut items = reply.items;
+        let listed = match (reply.status.as_str(), items.pop(), items.is_empty()) {
+            ("listed", Some(Value::Array(listed)), true)
+                if listed.len() <= MAX_LISTED_PROPOSALS =>
+            {
+                listed
+            }
+            _ => return Err(unexpected()),
+        };
+        let listed = listed
+            .into_iter()
+            .map(|item| match item {
+                Value::BulkString(bytes) => Ok(bytes),
+                _ => Err(unexpected()),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((index.to_owned(), listed))
     }
 
     /// After a write that must be replicated: enough replicas confirmed, or

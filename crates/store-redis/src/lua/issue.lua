@@ -21,24 +21,16 @@ if redis.call('EXISTS', key) == 1 then
   end
   return {'exists'}
 end
-local sa, a, a_exists = fence(KEYS[2])
-if sa ~= 'ok' then return {'corrupt', a, KEYS[2]} end
-local sr, r, r_exists = fence(KEYS[3])
-if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
-if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
-if not a_exists then redis.call('HSET', KEYS[2], 'gen', '0', 'stopped', '0') end
-if not r_exists then redis.call('HSET', KEYS[3], 'gen', '0', 'stopped', '0') end
 local id, run, slot = ARGV[4], ARGV[5], ARGV[7]
+local refused, a, r, make_fences = fences_for_new(slot, run)
+if refused ~= nil then return refused end
+make_fences()
 local fixed = ARGV[8] .. field(r.gen) .. field(a.gen)
 -- A new grant: active, no failed attempt, nothing consumed or abandoned.
 redis.call('SET', key, fixed .. field(ACTIVE) .. field('0') .. field(nil) .. field(nil) .. field(nil))
 -- Prune what expired: the two earliest grants of the run's live set, and
 -- two runs of the actor whose live set is gone.
-for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, 1)) do
-  if redis.call('EXISTS', grant_key(slot, id_of(member))) == 0 then
-    redis.call('ZREM', KEYS[4], member)
-  end
-end
+prune(KEYS[4], function(member) return grant_key(slot, id_of(member)) end)
 for _, other in ipairs(redis.call('SRANDMEMBER', KEYS[5], 2)) do
   if other ~= run and redis.call('EXISTS', live_key(slot, other)) == 0 then
     redis.call('SREM', KEYS[5], other)

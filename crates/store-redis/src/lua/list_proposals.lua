@@ -8,15 +8,10 @@
 -- from the index on the way: a record gone (expired), a decided proposal,
 -- one stopped since it was made (a stop is for good). An entry expired at
 -- the caller's now stays: time is the caller's, and an earlier now lists it.
-local index, run, slot, now = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-if index ~= pending_key(slot, run) then
-  return redis.error_reply('ERR countersign: the key is not the pending index of the slot and run')
-end
-if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
-local most = tonumber(ARGV[4])
--- One run, one actor: their fences hold for every entry.
-local fs, a, r = proposal_fences(slot, run)
-if fs ~= 'ok' then return {'corrupt', a, r} end
+local refused, list = open_list(KEYS, ARGV, pending_key)
+if refused ~= nil then return refused end
+local index, run, slot, now, most = list.index, list.run, list.slot, list.now, list.most
+local a, r = list.a, list.r
 local heads = {}
 for _, member in ipairs(redis.call('ZRANGE', index, 0, -1)) do
   if #heads >= most then break end

@@ -153,6 +153,25 @@ local function keep_until(key, base, retention)
   extend(key, expiry(base, retention))
 end
 
+-- Stores a new record `value` at key, kept until max(base, server time) +
+-- retention. Returns that expiry.
+local function store_new(key, value, base, retention)
+  redis.call('SET', key, value)
+  local at = expiry(base, retention)
+  redis.call('PEXPIREAT', key, fmt(at))
+  return at
+end
+
+-- Prunes what expired from a run's index: of its two first members, those
+-- whose record is gone. `key_of(member)` names a member's record (nil: the
+-- member names none, and goes too).
+local function prune(index, key_of)
+  for _, member in ipairs(redis.call('ZRANGE', index, 0, 1)) do
+    local key = key_of(member)
+    if key == nil or redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, member) end
+  end
+end
+
 -- One field as a record stores it: its length, then its bytes; ABSENT for
 -- nil or false.
 local function field(value)
@@ -199,13 +218,18 @@ local function token_of(s)
   return value or nil
 end
 
--- The attempt ids in a record's space-separated `abandoned` field.
-local function abandoned_list(f)
+-- The attempt ids of a space-separated list field (nil: none).
+local function attempt_list(text)
   local list = {}
-  if f.abandoned ~= nil then
-    for attempt in string.gmatch(f.abandoned, '%S+') do list[#list + 1] = attempt end
+  if text ~= nil then
+    for attempt in string.gmatch(text, '%S+') do list[#list + 1] = attempt end
   end
   return list
+end
+
+-- The attempt ids in a record's space-separated `abandoned` field.
+local function abandoned_list(f)
+  return attempt_list(f.abandoned)
 end
 
 local function contains(list, item)
@@ -213,6 +237,38 @@ local function contains(list, item)
     if x == item then return true end
   end
   return false
+end
+
+-- Why a record's count of failed attempts does not fit its state and its
+-- attempt limit (a locked record counts exactly its limit, any other one
+-- less), or nil: the same check and messages as the library's reader.
+local function failed_error(locked, failed, limit)
+  if locked then
+    if failed ~= limit then return 'locked record does not count its limit of failed attempts' end
+  elseif failed >= limit then
+    return 'failed attempts reach the limit of a record that is not locked'
+  end
+  return nil
+end
+
+-- Why the space-separated list field `name` (nil: absent) is not a list
+-- of at most `most` distinct attempt ids, or nil: the same check and
+-- messages as the library's reader.
+local function list_error(name, list, most)
+  if list == nil then return nil end
+  if string.find(list, '^[A-Za-z0-9_%- ]+$') == nil or string.find(list, '^ ') ~= nil
+      or string.find(list, ' $') ~= nil or string.find(list, '  ', 1, true) ~= nil then
+    return name .. ' is not a list of attempt ids'
+  end
+  local seen, count = {}, 0
+  for attempt in string.gmatch(list, '%S+') do
+    if #attempt > 128 then return name .. ' is not a list of attempt ids' end
+    if seen[attempt] then return name .. ' repeats an attempt id' end
+    seen[attempt] = true
+    count = count + 1
+  end
+  if count > most then return name .. ' holds more attempts than the bound' end
+  return nil
 end
 
 -- The fields a grant's writes change, checked exactly as strictly as the
@@ -241,27 +297,8 @@ local function check_mutable(f)
   else
     return 'unknown state'
   end
-  if f.state == LOCKED then
-    if failed ~= limit then return 'locked record does not count its limit of failed attempts' end
-  elseif failed >= limit then
-    return 'failed attempts reach the limit of a record that is not locked'
-  end
-  local a = f.abandoned
-  if a ~= nil then
-    if string.find(a, '^[A-Za-z0-9_%- ]+$') == nil or string.find(a, '^ ') ~= nil
-        or string.find(a, ' $') ~= nil or string.find(a, '  ', 1, true) ~= nil then
-      return 'abandoned is not a list of attempt ids'
-    end
-    local seen, count = {}, 0
-    for attempt in string.gmatch(a, '%S+') do
-      if #attempt > 128 then return 'abandoned is not a list of attempt ids' end
-      if seen[attempt] then return 'abandoned repeats an attempt id' end
-      seen[attempt] = true
-      count = count + 1
-    end
-    if count > MAX_ABANDONED then return 'abandoned holds more attempts than the bound' end
-  end
-  return nil
+  return failed_error(f.state == LOCKED, failed, limit)
+    or list_error('abandoned', f.abandoned, MAX_ABANDONED)
 end
 
 -- Reads record s as a v=4 (or v=3) record for id. Returns 'ok' and its fields by
@@ -365,16 +402,65 @@ local function live_key(slot, run) return slot .. ':live:' .. run end
 local function actor_fence_key(slot) return slot .. ':actor' end
 local function runs_key(slot) return slot .. ':runs' end
 
+-- Reads the fences of the actor and of `run` in slot. Returns 'ok', the
+-- actor's and the run's, and whether each exists; or 'corrupt', a reason
+-- and the fence's key.
+local function run_fences(slot, run)
+  local akey, rkey = actor_fence_key(slot), run_fence_key(slot, run)
+  local status, a, a_exists = fence(akey)
+  if status ~= 'ok' then return 'corrupt', a, akey end
+  local status2, r, r_exists = fence(rkey)
+  if status2 ~= 'ok' then return 'corrupt', r, rkey end
+  return 'ok', a, r, a_exists, r_exists
+end
+
 -- Whether the grant f (in slot) was stopped since it was issued: its run's
 -- or its actor's generation moved on. Returns 'ok' and the answer, or
 -- 'corrupt', a reason and the fence's key.
 local function is_stopped(slot, f)
-  local akey, rkey = actor_fence_key(slot), run_fence_key(slot, f.run)
-  local status, a = fence(akey)
-  if status ~= 'ok' then return 'corrupt', a, akey end
-  local status2, r = fence(rkey)
-  if status2 ~= 'ok' then return 'corrupt', r, rkey end
+  local status, a, r = run_fences(slot, f.run)
+  if status ~= 'ok' then return status, a, r end
   return 'ok', f.rgen ~= r.gen or f.agen ~= a.gen
+end
+
+-- The opening of a list script: KEYS[1] = the index of run ARGV[1] in the
+-- slot ARGV[2], which `index_of(slot, run)` names; ARGV[3] = caller's now
+-- (ms), ARGV[4] = the most to list. Returns the reply to give at once (a
+-- bad key or now, a corrupt fence); or nil and what the list needs: the
+-- index, run, slot, now, most, and the actor's and the run's fences (one
+-- run, one actor: their fences hold for every entry).
+local function open_list(keys, argv, index_of)
+  local index, run, slot, now = keys[1], argv[1], argv[2], argv[3]
+  if index ~= index_of(slot, run) then
+    return redis.error_reply('ERR countersign: the key is not the run index of the slot')
+  end
+  if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
+  local fs, a, r = run_fences(slot, run)
+  if fs ~= 'ok' then return {'corrupt', a, r} end
+  return nil, {index = index, run = run, slot = slot, now = now, most = tonumber(argv[4]),
+    a = a, r = r}
+end
+
+-- The fences whose generations a new record of `run` (in slot) keeps:
+-- nil, the actor's and the run's, and a function that makes the missing
+-- ones; or the reply to give at once, 'corrupt' naming the fence, or
+-- 'stopped' (a stopped run or actor takes no new record). The check and
+-- the write that follows are one step, so a new record racing a stop is
+-- either before it (and stopped by it) or refused. A missing fence
+-- (generation 0, as it reads) is made once the record is sure to be
+-- written, so that it is kept as long as the record: a fence gone before
+-- a record that holds its generation would, made again by a stop and gone
+-- again after its resume, read generation 0 and bring a stopped record
+-- back.
+local function fences_for_new(slot, run)
+  local status, a, r, a_exists, r_exists = run_fences(slot, run)
+  if status ~= 'ok' then return {'corrupt', a, r} end
+  if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
+  local function make()
+    if not a_exists then redis.call('HSET', actor_fence_key(slot), 'gen', '0', 'stopped', '0') end
+    if not r_exists then redis.call('HSET', run_fence_key(slot, run), 'gen', '0', 'stopped', '0') end
+  end
+  return nil, a, r, make
 end
 
 -- Keeps a fence at least until `at`: a fence must outlive every grant that
@@ -411,6 +497,19 @@ local function keep_grant(slot, key, f, base, retention)
   return nil
 end
 
+-- Writes `value` at key and keeps it until max(base, server time) +
+-- retention or its later expiry (expiry only moves forward; SET alone
+-- would drop it). Returns the new expiry when this moved it, else nil.
+local function rewrite(key, value, base, retention)
+  local kept = expiry_of(key)
+  local at = expiry(base, retention)
+  local moved = kept == nil or kept == 0 or kept < at
+  redis.call('SET', key, value)
+  redis.call('PEXPIREAT', key, fmt(moved and at or kept))
+  if moved then return at end
+  return nil
+end
+
 -- Writes record f (in slot, at key) back with these changing fields (nil
 -- or false: absent), and keeps it until max(base, server time) +
 -- retention or its later expiry (expiry only moves forward; SET alone
@@ -423,14 +522,9 @@ local function save(slot, key, f, base, retention, always, state, failed, consum
     consumed_by, abandoned)
   local value = string.sub(f.raw, 1, f.fixed_end) .. field(state) .. field(failed)
     .. field(consumed_at) .. field(consumed_by) .. field(abandoned)
-  local kept = expiry_of(key)
-  local at = expiry(base, retention)
-  local moved = kept == nil or kept == 0 or kept < at
-  redis.call('SET', key, value)
-  redis.call('PEXPIREAT', key, fmt(moved and at or kept))
-  if moved or always then keep_beside(slot, f, at) end
-  if moved then return at end
-  return nil
+  local moved = rewrite(key, value, base, retention)
+  if moved or always then keep_beside(slot, f, expiry(base, retention)) end
+  return moved
 end
 
 -- The reply's closing item: what the script saw besides the record.

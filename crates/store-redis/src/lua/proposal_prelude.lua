@@ -212,21 +212,10 @@ local function stopped_by(p, a, r)
   return p.rgen ~= r.gen or p.agen ~= a.gen or a.stopped == '1' or r.stopped == '1'
 end
 
--- Reads the fences of the actor and of `run` in slot. Returns 'ok', the
--- actor's and the run's; or 'corrupt', a reason and the fence's key.
-local function proposal_fences(slot, run)
-  local akey, rkey = actor_fence_key(slot), run_fence_key(slot, run)
-  local status, a = fence(akey)
-  if status ~= 'ok' then return 'corrupt', a, akey end
-  local status2, r = fence(rkey)
-  if status2 ~= 'ok' then return 'corrupt', r, rkey end
-  return 'ok', a, r
-end
-
 -- Whether proposal p (in slot) was stopped since it was made. Returns 'ok'
 -- and the answer, or 'corrupt', a reason and the fence's key.
 local function proposal_stopped(slot, p)
-  local status, a, r = proposal_fences(slot, p.run)
+  local status, a, r = run_fences(slot, p.run)
   if status ~= 'ok' then return status, a, r end
   return 'ok', stopped_by(p, a, r)
 end

@@ -20,11 +20,8 @@ if not is_u64(ARGV[6]) then
   return redis.error_reply('ERR countersign: proposed_at is not a decimal integer')
 end
 if redis.call('EXISTS', key) == 1 then return {'exists'} end
-local sa, a = fence(KEYS[2])
-if sa ~= 'ok' then return {'corrupt', a, KEYS[2]} end
-local sr, r = fence(KEYS[3])
-if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
-if a.stopped == '1' or r.stopped == '1' then return {'stopped'} end
+local refused, a, r = fences_for_new(slot, run)
+if refused ~= nil then return refused end
 -- A new proposal: pending, nothing decided.
 local head = ARGV[7] .. field(r.gen) .. field(a.gen) .. field(PENDING) .. field(nil)
   .. field(nil) .. field(nil)
@@ -37,17 +34,11 @@ end
 if p.run ~= run or p.proposed_at ~= ARGV[6] then
   return redis.error_reply('ERR countersign: the record is not of the run and time given')
 end
-redis.call('SET', key, record)
-local at = expiry(ms(ARGV[5]), tonumber(ARGV[4]))
-redis.call('PEXPIREAT', key, fmt(at))
--- Prune what expired: the two oldest entries of the run's index whose
--- record is gone.
-for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, 1)) do
+local at = store_new(key, record, ms(ARGV[5]), tonumber(ARGV[4]))
+prune(KEYS[4], function(member)
   local other = member_id(member)
-  if other == nil or redis.call('EXISTS', proposal_key(slot, other)) == 0 then
-    redis.call('ZREM', KEYS[4], member)
-  end
-end
+  return other and proposal_key(slot, other)
+end)
 redis.call('ZADD', KEYS[4], 0, pending_member(p))
 extend(KEYS[4], at)
 -- The fences must outlive every record that holds their generations.
