@@ -346,3 +346,60 @@ async fn a_deny_rule_added_mid_run_wins_at_the_next_act() {
         )
     );
 }
+
+const NAMES: [&str; 4] = ["Next page", "Pay now", "Next", "Delete account"];
+const DENY_PATTERNS: [&str; 4] = ["^Next page$", "pay", "^Next$", "delete"];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+        std::env::var("COUNTERSIGN_STANDING_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(64)
+    ))]
+
+    /// A deny added mid-run wins at the next act, whoever approved the
+    /// grant (a person or a standing grant), exactly when it matches the
+    /// grant's element; nothing is consumed when it does.
+    #[test]
+    fn a_deny_added_mid_run_wins_at_the_next_act(
+        name in 0..4usize,
+        pattern in 0..4usize,
+        standing_grant in proptest::prelude::any::<bool>(),
+    ) {
+        use countersign_act_tool::rules::{Rule, RuleSet};
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let host = host();
+            host.page.show(Some(button(NAMES[name])));
+            let first = host.propose(URL).await;
+            let grant = if standing_grant {
+                host.approve_up_to(&first, 3).await;
+                let second = host.propose(URL).await;
+                second["approval_id"].as_str().unwrap().to_owned()
+            } else {
+                host.approve_up_to(&first, 1).await;
+                host.approval_id(&first).await
+            };
+            let rules = RuleSet::builder()
+                .rule(
+                    Rule::deny("late-deny", "stopped for today")
+                        .hosts(["docs.example.com"])
+                        .names([DENY_PATTERNS[pattern]]),
+                )
+                .build()
+                .unwrap();
+            host.tools.context().replace_rules(Some(Arc::new(rules)));
+            // Each pattern matches its own name in the tables, and no other.
+            let matches = name == pattern;
+            let answer = host.act(URL, &grant).await;
+            if matches {
+                assert_eq!(answer["error"]["code"], "NOT_AUTHORIZED", "{answer}");
+                assert_eq!(host.performed(), 0);
+                let id = countersign_act_tool::approval::ApprovalId::parse(&grant).unwrap();
+                let stored = host.store.get(&id).await.unwrap().unwrap();
+                assert_eq!(stored.state, countersign_act_tool::approval::GrantState::Active);
+            } else {
+                assert_eq!(answer["status"], "ok", "{answer}");
+                assert_eq!(host.performed(), 1);
+            }
+        });
+    }
+}

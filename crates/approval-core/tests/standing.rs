@@ -222,3 +222,111 @@ proptest! {
         }
     }
 }
+
+/// One step against a once-approval: attempt `n` consumes with the grant's
+/// binding or another, or gives its consume back.
+#[derive(Debug, Clone)]
+enum OnceStep {
+    Consume(usize, bool),
+    Abandon(usize),
+}
+
+fn arb_once_step() -> impl Strategy<Value = OnceStep> {
+    prop_oneof![
+        4 => ((0..8usize), any::<bool>()).prop_map(|(n, own)| OnceStep::Consume(n, own)),
+        1 => (0..8usize).prop_map(OnceStep::Abandon),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// A once-approval authorises exactly one act: over any sequence of
+    /// consumes (with its binding or another), retries and give-backs,
+    /// applied as a store applies the decisions, at most one attempt
+    /// holds the grant at any time, a consume with another binding never
+    /// does, and an attempt given back never consumes again.
+    #[test]
+    fn a_once_approval_authorises_exactly_one_act(
+        steps in proptest::collection::vec(arb_once_step(), 1..40),
+    ) {
+        use countersign_approval_core::{
+            Approval, Binding, ConsumeOutcome, GrantState, StoredGrant, decide_abandon,
+            decide_consume, policy::{Policy, StaticResolver},
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let policy = Policy::builder()
+            .allow_host("shop.example.com")
+            .resolver(StaticResolver::answering_all(["93.184.216.34".parse().unwrap()]))
+            .build()
+            .unwrap();
+        let url = runtime
+            .block_on(policy.authorize_destination("https://shop.example.com/pay"))
+            .unwrap();
+        let pay = policy
+            .authorize_action(&serde_json::json!({"method": "click", "selector": "#pay"}))
+            .unwrap();
+        let other = policy
+            .authorize_action(&serde_json::json!({"method": "click", "selector": "#pay-more"}))
+            .unwrap();
+        let (actor, run) = (ActorId::new("actor").unwrap(), countersign_approval_core::RunId::new("run").unwrap());
+        let approval = Approval::for_action(actor.clone(), run.clone(), &url, &pay, Duration::from_secs(60), T0)
+            .unwrap()
+            .with_attempt_limit(100)
+            .unwrap();
+        let own = Binding::new(&actor, &run, &url, &pay);
+        let wrong = Binding::new(&actor, &run, &url, &other);
+        let attempts: Vec<AttemptId> = (0..8).map(|_| AttemptId::generate().unwrap()).collect();
+        let mut grant = StoredGrant::issued(approval);
+        let mut abandoned: Vec<AttemptId> = Vec::new();
+        // The attempts that were told to act and never gave it back.
+        let mut acted: Vec<AttemptId> = Vec::new();
+        for step in steps {
+            match step {
+                OnceStep::Consume(n, own_binding) => {
+                    let binding = if own_binding { &own } else { &wrong };
+                    let d = decide_consume(&grant, &abandoned, false, binding, T0, &attempts[n]);
+                    if let ConsumeOutcome::Consumed { replay } = d.outcome {
+                        prop_assert!(own_binding);
+                        prop_assert!(!abandoned.contains(&attempts[n]));
+                        prop_assert_eq!(replay, acted.contains(&attempts[n]));
+                        if !replay {
+                            acted.push(attempts[n].clone());
+                        }
+                    }
+                    if let Some(state) = d.state {
+                        grant.state = state;
+                    }
+                    if let Some(failed) = d.failed_attempts {
+                        grant.failed_attempts = failed;
+                    }
+                }
+                OnceStep::Abandon(n) => {
+                    let d = decide_abandon(&grant, &abandoned, false, T0, &attempts[n]);
+                    // A consume undone (the state moves back to active).
+                    if matches!(d.outcome, AbandonOutcome::Usable { restored: true } | AbandonOutcome::Expired)
+                        && d.state.is_some()
+                    {
+                        acted.retain(|a| a != &attempts[n]);
+                    }
+                    if let Some(state) = d.state {
+                        grant.state = state;
+                    }
+                    if d.remember {
+                        abandoned.push(attempts[n].clone());
+                    }
+                }
+            }
+            // One holder at most, and never a given-back attempt.
+            if let GrantState::Consumed { by, .. } = &grant.state {
+                prop_assert!(!abandoned.contains(by));
+            }
+            let holders = attempts
+                .iter()
+                .filter(|a| matches!(&grant.state, GrantState::Consumed { by, .. } if by == *a))
+                .count();
+            prop_assert!(holders <= 1);
+            prop_assert!(acted.len() <= 1, "{} attempts acted: {:?}", acted.len(), acted);
+        }
+    }
+}
