@@ -402,6 +402,39 @@ async fn records_pointers_and_indexes_expire_as_the_contract_needs() {
 }
 
 #[tokio::test]
+async fn a_proposal_made_before_any_fence_keeps_its_fences_as_long_as_itself() {
+    // No grant ever issued in this run: the proposal alone holds the
+    // fences' generations, so it must make them and keep them.
+    let store = RedisApprovalStore::connect(support::options_for(shared_server(), "fences"))
+        .await
+        .unwrap();
+    let mut conn = shared_server().conn();
+    let (who, run) = (actor("fences"), run("fences"));
+    let t0 = now();
+    let proposal = observed(&who, &run, "a#first", Duration::from_secs(300), t0).await;
+    store.propose(proposal.clone()).await.unwrap();
+    let record = pttl(&mut conn, &store.proposal_key(&who, &proposal.id));
+    for fence in [store.actor_fence_key(&who), store.run_fence_key(&who, &run)] {
+        assert!(pttl(&mut conn, &fence) >= record - 1_000, "{fence}");
+    }
+    // Stopped and resumed, the run's fence still outlives the proposal, so
+    // the proposal stays stopped for as long as it exists.
+    store.stop_run(&who, &run, t0).await.unwrap();
+    store.resume_run(&who, &run).await.unwrap();
+    assert!(pttl(&mut conn, &store.run_fence_key(&who, &run)) >= record - 1_000);
+    let grant = proposal
+        .grant(Duration::from_secs(60), t0, Some(approver(1)))
+        .unwrap();
+    assert_eq!(
+        store
+            .approve_proposal(&proposal.id, grant, t0)
+            .await
+            .unwrap(),
+        DecisionOutcome::Stopped
+    );
+}
+
+#[tokio::test]
 async fn a_proposal_lives_in_its_actors_slot_and_is_indexed_oldest_first() {
     let store = store_on(shared_server(), "layout").await;
     let mut conn = shared_server().conn();

@@ -20,7 +20,7 @@ if not is_u64(ARGV[6]) then
   return redis.error_reply('ERR countersign: proposed_at is not a decimal integer')
 end
 if redis.call('EXISTS', key) == 1 then return {'exists'} end
-local refused, a, r = fences_for_new(slot, run)
+local refused, a, r, make_fences = fences_for_new(slot, run)
 if refused ~= nil then return refused end
 -- A new proposal: pending, nothing decided.
 local head = ARGV[7] .. field(r.gen) .. field(a.gen) .. field(PENDING) .. field(nil)
@@ -34,6 +34,11 @@ end
 if p.run ~= run or p.proposed_at ~= ARGV[6] then
   return redis.error_reply('ERR countersign: the record is not of the run and time given')
 end
+-- The record will be written: a missing fence is made now, so that the
+-- keeps below hold it as long as the record (a fence made later by a stop
+-- and gone after its resume would read generation 0 and bring a stopped
+-- proposal back).
+make_fences()
 local at = store_new(key, record, ms(ARGV[5]), tonumber(ARGV[4]))
 prune(KEYS[4], function(member)
   local other = member_id(member)
