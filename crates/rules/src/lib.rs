@@ -62,6 +62,7 @@
 #[cfg(feature = "serde")]
 mod config;
 mod facts;
+mod index;
 mod pack;
 mod pattern;
 mod rule;

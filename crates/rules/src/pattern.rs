@@ -105,6 +105,14 @@ impl HostPattern {
     pub fn is_any(&self) -> bool {
         self.0 == Shape::Any
     }
+
+    /// The one host this pattern names, when it names exactly one.
+    pub(crate) fn exact_host(&self) -> Option<&str> {
+        match &self.0 {
+            Shape::Exactly(host) => Some(host),
+            Shape::Any | Shape::Below(_) => None,
+        }
+    }
 }
 
 impl fmt::Display for HostPattern {

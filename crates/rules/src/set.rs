@@ -7,6 +7,7 @@ use countersign_approval_core::{ApproverId, FormFieldKind, RULE_APPROVER_PREFIX}
 use regex::{RegexSet, RegexSetBuilder};
 
 use crate::facts::{ElementFacts, ProposedTarget};
+use crate::index::{IndexedConditions, RuleIndex};
 use crate::pack::DEFAULT_PACK;
 use crate::pattern::HostPattern;
 use crate::rule::{Conditions, Rule, Tier};
@@ -15,8 +16,7 @@ use crate::rule::{Conditions, Rule, Tier};
 pub const MAX_RULE_ID_BYTES: usize = 64;
 /// Longest rule reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 200;
-/// Most rules in one set.
-pub const MAX_RULES: usize = 1000;
+pub use crate::index::MAX_RULES;
 /// How long a grant a rule approves is valid unless the host says
 /// otherwise: as long as one a person approves on the approval page.
 pub const DEFAULT_AUTO_GRANT_TTL: Duration = Duration::from_secs(5 * 60);
@@ -121,6 +121,8 @@ pub struct RuleSet {
     rules: Vec<CompiledRule>,
     /// Every rule's name patterns, in one set matched once per decision.
     names: RegexSet,
+    /// The candidates of each host, method and matched name pattern.
+    index: RuleIndex,
     grant_ttl: Duration,
 }
 
@@ -179,16 +181,36 @@ impl RuleSet {
         let names = element
             .as_ref()
             .map(|facts| self.names.matches(facts.identity.name()));
+        // Only rules whose host, method and name conditions can hold; the
+        // full match still runs on each, in the set's order.
+        let candidates = self.index.candidates(host, method, names.as_ref());
+        let among = candidates
+            .ones(self.index.words())
+            .filter_map(|i| self.rules.get(i));
+        self.decide_among(among, host, method, element.as_ref(), names.as_ref())
+    }
+
+    /// The precedence over `rules` (in the set's order): the first `deny`
+    /// that matches, else the first `person`, else the first `auto` (only
+    /// with an element), else a person.
+    fn decide_among<'a>(
+        &'a self,
+        rules: impl Iterator<Item = &'a CompiledRule>,
+        host: &str,
+        method: &str,
+        element: Option<&ElementFacts<'_>>,
+        names: Option<&regex::SetMatches>,
+    ) -> Decision<'a> {
         let mut person: Option<&Rule> = None;
         let mut auto: Option<&Rule> = None;
-        for compiled in &self.rules {
+        for compiled in rules {
             let tier = compiled.rule.tier;
             let wanted = match tier {
                 Tier::Deny => true,
                 Tier::Person => person.is_none(),
                 Tier::Auto => person.is_none() && auto.is_none() && element.is_some(),
             };
-            if !wanted || !compiled.matches(host, method, element.as_ref(), names.as_ref()) {
+            if !wanted || !compiled.matches(host, method, element, names) {
                 continue;
             }
             match tier {
@@ -353,9 +375,18 @@ impl RuleSetBuilder {
                 pattern: String::new(),
                 reason: error.to_string(),
             })?;
+        let index = RuleIndex::new(
+            compiled.iter().map(|rule| IndexedConditions {
+                hosts: rule.hosts.as_deref(),
+                methods: rule.methods.as_deref(),
+                names: rule.names.as_deref(),
+            }),
+            patterns.len(),
+        );
         Ok(RuleSet {
             rules: compiled,
             names,
+            index,
             grant_ttl,
         })
     }
@@ -524,4 +555,127 @@ fn is_word(value: &str) -> bool {
         && value
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+#[cfg(test)]
+mod index_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use std::collections::BTreeMap;
+
+    use countersign_approval_core::{ElementIdentity, FrameIdentity};
+    use countersign_canonical_policy::{Policy, StaticResolver};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const HOSTS: [&str; 4] = [
+        "docs.example.com",
+        "*.example.com",
+        "*",
+        "admin.example.com",
+    ];
+    const TARGET_HOSTS: [&str; 3] = ["docs.example.com", "admin.example.com", "shop.example.org"];
+    const METHODS: [&str; 2] = ["click", "type"];
+    const NAMES: [&str; 3] = ["^next", "pay", "delete"];
+    const ELEMENT_NAMES: [&str; 4] = ["Next page", "Pay now", "Delete it", "Help"];
+
+    fn arb_rule() -> impl Strategy<Value = Rule> {
+        (
+            0..3u8,
+            proptest::option::of(proptest::sample::subsequence(HOSTS.to_vec(), 1..=2)),
+            proptest::option::of(proptest::sample::subsequence(METHODS.to_vec(), 1..=2)),
+            proptest::option::of(proptest::sample::subsequence(NAMES.to_vec(), 1..=2)),
+            proptest::option::of(proptest::sample::subsequence(vec!["button", "link"], 1..=1)),
+        )
+            .prop_map(|(tier, hosts, methods, names, roles)| {
+                let mut rule = match tier {
+                    0 => Rule::deny("r", "deny"),
+                    1 => Rule::person("r", "person"),
+                    _ => Rule::auto("r", "auto").hosts(["docs.example.com"]),
+                };
+                if let Some(hosts) = hosts {
+                    rule = rule.hosts(hosts);
+                }
+                if let Some(methods) = methods {
+                    rule = rule.methods(methods);
+                }
+                if let Some(names) = names {
+                    rule = rule.names(names);
+                }
+                if let Some(roles) = roles {
+                    rule = rule.roles(roles);
+                }
+                rule
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("COUNTERSIGN_RULE_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300)
+        ))]
+
+        /// The index only leaves out rules that cannot match: every
+        /// decision equals the one a scan of every rule makes.
+        #[test]
+        fn the_index_decides_as_a_scan_of_every_rule(
+            rules in proptest::collection::vec(arb_rule(), 1..70),
+            host in 0..3usize,
+            method in 0..2usize,
+            element in proptest::option::of((0..4usize, any::<bool>())),
+        ) {
+            let rules: Vec<Rule> = rules
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut rule)| {
+                    rule.id = format!("r{i}");
+                    rule
+                })
+                .collect();
+            let Ok(set) = RuleSet::builder().rules(rules).build() else {
+                // An auto rule that names no element fact is refused.
+                return Ok(());
+            };
+            let policy = Policy::builder()
+                .allow_host(TARGET_HOSTS[host])
+                .resolver(StaticResolver::answering_all(["93.184.216.34".parse().unwrap()]))
+                .build()
+                .unwrap();
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let url = runtime
+                .block_on(policy.authorize_destination(&format!("https://{}/", TARGET_HOSTS[host])))
+                .unwrap();
+            let mut action = serde_json::json!({"method": METHODS[method], "selector": "#x"});
+            if METHODS[method] == "type" {
+                action["arguments"] = serde_json::json!({"text": "x"});
+            }
+            let Ok(action) = policy.authorize_action(&action) else {
+                return Ok(());
+            };
+            let identity = element.map(|(name, link)| {
+                ElementIdentity::new(
+                    if link { "link" } else { "button" },
+                    ELEMENT_NAMES[name],
+                    if link { "a" } else { "button" },
+                    ELEMENT_NAMES[name],
+                    BTreeMap::new(),
+                    vec![FrameIdentity::new("https://docs.example.com", "d")],
+                )
+                .unwrap()
+            });
+            let target = ProposedTarget { url: &url, action: &action, element: identity.as_ref() };
+            let indexed = set.decide(target);
+            let facts = identity.as_ref().map(ElementFacts::of);
+            let names = facts.as_ref().map(|f| set.names.matches(f.identity.name()));
+            let scanned = set.decide_among(
+                set.rules.iter(),
+                url.host(),
+                action.method(),
+                facts.as_ref(),
+                names.as_ref(),
+            );
+            prop_assert_eq!(indexed.tier, scanned.tier);
+            prop_assert_eq!(indexed.rule.map(Rule::id), scanned.rule.map(Rule::id));
+        }
+    }
 }
