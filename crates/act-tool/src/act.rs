@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
     ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding, ConsumeOutcome,
-    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StopOutcome,
-    StoreError,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StandingScope,
+    StopOutcome, StoreError,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -325,14 +325,23 @@ impl Act {
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
         let attempt = self.consume(store.as_ref(), &approval_id, &binding).await?;
 
-        // 5b. Who approved the grant: read with the page check, else read
-        // now, before anything is performed. A grant a standing grant
-        // approved also takes one of its uses, in the store, or the
-        // consume is given back; so a read that fails refuses the call.
-        let approver = match read_approver {
-            Some(approver) => approver,
+        // 5b. Who approved the grant, and the element it binds: read with
+        // the page check, else read now, before anything is performed. A
+        // grant a standing grant approved also takes one of its uses, in
+        // the store, or the consume is given back; so a read that fails
+        // refuses the call.
+        let fetched;
+        let (approver, element) = match read_approver {
+            Some(approver) => (approver, page.as_ref().and_then(|p| p.element.as_ref())),
             None => match store.get(&approval_id).await {
-                Ok(grant) => grant.and_then(|g| g.approval.approver.map(|a| a.id)),
+                Ok(grant) => {
+                    fetched = grant.map(|g| g.approval);
+                    let approval = fetched.as_ref();
+                    (
+                        approval.and_then(|a| a.approver.as_ref().map(|by| by.id.clone())),
+                        approval.and_then(|a| a.element.as_ref()),
+                    )
+                }
                 Err(error) => {
                     return Err(self
                         .give_back(
@@ -350,9 +359,12 @@ impl Act {
         let standing = match approver.as_ref().and_then(ApproverId::standing_grant) {
             None => None,
             Some(standing) => {
-                let taken =
-                    standing::take_use(context, store.as_ref(), &approval_id, &standing, &attempt)
-                        .await;
+                // The consume matched the grant's binding: its URL and
+                // action are this call's.
+                let scope = element.and_then(|element| {
+                    StandingScope::of(url.as_str(), action.method(), element).ok()
+                });
+                let taken = standing::take_use(context, scope, &standing, &attempt).await;
                 match taken {
                     Ok(taken) => {
                         known.note = Some(taken.record_note());

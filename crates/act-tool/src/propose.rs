@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use countersign_approval_core::{
     Approval, ApprovalId, DecisionOutcome, OutcomeCode, Proposal, ProposalId, ProposalState,
-    ProposalStatus, ProposeError, Timestamp,
+    ProposalStatus, ProposeError, StandingScope, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use countersign_rules::{Decision, ProposedTarget, Tier};
@@ -278,15 +278,10 @@ impl Propose {
         let rules = context.rules();
         let rules = rules.as_deref();
         let decision = rules.map(|rules| {
-            let element = proposal
-                .snapshot
-                .as_ref()
-                .filter(|snapshot| snapshot.target_found)
-                .and_then(|snapshot| snapshot.page.element.as_ref());
             rules.decide(ProposedTarget {
                 url: &url,
                 action: &action,
-                element,
+                element: proposal.bound_element(),
             })
         });
         if let Some(rule) = decision.as_ref().and_then(Decision::denied_by) {
@@ -394,7 +389,7 @@ impl Propose {
     ) -> Option<(DecidedBy, String, Approval)> {
         let context = &*self.context;
         let store = context.proposal_store()?;
-        let scope = standing::scope_of_proposal(proposal)?;
+        let scope = StandingScope::of_proposal(proposal)?;
         let covering = standing::covering(context, store.as_ref(), &scope).await?;
         let ttl = standing::grant_ttl(context, &covering)?;
         let id = covering.grant.id;

@@ -4,20 +4,12 @@
 use std::time::Duration;
 
 use countersign_approval_core::{
-    AbandonOutcome, ApprovalId, ApprovalStore, ApproverId, AttemptId, OutcomeCode, Proposal,
-    ProposalStore, StaleReason, StandingId, StandingKey, StandingScope, StoredStanding, UseOutcome,
+    AbandonOutcome, ApproverId, AttemptId, OutcomeCode, ProposalStore, StaleReason, StandingId,
+    StandingKey, StandingScope, StoredStanding, UseOutcome,
 };
 
 use crate::context::Context;
 use crate::refusal::Refusal;
-
-/// The scope of a proposal the snapshot bound to an element; `None` when
-/// no element was found (a standing grant never covers a guess).
-pub(crate) fn scope_of_proposal(proposal: &Proposal) -> Option<StandingScope> {
-    let snapshot = proposal.snapshot.as_ref().filter(|s| s.target_found)?;
-    let element = snapshot.page.element.as_ref()?;
-    StandingScope::of(&proposal.url, proposal.action.method(), element).ok()
-}
 
 /// The oldest usable standing grant of the context's run whose scope is
 /// `scope`. A store failure answers none: a person decides.
@@ -83,13 +75,13 @@ fn spent_message(reason: StaleReason) -> &'static str {
     }
 }
 
-/// Takes one use of `standing` for the act `attempt` with grant `id`
-/// (already consumed by that attempt). The key is the consumed grant's
-/// own scope, so the store refuses a grant outside the standing one.
+/// Takes one use of `standing` for the act `attempt`, whose grant that
+/// attempt has consumed. `scope` is the consumed grant's own scope (`None`
+/// for a grant bound to no element), so the store refuses a grant outside
+/// the standing one.
 pub(crate) async fn take_use(
     context: &Context,
-    grants: &dyn ApprovalStore,
-    id: &ApprovalId,
+    scope: Option<StandingScope>,
     standing: &StandingId,
     attempt: &AttemptId,
 ) -> Result<TakenUse, Refusal> {
@@ -106,24 +98,12 @@ pub(crate) async fn take_use(
             "a standing approval needs the proposal store; nothing was performed",
         ));
     };
-    let grant = grants
-        .get(id)
-        .await
-        .map_err(|e| unavailable(format!("reading the grant failed: {e}")))?
-        .ok_or_else(|| unavailable("the consumed grant is gone".to_owned()))?;
-    let approval = &grant.approval;
-    let scope = approval
-        .element
-        .as_ref()
-        .and_then(|element| {
-            StandingScope::of(&approval.url, approval.action.method(), element).ok()
-        })
-        .ok_or_else(|| {
-            Refusal::new(
-                OutcomeCode::ApprovalStale,
-                spent_message(StaleReason::Mismatch),
-            )
-        })?;
+    let scope = scope.ok_or_else(|| {
+        Refusal::new(
+            OutcomeCode::ApprovalStale,
+            spent_message(StaleReason::Mismatch),
+        )
+    })?;
     let key = StandingKey {
         actor_id: context.actor_id().clone(),
         run_id: context.run_id().clone(),

@@ -96,6 +96,15 @@ pub struct Proposal {
 }
 
 impl Proposal {
+    /// The target element the snapshot bound: `None` without a snapshot,
+    /// when the target was not found, or when none was bound.
+    pub fn bound_element(&self) -> Option<&crate::ElementIdentity> {
+        self.snapshot
+            .as_ref()
+            .filter(|snapshot| snapshot.target_found)
+            .and_then(|snapshot| snapshot.page.element.as_ref())
+    }
+
     /// A new pending proposal with a fresh id for `action` on `url`,
     /// decidable from `now` for `ttl` (more than zero, at most 24 hours).
     pub fn for_action(

@@ -93,6 +93,13 @@ impl StandingScope {
         StandingScope::from_facts(url, method, element.role(), element.name())
     }
 
+    /// The scope of `proposal`'s action on the element its snapshot bound;
+    /// `None` when it bound none (a standing grant never covers a guess).
+    pub fn of_proposal(proposal: &crate::Proposal) -> Option<StandingScope> {
+        let element = proposal.bound_element()?;
+        StandingScope::of(&proposal.url, proposal.action.method(), element).ok()
+    }
+
     /// The scope from its facts: the page's `url`, the action's `method`,
     /// the element's `role` and accessible `name`.
     pub fn from_facts(

@@ -68,10 +68,7 @@ pub async fn approve_standing(
         .ok_or(StandingApproveError::UnknownProposal)?;
     let proposal = &stored.proposal;
     let element = proposal
-        .snapshot
-        .as_ref()
-        .filter(|snapshot| snapshot.target_found)
-        .and_then(|snapshot| snapshot.page.element.as_ref())
+        .bound_element()
         .ok_or(StandingApproveError::NoElement)?;
     let scope = StandingScope::of(&proposal.url, proposal.action.method(), element)?;
     let standing = StandingGrant::new(

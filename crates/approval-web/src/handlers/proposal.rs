@@ -222,7 +222,7 @@ pub(crate) async fn proposal_page(
             deny_token: app
                 .key
                 .token(&decision_fields("deny", &viewer.approver, &id)),
-            standing: standing_offer(p).map(|scope| {
+            standing: StandingScope::of_proposal(p).map(|scope| {
                 StandingOffer::new(
                     &scope,
                     format!("{base}/approve-standing"),
@@ -240,14 +240,6 @@ pub(crate) async fn proposal_page(
         ..ProposalPage::new(&viewer.base, &viewer.approver, p, now, app.grant_ttl)
     };
     Ok(render(StatusCode::OK, &page))
-}
-
-/// The scope a standing approval of `proposal` would cover: only for a
-/// proposal whose snapshot bound an element.
-fn standing_offer(proposal: &countersign_approval_core::Proposal) -> Option<StandingScope> {
-    let snapshot = proposal.snapshot.as_ref().filter(|s| s.target_found)?;
-    let element = snapshot.page.element.as_ref()?;
-    StandingScope::of(&proposal.url, proposal.action.method(), element).ok()
 }
 
 /// What became of an approved proposal's grant, read (never consumed) for
