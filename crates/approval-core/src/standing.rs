@@ -327,6 +327,18 @@ pub enum StandingState {
     Stopped,
 }
 
+impl StandingState {
+    /// The state a store shows for a stored `self`: an active standing
+    /// grant whose run or actor was `stopped` since it was issued reads
+    /// `Stopped` (stores derive it, never write it).
+    pub fn shown(self, stopped: bool) -> StandingState {
+        match self {
+            StandingState::Active if stopped => StandingState::Stopped,
+            other => other,
+        }
+    }
+}
+
 /// A standing grant as a store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredStanding {

@@ -55,9 +55,7 @@ impl Grants {
 
     fn standing_shown(&self, entry: &StandingEntry) -> StoredStanding {
         let mut stored = entry.stored.clone();
-        if stored.state == StandingState::Active && self.standing_stopped(entry) {
-            stored.state = StandingState::Stopped;
-        }
+        stored.state = stored.state.shown(self.standing_stopped(entry));
         stored
     }
 
@@ -171,7 +169,7 @@ impl Grants {
         let Some(entry) = self.standing.entries.get(id) else {
             return StandingRevokeOutcome::Unknown;
         };
-        if self.standing_shown(entry).state != StandingState::Active {
+        if entry.stored.state.shown(self.standing_stopped(entry)) != StandingState::Active {
             return StandingRevokeOutcome::AlreadyEnded;
         }
         if let Some(entry) = self.standing.entries.get_mut(id) {

@@ -296,10 +296,7 @@ pub(crate) fn decode(expected: Option<&StandingId>, row: &Row) -> Result<ReadSta
         &corrupt,
     )?;
     let stopped = run_stopped || actor_stopped;
-    let state = match stored_state {
-        StandingState::Active if stopped => StandingState::Stopped,
-        other => other,
-    };
+    let state = stored_state.shown(stopped);
     Ok(ReadStanding {
         stored: StoredStanding {
             grant: StandingGrant {

@@ -72,9 +72,7 @@ struct Written {
 /// `stored` as a caller sees it: `Stopped` when it was active and its run
 /// or actor was stopped since it was issued (a state stores never write).
 fn shown(mut stored: StoredStanding, stopped: bool) -> StoredStanding {
-    if stopped && stored.state == StandingState::Active {
-        stored.state = StandingState::Stopped;
-    }
+    stored.state = stored.state.shown(stopped);
     stored
 }
 
