@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use countersign_approval_core::{
-    Approval, ApprovalId, DecisionOutcome, OutcomeCode, Proposal, ProposalId, ProposalState,
-    ProposalStatus, ProposeError, StandingScope, Timestamp,
+    Approval, ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId,
+    ProposalState, ProposalStatus, ProposeError, StandingScope, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use countersign_rules::{Decision, ProposedTarget, Tier};
@@ -393,7 +393,7 @@ impl Propose {
         let covering = standing::covering(context, store.as_ref(), &scope).await?;
         let ttl = standing::grant_ttl(context, &covering)?;
         let id = covering.grant.id;
-        match proposal.grant(ttl, approved_at, Some(standing::approver(&id))) {
+        match proposal.grant(ttl, approved_at, Some(ApproverId::for_standing(&id))) {
             Ok(grant) => Some((DecidedBy::Standing, format!("standing grant `{id}`"), grant)),
             Err(error) => {
                 tracing::warn!(%error, standing = %id, "countersign: a standing grant's grant could not be built; a person decides");

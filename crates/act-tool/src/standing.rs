@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use countersign_approval_core::{
-    AbandonOutcome, ApproverId, AttemptId, OutcomeCode, ProposalStore, StaleReason, StandingId,
-    StandingKey, StandingScope, StoredStanding, UseOutcome,
+    AbandonOutcome, AttemptId, OutcomeCode, ProposalStore, StaleReason, StandingId, StandingKey,
+    StandingScope, StoredStanding, UseOutcome,
 };
 
 use crate::context::Context;
@@ -85,13 +85,6 @@ pub(crate) async fn take_use(
     standing: &StandingId,
     attempt: &AttemptId,
 ) -> Result<TakenUse, Refusal> {
-    let unavailable = |why: String| {
-        Refusal::with_reason(
-            OutcomeCode::StoreUnavailable,
-            "approval store is unavailable; nothing was performed",
-            why,
-        )
-    };
     let Some(store) = context.proposal_store() else {
         return Err(Refusal::new(
             OutcomeCode::ApprovalStale,
@@ -133,9 +126,11 @@ pub(crate) async fn take_use(
             // The use may have been taken: give it back, so it is never
             // counted for an act that did not happen.
             give_back_use(context, standing, attempt).await;
-            Err(unavailable(format!(
-                "taking a standing use failed: {error}"
-            )))
+            Err(Refusal::with_reason(
+                OutcomeCode::StoreUnavailable,
+                "approval store is unavailable; nothing was performed",
+                format!("taking a standing use failed: {error}"),
+            ))
         }
     }
 }
@@ -156,9 +151,4 @@ pub(crate) async fn give_back_use(context: &Context, standing: &StandingId, atte
             tracing::warn!(standing = %standing, %error, "countersign: a standing use could not be given back; it stays counted");
         }
     }
-}
-
-/// The approver a grant approved by `standing` records.
-pub(crate) fn approver(standing: &StandingId) -> ApproverId {
-    ApproverId::for_standing(standing)
 }
