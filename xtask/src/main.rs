@@ -1,8 +1,9 @@
 //! Project automation: `cargo xtask ci` runs exactly what CI runs.
 //!
 //! ```text
-//! cargo xtask ci            fmt check, clippy, tests (incl. doc tests), the policy crate's
-//!                           tests with serde_json's `arbitrary_precision`, docs,
+//! cargo xtask ci            fmt check, clippy, tests (incl. doc tests), each published
+//!                           crate's tests checked alone with its default features, the
+//!                           policy crate's tests with serde_json's `arbitrary_precision`, docs,
 //!                           cargo-deny, packaging of every crate, quick benchmarks
 //! ```
 //!
@@ -261,6 +262,10 @@ fn ci_phases(phases: &mut Phases) -> Result<(), String> {
         )
     })?;
     phases.time(
+        "each published crate's tests, default features",
+        build_published_tests_alone,
+    )?;
+    phases.time(
         "policy tests with arbitrary_precision",
         test_arbitrary_precision,
     )?;
@@ -412,6 +417,43 @@ fn forget_packaged_sources() -> Result<(), String> {
                 })?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The workspace's crates that are published (`publish` not `false`), by
+/// name, from `cargo metadata`.
+fn published_crates() -> Result<Vec<String>, String> {
+    let output = Command::new(cargo_program())
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("could not start `cargo metadata`: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("`cargo metadata` failed with {}", output.status));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("`cargo metadata` printed no JSON: {e}"))?;
+    let packages = metadata["packages"]
+        .as_array()
+        .ok_or("`cargo metadata` listed no packages")?;
+    Ok(packages
+        .iter()
+        // `publish = false` reads as an empty list of registries.
+        .filter(|package| package["publish"].as_array().is_none_or(|r| !r.is_empty()))
+        .filter_map(|package| package["name"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// Compiles (`cargo check`) each published crate's tests on its own with
+/// its default features, as someone who picks that one crate builds them;
+/// checking finds what would not compile without linking. The workspace
+/// build unifies features across crates, so a test that needs an opt-in
+/// feature would build there and fail here; such tests name it in
+/// `required-features`.
+fn build_published_tests_alone() -> Result<(), String> {
+    for name in published_crates()? {
+        cargo(&["check", "--package", &name, "--tests"])?;
     }
     Ok(())
 }
