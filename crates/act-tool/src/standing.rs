@@ -24,7 +24,7 @@ pub(crate) async fn covering(
     match listed {
         Ok(listed) => listed
             .into_iter()
-            .find(|stored| stored.grant.scope == scope.as_str()),
+            .find(|stored| stored.grant.scope == *scope),
         Err(error) => {
             tracing::warn!(%error, "countersign: standing grants could not be read; a person decides");
             None
@@ -100,7 +100,7 @@ pub(crate) async fn take_use(
     let key = StandingKey {
         actor_id: context.actor_id().clone(),
         run_id: context.run_id().clone(),
-        scope: scope.as_str().to_owned(),
+        scope,
     };
     match store
         .use_standing(standing, &key, context.now(), attempt)

@@ -47,16 +47,30 @@ fn run() -> RunId {
 }
 
 fn host() -> Host {
+    host_with(policy())
+}
+
+fn host_with(source_policy: countersign_act_tool::policy::Policy) -> Host {
     let store = Arc::new(InMemoryApprovalStore::new());
+    host_on(store.clone(), store, source_policy)
+}
+
+/// A host whose tools use `used` as their store; `store` is the same
+/// records, for the person's approvals and for reading them back.
+fn host_on(
+    store: Arc<InMemoryApprovalStore>,
+    used: Arc<dyn ProposalStore>,
+    source_policy: countersign_act_tool::policy::Policy,
+) -> Host {
     let operations = Arc::new(InMemoryOperationStore::new());
     let page = ElementPage::showing(Some(button("Next page")));
     let context = Context::builder()
         .actor_id(actor())
         .run_id(run())
         .backend(page.clone())
-        .source_policy(policy())
+        .source_policy(source_policy)
         .operation_store(operations.clone())
-        .proposal_store(store.clone())
+        .proposal_store(used)
         .clock(ManualClock::new(START))
         .build()
         .unwrap();
@@ -238,6 +252,35 @@ async fn grants_approved_beyond_the_uses_left_are_refused_at_the_act() {
     );
 }
 
+/// An approval given on `https://H/` covers the pages of that origin only:
+/// never `http://H/` (port 80), nor another port of the same scheme. A
+/// default port written out is the same origin.
+#[tokio::test]
+async fn another_scheme_or_port_is_never_covered() {
+    let policy = countersign_act_tool::policy::Policy::builder()
+        .allow_host("docs.example.com")
+        .allow_schemes(["https", "http"])
+        .resolver(
+            countersign_act_tool::policy::StaticResolver::new()
+                .with_host("docs.example.com", ["93.184.216.34".parse().unwrap()]),
+        )
+        .build()
+        .unwrap();
+    let host = host_with(policy);
+    let first = host.propose("https://docs.example.com/results").await;
+    host.approve_up_to(&first, 100).await;
+    for other in [
+        "http://docs.example.com/results",
+        "http://docs.example.com:443/results",
+        "https://docs.example.com:8443/results",
+    ] {
+        let answer = host.propose(other).await;
+        assert_eq!(answer["status"], "pending", "{other}: {answer}");
+    }
+    let same = host.propose("https://docs.example.com:443/results").await;
+    assert_eq!(same["decided_by"], "standing", "{same}");
+}
+
 #[tokio::test]
 async fn another_element_name_path_or_method_is_never_covered() {
     let host = host();
@@ -402,4 +445,219 @@ proptest::proptest! {
             }
         });
     }
+}
+
+mod outage {
+    //! A store that refuses every use for a while, as one whose server
+    //! refuses connections does: nothing reaches the records.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use countersign_act_tool::approval::{
+        AbandonOutcome, Approval, ApprovalId, ApproveError, AttemptId, Binding, ConsumeOutcome,
+        DecisionOutcome, IssueError, Proposal, ProposeError, ResumeOutcome, RevokeOutcome,
+        StandingGrant, StandingKey, StandingRevokeOutcome, StopOutcome, StoreError, StoredGrant,
+        StoredProposal, StoredStanding, Timestamp, UseOutcome,
+    };
+
+    use super::*;
+
+    pub(super) struct Outage {
+        pub(super) inner: Arc<InMemoryApprovalStore>,
+        /// Uses still to refuse.
+        pub(super) refusing: AtomicUsize,
+        /// Uses refused so far.
+        pub(super) refused: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl ApprovalStore for Outage {
+        async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
+            self.inner.issue(approval).await
+        }
+        async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
+            self.inner.revoke(id).await
+        }
+        async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
+            self.inner.get(id).await
+        }
+        async fn consume_once(
+            &self,
+            id: &ApprovalId,
+            binding: &Binding,
+            now: Timestamp,
+            attempt: &AttemptId,
+        ) -> Result<ConsumeOutcome, StoreError> {
+            self.inner.consume_once(id, binding, now, attempt).await
+        }
+        async fn abandon(
+            &self,
+            id: &ApprovalId,
+            attempt: &AttemptId,
+            now: Timestamp,
+        ) -> Result<AbandonOutcome, StoreError> {
+            self.inner.abandon(id, attempt, now).await
+        }
+        async fn stop_run(
+            &self,
+            actor: &ActorId,
+            run: &RunId,
+            now: Timestamp,
+        ) -> Result<StopOutcome, StoreError> {
+            self.inner.stop_run(actor, run, now).await
+        }
+        async fn stop_actor(
+            &self,
+            actor: &ActorId,
+            now: Timestamp,
+        ) -> Result<StopOutcome, StoreError> {
+            self.inner.stop_actor(actor, now).await
+        }
+        async fn resume_run(
+            &self,
+            actor: &ActorId,
+            run: &RunId,
+        ) -> Result<ResumeOutcome, StoreError> {
+            self.inner.resume_run(actor, run).await
+        }
+        async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
+            self.inner.resume_actor(actor).await
+        }
+    }
+
+    #[async_trait]
+    impl ProposalStore for Outage {
+        async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+            self.inner.propose(proposal).await
+        }
+        async fn get_proposal(
+            &self,
+            id: &ProposalId,
+        ) -> Result<Option<StoredProposal>, StoreError> {
+            self.inner.get_proposal(id).await
+        }
+        async fn pending_proposals(
+            &self,
+            actor: &ActorId,
+            run: &RunId,
+            now: Timestamp,
+        ) -> Result<Vec<StoredProposal>, StoreError> {
+            self.inner.pending_proposals(actor, run, now).await
+        }
+        async fn approve_proposal(
+            &self,
+            id: &ProposalId,
+            approval: Approval,
+            now: Timestamp,
+        ) -> Result<DecisionOutcome, ApproveError> {
+            self.inner.approve_proposal(id, approval, now).await
+        }
+        async fn deny_proposal(
+            &self,
+            id: &ProposalId,
+            by: Option<&ApproverId>,
+            now: Timestamp,
+        ) -> Result<DecisionOutcome, StoreError> {
+            self.inner.deny_proposal(id, by, now).await
+        }
+        async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+            self.inner.issue_standing(grant).await
+        }
+        async fn get_standing(
+            &self,
+            id: &StandingId,
+        ) -> Result<Option<StoredStanding>, StoreError> {
+            self.inner.get_standing(id).await
+        }
+        async fn standing_grants(
+            &self,
+            actor: &ActorId,
+            run: &RunId,
+            now: Timestamp,
+        ) -> Result<Vec<StoredStanding>, StoreError> {
+            self.inner.standing_grants(actor, run, now).await
+        }
+        async fn use_standing(
+            &self,
+            id: &StandingId,
+            key: &StandingKey,
+            now: Timestamp,
+            attempt: &AttemptId,
+        ) -> Result<UseOutcome, StoreError> {
+            let refuse = self
+                .refusing
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if refuse {
+                self.refused.fetch_add(1, Ordering::SeqCst);
+                return Err(StoreError::unavailable("connection refused"));
+            }
+            self.inner.use_standing(id, key, now, attempt).await
+        }
+        async fn give_back_use(
+            &self,
+            id: &StandingId,
+            attempt: &AttemptId,
+            now: Timestamp,
+        ) -> Result<AbandonOutcome, StoreError> {
+            self.inner.give_back_use(id, attempt, now).await
+        }
+        async fn revoke_standing(
+            &self,
+            id: &StandingId,
+        ) -> Result<StandingRevokeOutcome, StoreError> {
+            self.inner.revoke_standing(id).await
+        }
+    }
+}
+
+/// An agent that retries one act through an outage (each use refused
+/// before it reached the records, each given back) keeps the person's
+/// standing approval: after 20 refused tries, more than the 16 give-backs
+/// a standing grant remembers, the act goes through and the standing
+/// grant has used one use of three. (The once-grant each try consumed
+/// and gave back is revoked at its 17th give-back, as a grant's contract
+/// says; the agent proposes again and the standing approval approves the
+/// new proposal at once.)
+#[tokio::test]
+async fn retrying_one_act_through_an_outage_keeps_the_standing_approval() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let store = Arc::new(InMemoryApprovalStore::new());
+    let outage = Arc::new(outage::Outage {
+        inner: store.clone(),
+        refusing: AtomicUsize::new(0),
+        refused: AtomicUsize::new(0),
+    });
+    let host = host_on(store, outage.clone(), policy());
+    let first = host.propose(URL).await;
+    let standing = host.approve_up_to(&first, 3).await;
+    let mut grant = host.approval_id(&first).await;
+    outage.refusing.store(20, Ordering::SeqCst);
+    let mut proposed_again = 0;
+    while outage.refused.load(Ordering::SeqCst) < 20 {
+        let answer = host.act(URL, &grant).await;
+        match answer["error"]["code"].as_str() {
+            Some("STORE_UNAVAILABLE") => {}
+            Some("APPROVAL_STALE") => {
+                assert_eq!(answer["error"]["message"], "approval was revoked");
+                let again = host.propose(URL).await;
+                assert_eq!(again["decided_by"], "standing", "{again}");
+                grant = again["approval_id"].as_str().unwrap().to_owned();
+                proposed_again += 1;
+            }
+            _ => panic!("{answer}"),
+        }
+    }
+    assert_eq!(proposed_again, 1);
+    assert_eq!(host.performed(), 0);
+    let done = host.act(URL, &grant).await;
+    assert_eq!(done["status"], "ok", "{done}");
+    assert_eq!(host.performed(), 1);
+    let read = host.store.get_standing(&standing).await.unwrap().unwrap();
+    assert_eq!(
+        read.state,
+        countersign_act_tool::approval::StandingState::Active
+    );
+    assert_eq!(read.remaining(), 2);
 }

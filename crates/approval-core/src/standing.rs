@@ -26,16 +26,31 @@ pub const MAX_STANDING_TTL: Duration = Duration::from_secs(8 * 60 * 60);
 /// a role and an accessible name, each bounded where it comes from.
 pub const MAX_STANDING_SCOPE_BYTES: usize = 8 * 1024;
 
-/// What a standing grant covers, as one canonical text that stores compare
-/// byte for byte: `{"v":1,"host":…,"method":…,"path":…,"role":…,"name":…}`.
+/// What a standing grant covers: the page's origin (scheme, host and
+/// effective port), its path, the action's method and the element's role
+/// and accessible name.
 ///
-/// The host keeps a non-default port (`example.com:8443`); the path is the
-/// URL's path without query or fragment, so `/search?q=a` and
+/// Stores keep its canonical text ([`StandingScope::as_str`],
+/// `{"v":2,"scheme":…,"host":…,"port":…,"method":…,"path":…,"role":…,"name":…}`)
+/// and read it back with [`StandingScope::parse`], which accepts only text
+/// that [`StandingScope::from_facts`] would write; two scopes are equal
+/// exactly when all their facts are.
+///
+/// The port is always the effective one, so `https://example.com/` and
+/// `https://example.com:443/` share a scope while `http://example.com/`
+/// (port 80) and `https://example.com:8443/` each have their own. The path
+/// is the URL's path without query or fragment, so `/search?q=a` and
 /// `/search?q=b` share a scope and `/search/admin` does not.
+///
+/// A scope text of version 1 (written before the scheme and the default
+/// ports were part of a scope) does not parse: it named no scheme, so any
+/// reading of it could cover more than the person approved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StandingScope {
     text: String,
+    scheme: String,
     host: String,
+    port: u16,
     path: String,
     method: String,
     role: String,
@@ -45,12 +60,17 @@ pub struct StandingScope {
 #[derive(Serialize)]
 struct ScopeText<'a> {
     v: u8,
+    scheme: &'a str,
     host: &'a str,
+    port: u16,
     method: &'a str,
     path: &'a str,
     role: &'a str,
     name: &'a str,
 }
+
+/// The version of the scope text this release writes and reads.
+const SCOPE_TEXT_VERSION: u8 = 2;
 
 /// A scope could not be made or a standing grant could not be created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +79,9 @@ pub enum StandingError {
     /// The URL is not an absolute URL with a host.
     #[error("standing grants cover pages of a host; `{0}` has none")]
     NoHost(String),
+    /// The URL's scheme has no default port and the URL names none.
+    #[error("standing grants cover pages at a known port; `{0}` names none")]
+    NoPort(String),
     /// The scope is longer than [`MAX_STANDING_SCOPE_BYTES`].
     #[error("the scope is longer than 8 KiB")]
     ScopeTooLong,
@@ -109,19 +132,19 @@ impl StandingScope {
         name: &str,
     ) -> Result<StandingScope, StandingError> {
         let parsed = url::Url::parse(url).map_err(|_| StandingError::NoHost(url.to_owned()))?;
-        let Some(host_name) = parsed.host_str().filter(|h| !h.is_empty()) else {
+        let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
             return Err(StandingError::NoHost(url.to_owned()));
         };
-        let host = match parsed.port() {
-            Some(port) => format!("{host_name}:{port}"),
-            None => host_name.to_owned(),
-        };
-        let path = parsed.path().to_owned();
+        let port = parsed
+            .port_or_known_default()
+            .ok_or_else(|| StandingError::NoPort(url.to_owned()))?;
         let text = serde_json::to_string(&ScopeText {
-            v: 1,
-            host: &host,
+            v: SCOPE_TEXT_VERSION,
+            scheme: parsed.scheme(),
+            host,
+            port,
             method,
-            path: &path,
+            path: parsed.path(),
             role,
             name,
         })
@@ -131,8 +154,10 @@ impl StandingScope {
         }
         Ok(StandingScope {
             text,
-            host,
-            path,
+            scheme: parsed.scheme().to_owned(),
+            host: host.to_owned(),
+            port,
+            path: parsed.path().to_owned(),
             method: method.to_owned(),
             role: role.to_owned(),
             name: name.to_owned(),
@@ -140,23 +165,28 @@ impl StandingScope {
     }
 
     /// The scope whose canonical text is `text` (as a stored standing grant
-    /// keeps it); `None` for any other text.
+    /// keeps it); `None` for any other text, a version 1 text included.
     pub fn parse(text: &str) -> Option<StandingScope> {
         #[derive(serde::Deserialize)]
         struct Owned {
             v: u8,
+            scheme: String,
             host: String,
+            port: u16,
             method: String,
             path: String,
             role: String,
             name: String,
         }
         let facts: Owned = serde_json::from_str(text).ok()?;
-        if facts.v != 1 {
+        if facts.v != SCOPE_TEXT_VERSION {
             return None;
         }
         let scope = StandingScope::from_facts(
-            &format!("https://{}{}", facts.host, facts.path),
+            &format!(
+                "{}://{}:{}{}",
+                facts.scheme, facts.host, facts.port, facts.path
+            ),
             &facts.method,
             &facts.role,
             &facts.name,
@@ -170,9 +200,19 @@ impl StandingScope {
         &self.text
     }
 
-    /// The host (with a non-default port).
+    /// The page's scheme (`https`, `http`).
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// The host, without a port.
     pub fn host(&self) -> &str {
         &self.host
+    }
+
+    /// The effective port: the URL's own, or its scheme's default.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The path, without query or fragment.
@@ -195,16 +235,34 @@ impl StandingScope {
         &self.name
     }
 
+    /// The pages it covers as a URL without query: the scheme, the host,
+    /// the port when it is not the scheme's default, and the path.
+    pub fn pages(&self) -> String {
+        let default = url::Url::parse(&format!("{}://{}/", self.scheme, self.host))
+            .ok()
+            .and_then(|u| u.port_or_known_default());
+        if default == Some(self.port) {
+            format!("{}://{}{}", self.scheme, self.host, self.path)
+        } else {
+            format!("{}://{}:{}{}", self.scheme, self.host, self.port, self.path)
+        }
+    }
+
     /// What the scope covers and what it does not, in words for the
     /// person who approves it.
     pub fn describe(&self) -> (String, String) {
         let covers = format!(
-            "`{}` on the {} named \u{201c}{}\u{201d}, on pages of https://{}{} (any query), in this run only",
-            self.method, self.role, self.name, self.host, self.path
+            "`{}` on the {} named \u{201c}{}\u{201d}, on pages of {} (port {}, any query), in this run only",
+            self.method,
+            self.role,
+            self.name,
+            self.pages(),
+            self.port
         );
-        let not = "any other element, name, method, path or host; another run or actor; \
+        let not =
+            "any other element, name, method, path, scheme, port or host; another run or actor; \
                    anything after the uses are spent, the time is up or the run is stopped"
-            .to_owned();
+                .to_owned();
         (covers, not)
     }
 }
@@ -219,8 +277,8 @@ pub struct StandingGrant {
     pub actor_id: ActorId,
     /// In which run.
     pub run_id: RunId,
-    /// The canonical scope text ([`StandingScope::as_str`]).
-    pub scope: String,
+    /// What it covers.
+    pub scope: StandingScope,
     /// How many acts it allows in all.
     pub uses: u32,
     /// When it was issued.
@@ -264,7 +322,7 @@ impl StandingGrant {
             id: StandingId::generate()?,
             actor_id,
             run_id,
-            scope: scope.as_str().to_owned(),
+            scope: scope.clone(),
             uses,
             issued_at: now,
             expires_at,
@@ -309,8 +367,8 @@ pub struct StandingKey {
     pub actor_id: ActorId,
     /// The agent run.
     pub run_id: RunId,
-    /// The canonical scope text of the act.
-    pub scope: String,
+    /// The scope of the act.
+    pub scope: StandingScope,
 }
 
 /// The state of a stored standing grant. Spent is not a state: it is
@@ -505,10 +563,17 @@ pub struct GiveBackDecision {
 /// Applies the give-back rules (rule 12 of
 /// [`ProposalStore`](crate::ProposalStore)): a stopped grant answers
 /// `Stopped`, a revoked or locked one `Revoked`, nothing changes; otherwise
-/// `attempt` is remembered (so it can never take a use again) and its use,
-/// if it held one, is released; the answer is `Expired` at or after
+/// an `attempt` that holds a use has it released and is remembered (so it
+/// can never take a use again); the answer is `Expired` at or after
 /// expiry, else `Usable { restored }`. Remembering more than
 /// [`MAX_ABANDONED_ATTEMPTS`] attempts revokes the grant (`Revoked`).
+///
+/// An attempt that holds no use (its use failed before the store wrote
+/// anything, or has not arrived yet) changes nothing and is not
+/// remembered, so an outage through which an agent retries one act never
+/// costs the person's approval. Should such an attempt's use arrive later
+/// after all, it takes a use that no act performs: fewer acts, never
+/// more.
 pub fn decide_give_back(
     stored: &StoredStanding,
     abandoned: &[AttemptId],
@@ -530,7 +595,7 @@ pub fn decide_give_back(
     }
     let known = abandoned.contains(attempt);
     let held = stored.used_by.contains(attempt);
-    if !known && abandoned.len() >= MAX_ABANDONED_ATTEMPTS {
+    if held && !known && abandoned.len() >= MAX_ABANDONED_ATTEMPTS {
         return GiveBackDecision {
             outcome: AbandonOutcome::Revoked,
             release_use: held,
@@ -546,7 +611,7 @@ pub fn decide_give_back(
     GiveBackDecision {
         outcome,
         release_use: held,
-        remember: !known,
+        remember: held && !known,
         state: None,
     }
 }

@@ -310,9 +310,12 @@ impl<S: ApprovalStore + ?Sized> ApprovalStore for std::sync::Arc<S> {
 ///     a `stop_run`/`stop_actor` or a `revoke_standing` answers `Stale`.
 /// 12. **`give_back_use`** gives back the use of an attempt that never
 ///     acted, atomically, following [`decide_give_back`](crate::decide_give_back):
-///     afterwards that attempt never takes a use again (also one sent
-///     before that arrives after), and its use, if it held one, is free
-///     again. Unknown ids answer [`AbandonOutcome::Unknown`]. Idempotent.
+///     an attempt that holds a use has it freed and never takes a use
+///     again; an attempt that holds none changes nothing (a use of it that
+///     arrives later may take a use no act performs), so only give-backs
+///     of uses that were taken count towards
+///     [`MAX_ABANDONED_ATTEMPTS`](crate::MAX_ABANDONED_ATTEMPTS). Unknown
+///     ids answer [`AbandonOutcome::Unknown`]. Idempotent.
 /// 13. **`revoke_standing`** ends an active standing grant for good
 ///     ([`StandingRevokeOutcome::Revoked`], also when spent or expired);
 ///     revoked, locked or stopped ⇒ `AlreadyEnded`; missing ⇒ `Unknown`.

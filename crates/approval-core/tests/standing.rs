@@ -16,7 +16,41 @@ use countersign_approval_core::{
 };
 use proptest::prelude::*;
 
-const HOSTS: [&str; 3] = ["shop.example.com", "shop.example.com:8443", "evil.example"];
+/// Origins as a URL writes them, with the scheme, host and effective port
+/// each one means: a default port written out or left out is the same
+/// origin; another scheme or port is not.
+const ORIGINS: [(&str, (&str, &str, u16)); 9] = [
+    (
+        "https://shop.example.com",
+        ("https", "shop.example.com", 443),
+    ),
+    (
+        "https://shop.example.com:443",
+        ("https", "shop.example.com", 443),
+    ),
+    ("http://shop.example.com", ("http", "shop.example.com", 80)),
+    (
+        "http://shop.example.com:80",
+        ("http", "shop.example.com", 80),
+    ),
+    (
+        "http://shop.example.com:443",
+        ("http", "shop.example.com", 443),
+    ),
+    (
+        "https://shop.example.com:80",
+        ("https", "shop.example.com", 80),
+    ),
+    (
+        "https://shop.example.com:8443",
+        ("https", "shop.example.com", 8443),
+    ),
+    (
+        "https://SHOP.example.com.",
+        ("https", "shop.example.com.", 443),
+    ),
+    ("https://evil.example", ("https", "evil.example", 443)),
+];
 const PATHS: [&str; 3] = ["/results", "/results/", "/results/admin"];
 const QUERIES: [&str; 3] = ["", "?page=2", "?page=2#top"];
 const METHODS: [&str; 2] = ["click", "type"];
@@ -38,7 +72,7 @@ struct Facts {
 
 fn arb_facts() -> impl Strategy<Value = Facts> {
     (
-        (0..3usize, 0..3usize, 0..3usize, 0..2usize),
+        (0..ORIGINS.len(), 0..3usize, 0..3usize, 0..2usize),
         (0..2usize, 0..3usize, 0..2usize, 0..2usize),
     )
         .prop_map(
@@ -56,10 +90,7 @@ fn arb_facts() -> impl Strategy<Value = Facts> {
 }
 
 fn scope(f: Facts) -> StandingScope {
-    let url = format!(
-        "https://{}{}{}",
-        HOSTS[f.host], PATHS[f.path], QUERIES[f.query]
-    );
+    let url = format!("{}{}{}", ORIGINS[f.host].0, PATHS[f.path], QUERIES[f.query]);
     StandingScope::from_facts(&url, METHODS[f.method], ROLES[f.role], NAMES[f.name]).unwrap()
 }
 
@@ -67,8 +98,45 @@ fn key(f: Facts) -> StandingKey {
     StandingKey {
         actor_id: ActorId::new(format!("actor-{}", f.actor)).unwrap(),
         run_id: countersign_approval_core::RunId::new(format!("run-{}", f.run)).unwrap(),
-        scope: scope(f).as_str().to_owned(),
+        scope: scope(f),
     }
+}
+
+/// The words a person reads name the real scheme, and the port: left out
+/// of the URL where it is the scheme's default, written out otherwise.
+#[test]
+fn a_scope_says_its_scheme_and_port() {
+    let words = |url: &str| {
+        StandingScope::from_facts(url, "click", "button", "Next")
+            .unwrap()
+            .describe()
+            .0
+    };
+    assert_eq!(
+        words("http://shop.example.com/results?page=2"),
+        "`click` on the button named \u{201c}Next\u{201d}, on pages of http://shop.example.com/results (port 80, any query), in this run only"
+    );
+    assert_eq!(
+        words("https://shop.example.com:443/results"),
+        "`click` on the button named \u{201c}Next\u{201d}, on pages of https://shop.example.com/results (port 443, any query), in this run only"
+    );
+    assert_eq!(
+        words("https://[::1]:8443/"),
+        "`click` on the button named \u{201c}Next\u{201d}, on pages of https://[::1]:8443/ (port 8443, any query), in this run only"
+    );
+    let scope =
+        StandingScope::from_facts("https://[::1]:8443/", "click", "button", "Next").unwrap();
+    assert_eq!(
+        scope.as_str(),
+        r#"{"v":2,"scheme":"https","host":"[::1]","port":8443,"method":"click","path":"/","role":"button","name":"Next"}"#
+    );
+    assert_eq!(StandingScope::parse(scope.as_str()), Some(scope));
+    assert_eq!(
+        StandingScope::from_facts("foo://shop.example.com/", "click", "button", "Next")
+            .unwrap_err()
+            .to_string(),
+        "standing grants cover pages at a known port; `foo://shop.example.com/` names none"
+    );
 }
 
 const T0: Timestamp = Timestamp::from_millis(1_800_000_000_000);
@@ -123,12 +191,16 @@ fn cases() -> u32 {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
-    /// Two actions share a scope exactly when host (with port), path,
-    /// method, role and accessible name are equal; the query and fragment
-    /// never matter. A use authorises only its own actor, run and scope.
+    /// Two actions share a scope exactly when scheme, host, effective
+    /// port, path, method, role and accessible name are equal; the query
+    /// and fragment never matter, nor whether a default port is written
+    /// out. A use authorises only its own actor, run and scope.
     #[test]
     fn a_scope_covers_exactly_its_facts(a in arb_facts(), b in arb_facts()) {
-        let same_scope = HOSTS[a.host] == HOSTS[b.host]
+        let (scheme, host, port) = ORIGINS[a.host].1;
+        let own = scope(a);
+        prop_assert_eq!((own.scheme(), own.host(), own.port()), (scheme, host, port));
+        let same_scope = ORIGINS[a.host].1 == ORIGINS[b.host].1
             && PATHS[a.path] == PATHS[b.path]
             && a.method == b.method
             && a.role == b.role
@@ -146,7 +218,9 @@ proptest! {
     /// Over any sequence of uses, retries, uses of other actions and
     /// give-backs, applied as a store applies the decisions: at most N
     /// attempts hold a use, each answered `Used` exactly while it holds
-    /// one, and an attempt given back never takes a use again.
+    /// one, and an attempt that gave back a use never takes one again. A
+    /// give-back by an attempt that holds no use changes nothing at all,
+    /// so no number of them revokes the grant.
     #[test]
     fn n_uses_authorise_at_most_n_over_any_sequence(
         facts in arb_facts(),
@@ -201,7 +275,11 @@ proptest! {
                 }
                 Step::GiveBack(n) => {
                     let attempt = &attempts[n];
+                    let held = stored.used_by.contains(attempt);
                     let d = decide_give_back(&stored, &abandoned, false, T0, attempt);
+                    if !held {
+                        prop_assert!(!d.release_use && !d.remember && d.state.is_none(), "{:?}", d);
+                    }
                     if let AbandonOutcome::Usable { restored: true } = d.outcome {
                         give_backs += 1;
                     }

@@ -484,7 +484,7 @@ impl StandingRow {
         token: String,
     ) -> Self {
         let grant = &stored.grant;
-        let covers = scope_words(&grant.scope);
+        let covers = grant.scope.describe().0;
         StandingRow {
             id: grant.id.to_string(),
             covers: Shown::new(&covers),
@@ -495,13 +495,6 @@ impl StandingRow {
             token,
         }
     }
-}
-
-/// The words for a stored scope text, or the text itself when it does not
-/// read as a scope.
-fn scope_words(scope: &str) -> String {
-    countersign_approval_core::StandingScope::parse(scope)
-        .map_or_else(|| scope.to_owned(), |scope| scope.describe().0)
 }
 
 /// One proposal: exactly what a grant approved from it binds.

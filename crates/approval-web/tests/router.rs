@@ -1599,12 +1599,12 @@ async fn approve_up_to_n_times_says_its_scope_and_issues_a_standing_grant() {
     let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
     assert!(
         page.body.contains(
-            "<span id=\"standing-covers\" class=\"text\">`click` on the button named \u{201c}Pay the invoice\u{201d}, on pages of https://docs.example.com/account (any query), in this run only</span>"
+            "<span id=\"standing-covers\" class=\"text\">`click` on the button named \u{201c}Pay the invoice\u{201d}, on pages of https://docs.example.com/account (port 443, any query), in this run only</span>"
         ),
         "{}",
         page.body
     );
-    assert!(page.body.contains("<span id=\"standing-not-covered\">any other element, name, method, path or host; another run or actor; anything after the uses are spent, the time is up or the run is stopped</span>"));
+    assert!(page.body.contains("<span id=\"standing-not-covered\">any other element, name, method, path, scheme, port or host; another run or actor; anything after the uses are spent, the time is up or the run is stopped</span>"));
     // A proposal that bound no element is offered no standing approval.
     let plain = host.propose(&click()).await;
     let plain_page = get(&app, &proposal_path(&plain), Some("alice")).await;

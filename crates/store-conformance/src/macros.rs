@@ -345,6 +345,7 @@ macro_rules! __proposal_store_conformance_tests {
                 duplicate_standing_is_refused,
                 standing_use_checks_in_order,
                 give_back_frees_the_use,
+                only_give_backs_of_taken_uses_count,
                 stopping_a_run_ends_its_standing_grants,
                 standing_grants_lists_usable_oldest_first,
             ]

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use countersign_approval_core::{
     AbandonOutcome, ActorId, ApprovalId, Approver, ApproverId, AttemptId, Clock, IssueError,
-    ProposalStore, RunId, StaleReason, StandingGrant, StandingId, StandingKey,
-    StandingRevokeOutcome, StandingScope, StandingState, StoredStanding, SystemClock, Timestamp,
-    UseOutcome,
+    MAX_ABANDONED_ATTEMPTS, ProposalStore, RunId, StaleReason, StandingGrant, StandingId,
+    StandingKey, StandingRevokeOutcome, StandingScope, StandingState, StoredStanding, SystemClock,
+    Timestamp, UseOutcome,
 };
 
 use crate::CheckFailure;
@@ -24,6 +24,7 @@ pub const STANDING_CHECKS: &[&str] = &[
     "duplicate_standing_is_refused",
     "standing_use_checks_in_order",
     "give_back_frees_the_use",
+    "only_give_backs_of_taken_uses_count",
     "stopping_a_run_ends_its_standing_grants",
     "standing_grants_lists_usable_oldest_first",
     "concurrent_uses_never_exceed_the_count",
@@ -292,7 +293,7 @@ pub async fn standing_use_checks_in_order(store: &dyn ProposalStore) -> Result<(
         (
             "another scope",
             StandingKey {
-                scope: cx.scopes[1].as_str().to_owned(),
+                scope: cx.scopes[1].clone(),
                 ..key.clone()
             },
         ),
@@ -471,6 +472,86 @@ pub async fn give_back_frees_the_use(store: &dyn ProposalStore) -> Result<(), Ch
         Ok(AbandonOutcome::Unknown) => Ok(()),
         other => Err(cx.fail(format!("give back of an unknown id answered {other:?}"))),
     }
+}
+
+/// Rule 12's limit: give-backs of attempts that hold no use (an outage
+/// through which an agent retries one act) change nothing and never
+/// revoke, however many; give-backs of taken uses are remembered, and the
+/// one past [`MAX_ABANDONED_ATTEMPTS`] revokes the grant and frees its use.
+pub async fn only_give_backs_of_taken_uses_count(
+    store: &dyn ProposalStore,
+) -> Result<(), CheckFailure> {
+    let check = "only_give_backs_of_taken_uses_count";
+    let cx = Cx::new(check, store)?;
+    let grant = cx.standing(0, 2)?;
+    cx.issue(&grant).await?;
+    let key = grant.key();
+    let give_back = |attempt: AttemptId, expected: AbandonOutcome, step: String| {
+        let (cx, id) = (&cx, grant.id.clone());
+        async move {
+            match store.give_back_use(&id, &attempt, cx.at(1)).await {
+                Ok(got) if got == expected => Ok(()),
+                other => Err(cx.fail(format!(
+                    "{step}: give back answered {other:?}, expected {expected:?}"
+                ))),
+            }
+        }
+    };
+    for n in 0..MAX_ABANDONED_ATTEMPTS + 4 {
+        give_back(
+            attempt(check)?,
+            AbandonOutcome::Usable { restored: false },
+            format!("give-back {n} of no use"),
+        )
+        .await?;
+    }
+    let read = cx.get("after give-backs of no use", &grant.id).await?;
+    if read.state != StandingState::Active || !read.used_by.is_empty() {
+        return Err(cx.fail(format!(
+            "after give-backs of no use: {:?}, used by {:?}",
+            read.state, read.used_by
+        )));
+    }
+    let used = UseOutcome::Used {
+        remaining: 1,
+        replay: false,
+    };
+    for n in 0..MAX_ABANDONED_ATTEMPTS {
+        let taker = attempt(check)?;
+        cx.expect_use(&format!("use {n}"), &grant.id, &key, cx.at(1), &taker, used)
+            .await?;
+        give_back(
+            taker,
+            AbandonOutcome::Usable { restored: true },
+            format!("give-back {n} of a taken use"),
+        )
+        .await?;
+    }
+    let last = attempt(check)?;
+    cx.expect_use("the last use", &grant.id, &key, cx.at(1), &last, used)
+        .await?;
+    give_back(
+        last,
+        AbandonOutcome::Revoked,
+        "one give-back of a taken use too many".to_owned(),
+    )
+    .await?;
+    let read = cx.get("after the limit", &grant.id).await?;
+    if read.state != StandingState::Revoked || !read.used_by.is_empty() {
+        return Err(cx.fail(format!(
+            "after the limit: {:?}, used by {:?}",
+            read.state, read.used_by
+        )));
+    }
+    cx.expect_use(
+        "after the limit",
+        &grant.id,
+        &key,
+        cx.at(1),
+        &attempt(check)?,
+        UseOutcome::Stale(StaleReason::Revoked),
+    )
+    .await
 }
 
 /// Rules 8, 9 and 11 with a stop: `stop_run` ends the run's standing grants

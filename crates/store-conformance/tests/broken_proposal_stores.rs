@@ -54,6 +54,9 @@ enum Defect {
     UseCountReadThenWritten,
     /// A use is answered but never recorded.
     UseNotRecorded,
+    /// Every give-back counts towards the limit, also one of an attempt
+    /// that holds no use: an outage costs the person's approval.
+    CountsGiveBacksOfNoUse,
 }
 
 struct Broken {
@@ -66,6 +69,8 @@ struct Broken {
     uses: Rendezvous<StandingId>,
     /// The standing grants that gave their one use too many.
     extra_use_given: Mutex<HashSet<StandingId>>,
+    /// Give-backs of no use so far, by standing grant.
+    give_backs_of_no_use: Mutex<HashMap<StandingId, usize>>,
 }
 
 impl Broken {
@@ -80,6 +85,7 @@ impl Broken {
             rendezvous,
             uses,
             extra_use_given: Mutex::new(HashSet::new()),
+            give_backs_of_no_use: Mutex::new(HashMap::new()),
         }
     }
 
@@ -300,6 +306,25 @@ impl ProposalStore for Broken {
         attempt: &AttemptId,
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError> {
+        if self.defect == Defect::CountsGiveBacksOfNoUse {
+            let holds = self
+                .inner
+                .get_standing(id)
+                .await?
+                .is_some_and(|stored| stored.used_by.contains(attempt));
+            if !holds {
+                let past_the_limit = {
+                    let mut counts = self.give_backs_of_no_use.lock().unwrap();
+                    let count = counts.entry(id.clone()).or_default();
+                    *count += 1;
+                    *count > countersign_approval_core::MAX_ABANDONED_ATTEMPTS
+                };
+                if past_the_limit {
+                    self.inner.revoke_standing(id).await?;
+                    return Ok(AbandonOutcome::Revoked);
+                }
+            }
+        }
         self.inner.give_back_use(id, attempt, now).await
     }
     async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
@@ -336,6 +361,7 @@ fn run_all(defect: Defect) -> HashMap<&'static str, CheckFailure> {
             standing::duplicate_standing_is_refused(s).await,
             standing::standing_use_checks_in_order(s).await,
             standing::give_back_frees_the_use(s).await,
+            standing::only_give_backs_of_taken_uses_count(s).await,
             standing::stopping_a_run_ends_its_standing_grants(s).await,
             standing::standing_grants_lists_usable_oldest_first(s).await,
             standing::concurrent_uses_never_exceed_the_count(racing.clone()).await,
@@ -482,9 +508,18 @@ fn a_use_not_recorded_is_caught() {
             "concurrent_uses_never_exceed_the_count",
             "duplicate_standing_is_refused",
             "give_back_frees_the_use",
+            "only_give_backs_of_taken_uses_count",
             "standing_grants_lists_usable_oldest_first",
             "standing_round_trips_and_counts_down",
             "standing_use_checks_in_order",
         ],
+    );
+}
+
+#[test]
+fn counting_give_backs_of_no_use_is_caught() {
+    assert_fails_exactly(
+        Defect::CountsGiveBacksOfNoUse,
+        &["only_give_backs_of_taken_uses_count"],
     );
 }

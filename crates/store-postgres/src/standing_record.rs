@@ -3,8 +3,8 @@
 
 use countersign_approval_core::{
     ActorId, Approver, ApproverId, AttemptId, MAX_ABANDONED_ATTEMPTS, MAX_ATTEMPT_LIMIT,
-    MAX_STANDING_SCOPE_BYTES, MAX_STANDING_USES, RunId, StandingGrant, StandingId, StandingState,
-    StoreError, StoredStanding, Timestamp,
+    MAX_STANDING_SCOPE_BYTES, MAX_STANDING_USES, RunId, StandingGrant, StandingId, StandingScope,
+    StandingState, StoreError, StoredStanding, Timestamp,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -97,14 +97,11 @@ impl<'a> NewStanding<'a> {
         if !(1..=MAX_ATTEMPT_LIMIT).contains(&grant.attempt_limit) {
             return Err(rejected("a standing grant's attempt limit is 1 to 100"));
         }
-        if grant.scope.len() > MAX_STANDING_SCOPE_BYTES {
-            return Err(rejected("the scope is longer than 8 KiB"));
-        }
         Ok(NewStanding {
             id: grant.id.as_str(),
             actor: grant.actor_id.as_str(),
             run: grant.run_id.as_str(),
-            scope: &grant.scope,
+            scope: grant.scope.as_str(),
             approver: grant.approver.id.as_str(),
             uses: i64::from(grant.uses),
             issued_at: time(grant.issued_at)?,
@@ -235,6 +232,10 @@ pub(crate) fn decode(expected: Option<&StandingId>, row: &Row) -> Result<ReadSta
     if scope.len() > MAX_STANDING_SCOPE_BYTES {
         return Err(corrupt("scope is longer than 8 KiB"));
     }
+    // A scope text this release would not write (one of version 1, which
+    // named no scheme, among them) is refused rather than read wider.
+    let scope = StandingScope::parse(&scope)
+        .ok_or_else(|| corrupt("scope is not a scope this release writes"))?;
     let count = |value: i64, name: &str, most: u32| {
         u32::try_from(value)
             .ok()

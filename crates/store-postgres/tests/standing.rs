@@ -100,7 +100,7 @@ async fn the_row_holds_every_field_a_format_a_seal_and_the_uses_in_order() {
             "format": 1,
             "actor_id": support::ACTOR,
             "run_id": support::RUN,
-            "scope": grant.scope,
+            "scope": grant.scope.as_str(),
             "uses": 3,
             "issued_at": t0.as_millis(),
             "expires_at": grant.expires_at.as_millis(),
@@ -214,6 +214,92 @@ async fn a_row_altered_by_hand_is_refused_as_corrupt_and_left_unchanged() {
             "{set}"
         );
     }
+}
+
+/// A row written before scopes held their scheme and effective port (a
+/// version 1 scope text), sealed as that release sealed it, is refused as
+/// corrupt by every call: read as any one scheme it could cover pages the
+/// person never approved.
+#[tokio::test]
+async fn a_row_with_a_scope_of_version_1_is_refused_never_read_wider() {
+    let server = shared_server();
+    let store = store_on(server, "stg_scope_v1", Isolation::ReadCommitted).await;
+    let admin = server.admin().await;
+    let grant = standing("run-scope-v1", 3, now());
+    store.issue_standing(grant.clone()).await.unwrap();
+    let v1 = r#"{"v":1,"host":"shop.example.com","method":"click","path":"/results","role":"button","name":"Next"}"#;
+    // The seal over the columns written at issue, each `len:text;`, as
+    // the store computes it, here in SQL so that the row is what an
+    // earlier release would have written.
+    let sealed = [
+        "format::text",
+        "id",
+        "actor_id",
+        "run_id",
+        "scope",
+        "uses::text",
+        "issued_at::text",
+        "expires_at::text",
+        "approver_id",
+        "approved_at::text",
+        "attempt_limit::text",
+        "run_gen::text",
+        "actor_gen::text",
+    ]
+    .map(|column| format!("octet_length({column})::text || ':' || {column} || ';'"))
+    .join(" || ");
+    let table = store.standing_grants_table().to_owned();
+    let changed = admin
+        .execute(
+            &format!("UPDATE {table} SET scope = $1 WHERE id = $2"),
+            &[&v1, &grant.id.as_str()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed, 1);
+    admin
+        .execute(
+            &format!(
+                "UPDATE {table} SET seal = encode(sha256(convert_to({sealed}, 'UTF8')), 'hex') WHERE id = $1"
+            ),
+            &[&grant.id.as_str()],
+        )
+        .await
+        .unwrap();
+    let corrupt_message = |answer: Result<Option<StoredStanding>, StoreError>| match answer {
+        Err(StoreError::Corrupt { message, .. }) => message,
+        other => panic!("not corrupt: {other:?}"),
+    };
+    assert_eq!(
+        corrupt_message(store.get_standing(&grant.id).await),
+        "scope is not a scope this release writes"
+    );
+    refused(
+        "v1 scope",
+        "use_standing",
+        store
+            .use_standing(&grant.id, &grant.key(), now(), &attempt())
+            .await,
+    );
+    // Written back as it was, the seal matches again: the message above
+    // is about the scope, not the seal.
+    admin
+        .execute(
+            &format!("UPDATE {table} SET scope = $1 WHERE id = $2"),
+            &[&grant.scope.as_str(), &grant.id.as_str()],
+        )
+        .await
+        .unwrap();
+    admin
+        .execute(
+            &format!(
+                "UPDATE {table} SET seal = encode(sha256(convert_to({sealed}, 'UTF8')), 'hex') WHERE id = $1"
+            ),
+            &[&grant.id.as_str()],
+        )
+        .await
+        .unwrap();
+    assert!(store.get_standing(&grant.id).await.unwrap().is_some());
 }
 
 /// A stop is ordered against uses by the run's advisory lock: a use in

@@ -353,7 +353,7 @@ impl RedisApprovalStore {
             attempt.as_str().as_bytes(),
             key.actor_id.as_str().as_bytes(),
             key.run_id.as_str().as_bytes(),
-            key.scope.as_bytes(),
+            key.scope.as_str().as_bytes(),
         ];
         // The key names the actor, so the grant is in its slot, unless the
         // key's actor is not the grant's (then the pointer tells).

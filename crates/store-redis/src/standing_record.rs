@@ -13,8 +13,8 @@ use std::ops::RangeInclusive;
 
 use countersign_approval_core::{
     ActorId, Approver, ApproverId, AttemptId, MAX_ABANDONED_ATTEMPTS, MAX_ATTEMPT_LIMIT,
-    MAX_STANDING_SCOPE_BYTES, MAX_STANDING_USES, RunId, StandingGrant, StandingId, StandingState,
-    StoreError, StoredStanding, Timestamp,
+    MAX_STANDING_SCOPE_BYTES, MAX_STANDING_USES, RunId, StandingGrant, StandingId, StandingScope,
+    StandingState, StoreError, StoredStanding, Timestamp,
 };
 
 use crate::record::{self, Reader, check_failed, decode_attempts, parse_u64, state};
@@ -67,9 +67,12 @@ pub(crate) fn encode_new(grant: &StandingGrant) -> Result<Vec<u8>, StoreError> {
             grant.attempt_limit
         )));
     }
-    if grant.scope.len() > MAX_STANDING_SCOPE_BYTES {
-        return Err(rejected("the scope is longer than 8 KiB".to_owned()));
-    }
+    Ok(encode_with_scope(grant, grant.scope.as_str()))
+}
+
+/// The fixed fields of `grant`'s record with `scope` as its scope text
+/// (a [`StandingScope`] is at most 8 KiB, so every field fits).
+fn encode_with_scope(grant: &StandingGrant, scope: &str) -> Vec<u8> {
     let mut out = vec![STANDING_FORMAT];
     let numbers = [
         grant.uses.to_string(),
@@ -82,7 +85,7 @@ pub(crate) fn encode_new(grant: &StandingGrant) -> Result<Vec<u8>, StoreError> {
         grant.id.as_str(),
         grant.actor_id.as_str(),
         grant.run_id.as_str(),
-        &grant.scope,
+        scope,
     ]
     .into_iter()
     .chain(numbers.iter().map(String::as_str))
@@ -90,7 +93,7 @@ pub(crate) fn encode_new(grant: &StandingGrant) -> Result<Vec<u8>, StoreError> {
     {
         record::put(&mut out, value.as_bytes());
     }
-    Ok(out)
+    out
 }
 
 /// A standing record read strictly: the standing grant in its stored state
@@ -213,6 +216,10 @@ pub(crate) fn decode(
     if scope.len() > MAX_STANDING_SCOPE_BYTES {
         return Err(corrupt("scope is longer than 8 KiB"));
     }
+    // A scope text this release would not write (one of version 1, which
+    // named no scheme, among them) is refused rather than read wider.
+    let scope = StandingScope::parse(scope)
+        .ok_or_else(|| corrupt("scope is not a scope this release writes"))?;
     let uses = count(key, "uses", uses, 1..=MAX_STANDING_USES)?;
     let approver = Approver {
         id: ApproverId::new(text(key, "approver", approver)?)
@@ -228,7 +235,7 @@ pub(crate) fn decode(
         id,
         actor_id,
         run_id,
-        scope: scope.to_owned(),
+        scope,
         uses,
         issued_at: timestamp(key, "issued_at", issued_at)?,
         expires_at: timestamp(key, "expires_at", expires_at)?,
@@ -415,15 +422,54 @@ mod tests {
         let mut bad = grant();
         bad.attempt_limit = 0;
         assert!(matches!(encode_new(&bad), Err(StoreError::Rejected { .. })));
-        let mut bad = grant();
-        bad.scope = "x".repeat(MAX_STANDING_SCOPE_BYTES + 1);
-        assert!(matches!(encode_new(&bad), Err(StoreError::Rejected { .. })));
         // A scope past one length byte takes the long form, and reads back.
         let mut long = grant();
-        long.scope = "x".repeat(SHORT_MAX + 1);
+        long.scope = StandingScope::from_facts(
+            "https://shop.example.com/",
+            "click",
+            "button",
+            &"x".repeat(SHORT_MAX + 1),
+        )
+        .unwrap();
         let raw = stored(&long, [Some("a"), Some("0"), None, None]);
         assert!(raw.contains(&LONG));
         assert_eq!(decode(None, "k", &raw).unwrap().stored.grant, long);
+    }
+
+    /// A record with `scope` as its scope text in place of the grant's.
+    fn stored_with_scope(grant: &StandingGrant, scope: &str) -> Vec<u8> {
+        let mut out = encode_with_scope(grant, scope);
+        for value in ["7", "0", "a", "0"] {
+            record::put(&mut out, value.as_bytes());
+        }
+        out.extend([ABSENT, ABSENT]);
+        out
+    }
+
+    #[test]
+    fn a_scope_this_release_would_not_write_is_refused_never_read_wider() {
+        let grant = grant();
+        assert!(decode(None, "k", &stored_with_scope(&grant, grant.scope.as_str())).is_ok());
+        // Version 1 named no scheme and no default port: read as any one
+        // scheme it could cover pages the person never approved.
+        let v1 = r#"{"v":1,"host":"shop.example.com","method":"click","path":"/results","role":"button","name":"Next"}"#;
+        let over_long = "x".repeat(MAX_STANDING_SCOPE_BYTES + 1);
+        let uncanonical = grant
+            .scope
+            .as_str()
+            .replace("\"port\":443", "\"port\":0443");
+        for (text, message) in [
+            (v1, "scope is not a scope this release writes"),
+            (&uncanonical, "scope is not a scope this release writes"),
+            ("", "scope is not a scope this release writes"),
+            (&over_long, "scope is longer than 8 KiB"),
+        ] {
+            assert_eq!(
+                corrupt_message(&stored_with_scope(&grant, text)),
+                message,
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -17,12 +17,14 @@ local key, slot, retention = KEYS[1], ARGV[2], tonumber(ARGV[4])
 local base = math.max(ms(g.expires_at), ms(now))
 -- Its use, if it held one, is free again whatever the answer.
 local used = without(g.used, attempt)
-if not known and #g.given >= MAX_ABANDONED then
+-- Only an attempt whose use is released is remembered, and only those
+-- count towards the limit: a give-back of no use changes nothing.
+if held and not known and #g.given >= MAX_ABANDONED then
   local moved = save_standing(slot, key, g, base, retention, REVOKED, g.failed, used, g.given)
   return {'retired', before, meta(stopped, moved)}
 end
 local given = g.given
-if not known then given[#given + 1] = attempt end
+if held and not known then given[#given + 1] = attempt end
 -- Written also when nothing changes (a repeated give-back), so that a
 -- WAIT after this call also covers the first one.
 local moved = save_standing(slot, key, g, base, retention, g.state, g.failed, used, given)
