@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use countersign_act_tool::RetryPolicy;
 use countersign_approval_core::{
-    ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode, StaleReason, StoreError,
+    Approval, ApprovalStore, AttemptId, ConsumeOutcome, GrantState, OutcomeCode, StaleReason,
+    StoreError,
 };
 use countersign_backend_fake::FakeBackend;
 use countersign_store_memory::InMemoryOperationStore;
@@ -213,11 +214,26 @@ async fn sigkill_under_load_ends_every_call_ok_or_store_unavailable() {
 /// turns a slow fsync into a failure.
 const UNDER_LOAD: Duration = Duration::from_secs(10);
 
-/// With an append-only file, whatever `appendfsync` says, a SIGKILL of
-/// redis loses no acknowledged write: redis writes the AOF before it
+/// How long Redis may postpone writing its append-only file under
+/// `appendfsync everysec` while the previous fsync is still running (a slow
+/// disk), plus a margin for its once-every-100-ms retry: a write
+/// acknowledged longer ago than this is in the file.
+const EVERYSEC_POSTPONE: Duration = Duration::from_secs(4);
+
+/// With an append-only file, a SIGKILL of redis loses no acknowledged write
+/// under `appendfsync always` or `no`: redis writes the AOF before it
 /// replies (`appendfsync` only decides when the OS is told to flush, which
-/// matters for a crash of the host).
+/// matters for a crash of the host). Under `everysec`, Redis postpones that
+/// write by up to 2 s while a slow disk is still busy with the previous
+/// fsync, so writes acknowledged in those last 2 s may be lost: what the
+/// docs promise for it is a bounded loss. So the consumes are made in two
+/// batches, the first more than [`EVERYSEC_POSTPONE`] before the kill:
+/// the first batch always survives exactly; of the second, each grant
+/// reads back either as acknowledged or as it was before (never anything
+/// else), and the lost ones are counted, which must be 0 unless
+/// `everysec`.
 async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
+    let bounded_loss = appendfsync == "everysec";
     let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", appendfsync]);
     let store = RedisApprovalStore::connect(
         RedisStoreOptions::single(server.url())
@@ -234,7 +250,7 @@ async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
         grants.push(approval);
     }
     let mut attempts = Vec::new();
-    for approval in grants.iter().take(40) {
+    let consume = async |approval: &Approval| {
         let attempt = AttemptId::generate().unwrap();
         assert_eq!(
             store
@@ -243,9 +259,18 @@ async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
                 .unwrap(),
             ConsumeOutcome::Consumed { replay: false }
         );
-        attempts.push(attempt);
+        attempt
+    };
+    for approval in &grants[..20] {
+        attempts.push(consume(approval).await);
     }
     store.revoke(&grants[59].id).await.unwrap();
+    if bounded_loss {
+        tokio::time::sleep(EVERYSEC_POSTPONE).await;
+    }
+    for approval in &grants[20..40] {
+        attempts.push(consume(approval).await);
+    }
     // No shutdown, no flush: SIGKILL right after the last reply.
     let server = sigkill_and_restart(server).await;
 
@@ -256,15 +281,18 @@ async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
     )
     .await
     .unwrap();
-    for (approval, attempt) in grants.iter().zip(&attempts) {
-        let stored = after.get(&approval.id).await.unwrap().unwrap();
-        assert_eq!(
-            stored.state,
-            GrantState::Consumed {
-                at: t0,
-                by: attempt.clone()
-            }
-        );
+    let mut lost = 0;
+    for (n, (approval, attempt)) in grants.iter().zip(&attempts).enumerate() {
+        let consumed = GrantState::Consumed {
+            at: t0,
+            by: attempt.clone(),
+        };
+        let state = after.get(&approval.id).await.unwrap().unwrap().state;
+        if n >= 20 && state == GrantState::Active {
+            lost += 1;
+            continue;
+        }
+        assert_eq!(state, consumed, "grant {n}");
         assert_eq!(
             after
                 .consume_once(&approval.id, &approval.binding(), t0, &fresh_attempt())
@@ -278,6 +306,15 @@ async fn consumes_survive_sigkill_and_restart(appendfsync: &str) {
                 .await
                 .unwrap(),
             ConsumeOutcome::Consumed { replay: true }
+        );
+    }
+    eprintln!(
+        "appendfsync {appendfsync}: {lost} of 20 consumes acknowledged in the last batch lost by a SIGKILL"
+    );
+    if !bounded_loss {
+        assert_eq!(
+            lost, 0,
+            "appendfsync {appendfsync} lost acknowledged consumes"
         );
     }
     for approval in &grants[40..59] {
