@@ -78,8 +78,11 @@
 //! [`current_page`](countersign_approval_core::Backend::current_page)
 //! gives with the target's identity, a viewport PNG with the target
 //! outlined in [`OUTLINE_COLOUR`], and whether the target passes the strict
-//! checks; it dispatches no input, does not scroll and injects nothing into
-//! the page (see [`ChromiumBackend`]). A bare [`Tab::observe`] binds the
+//! checks; it dispatches no input and injects nothing into the page (see
+//! [`ChromiumBackend`]). A target with no part in the viewport is
+//! scrolled to its centre first, as performing does, so a target below the
+//! fold can be approved and the person sees it where it will be acted on;
+//! one in view is left where it is. A bare [`Tab::observe`] binds the
 //! document only, and a grant from it is refused unless the host opts in
 //! (`accept_grants_without_element`).
 //!

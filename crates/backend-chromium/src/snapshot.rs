@@ -21,8 +21,13 @@ impl Tab {
     /// grant binds: the page (session, tab, document) with the target
     /// element's identity (and, for a submit, the form data set), a
     /// viewport PNG with the target outlined, and whether the target passes
-    /// the strict checks. Dispatches no input, does not scroll, injects
-    /// nothing into the page.
+    /// the strict checks. Dispatches no input and injects nothing into the
+    /// page. When no part of the target is in the viewport it scrolls the
+    /// target to the viewport's centre, as performing does, so the picture
+    /// shows it where it will be acted on (a page that changes the target
+    /// when it is scrolled to is judged by what it shows after the scroll,
+    /// and one that replaces it binds nothing); otherwise the page sees
+    /// nothing at all.
     ///
     /// This is the one call a host needs to approve an action on a live
     /// page: show the picture and the element to the person, then hand the
@@ -48,8 +53,10 @@ impl Tab {
     /// target passes the strict checks and is in view.
     ///
     /// Every protocol call here reads: the frame tree, a fresh isolated
-    /// world, `Runtime.callFunctionOn` for the strict target (without its
-    /// scroll), `Page.captureScreenshot`. Every failure is
+    /// world, `Runtime.callFunctionOn` for the strict target (with its
+    /// scroll into view when it is out of view, the one change a snapshot
+    /// may make),
+    /// `Page.captureScreenshot`. Every failure is
     /// [`BackendError::not_dispatched`], which is true of a snapshot; a ref
     /// that names no element of the current page is
     /// [`BackendError::stale_target`].
@@ -126,7 +133,7 @@ impl Tab {
         };
         Ok(
             match self
-                .strict_target(frame, &plan, action.selector(), Scroll::No)
+                .strict_target(frame, &plan, action.selector(), Scroll::IfOutOfView)
                 .await
             {
                 Err(Miss::Stale(reason)) => return Err(BackendError::stale_target(reason)),

@@ -156,7 +156,13 @@ pub(crate) struct OptionPlace {
 pub(crate) enum Scroll {
     /// Scroll it to the viewport's centre first, as performing does.
     IntoView,
-    /// Leave the page as it is, as a snapshot does.
+    /// Scroll it to the viewport's centre only when no part of it is in
+    /// the viewport, as the approval snapshot does: a target below the
+    /// fold is shown where it will be acted on, and a page whose target is
+    /// in view sees nothing.
+    IfOutOfView,
+    /// Leave the page as it is, as the re-check before an input event
+    /// does (the target must not have moved).
     No,
 }
 
@@ -259,7 +265,7 @@ struct Contains {
 impl Tab {
     /// The strict target (see the module documentation) and the method's
     /// own checks, in `frame`'s DOM through a fresh isolated world.
-    /// Dispatches nothing; scrolls only with [`Scroll::IntoView`].
+    /// Dispatches nothing; scrolls only as `scroll` says.
     /// Performing and snapshots share this one rule.
     pub(crate) async fn strict_target(
         &self,
@@ -494,14 +500,19 @@ impl Tab {
     }
 
     /// The element's facts (`js/describe.js`), after a scroll into view
-    /// with [`Scroll::IntoView`], over two animation frames with `frames`.
+    /// as `scroll` says, over two animation frames with `frames`.
     async fn describe(
         &self,
         element: &RemoteObjectId,
         scroll: Scroll,
         frames: bool,
     ) -> Result<Described, Refused> {
-        let options = serde_json::json!({ "scroll": scroll == Scroll::IntoView, "frames": frames });
+        let scroll = match scroll {
+            Scroll::IntoView => "always",
+            Scroll::IfOutOfView => "out-of-view",
+            Scroll::No => "no",
+        };
+        let options = serde_json::json!({ "scroll": scroll, "frames": frames });
         self.call_value(
             script::DESCRIBE,
             On::Object(element),

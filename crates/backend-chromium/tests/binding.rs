@@ -48,6 +48,10 @@ fn element_binding_in_headless_chromium() {
             disguised_targets_get_no_click,
             the_same_targets_shown_are_clicked_once,
             a_clip_that_leaves_most_of_the_box_is_clicked_once,
+            a_link_wrapped_onto_two_lines_is_clicked_once,
+            a_covered_wrapped_link_gets_no_click,
+            a_button_below_the_fold_is_approved_and_clicked_once,
+            a_target_replaced_when_scrolled_to_binds_nothing,
             the_documented_path_binds_the_element,
             a_page_without_an_element_needs_the_hosts_opt_in,
             an_unchanged_form_submits_the_approved_data_once,
@@ -432,7 +436,78 @@ async fn a_clip_that_leaves_most_of_the_box_is_clicked_once(f: &Fixture) {
         .await;
 }
 
-// 4. The easy path is the safe path.
+// 4. Targets of ordinary pages.
+
+/// The snapshot of a click on `selector` in a fresh `/binding` tab, the
+/// grant issued from it, and Act's outcome.
+async fn click_as_seen(f: &Fixture, selector: &str) -> (PageSnapshot, Outcome) {
+    let tab = front_tab(f, "/binding").await;
+    let action = json!({"method": "click", "selector": selector});
+    let seen = snapshot(f, &tab, "/binding", &action).await;
+    let host = host_on(f, tab.backend(), Accepts::ElementBound);
+    let id = grant_from(f, &host, &seen, "/binding", &action).await;
+    let answer = act(f, &host, "/binding", &id, &action).await;
+    (seen.clone(), Outcome::of(&host, tab, &id, answer).await)
+}
+
+async fn a_link_wrapped_onto_two_lines_is_clicked_once(f: &Fixture) {
+    // The link really is on two lines, and its bounding box's centre is
+    // the paragraph's, not the link's.
+    let tab = front_tab(f, "/binding").await;
+    let lines = read_on(
+        &tab,
+        "(() => { const a = el('#wrapped'); const r = a.getBoundingClientRect(); \
+           const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2); \
+           return [a.getClientRects().length, hit.id]; })()",
+    )
+    .await;
+    assert_eq!(lines, json!([2, "wrap-box"]));
+    drop(tab);
+    let (seen, outcome) = click_as_seen(f, "#wrapped").await;
+    assert!(seen.target_found);
+    let element = seen.page.element.clone().unwrap();
+    assert_eq!(
+        (element.role(), element.name()),
+        ("link", "the terms of this service")
+    );
+    outcome.assert_clicked_once("wrapped").await;
+}
+
+/// A snapshot of a click on `selector` in a fresh `/binding` tab that
+/// binds no element: no grant can be issued from it, and nothing was
+/// clicked.
+async fn binds_nothing(f: &Fixture, selector: &str) {
+    let tab = front_tab(f, "/binding").await;
+    let action = json!({"method": "click", "selector": selector});
+    let seen = snapshot(f, &tab, "/binding", &action).await;
+    assert!(!seen.target_found, "{selector} was found");
+    assert!(seen.page.element.is_none());
+    let host = host_on(f, tab.backend(), Accepts::ElementBound);
+    let refused = issue_page_grant(&host.context, &seen, &f.url("/binding"), &action, TTL).await;
+    assert!(
+        matches!(refused, Err(GrantError::NoElementBound { .. })),
+        "{:?}",
+        refused.map(|grant| grant.id)
+    );
+    assert_eq!(attack_clicks(&tab).await, (0, json!({})));
+}
+
+async fn a_covered_wrapped_link_gets_no_click(f: &Fixture) {
+    binds_nothing(f, "#wrapped-covered").await;
+}
+
+async fn a_button_below_the_fold_is_approved_and_clicked_once(f: &Fixture) {
+    let (seen, outcome) = click_as_seen(f, "#far-below").await;
+    assert!(seen.target_found, "a button at 2,500 px was not found");
+    assert_eq!(seen.page.element.as_ref().unwrap().name(), "Load more");
+    outcome.assert_clicked_once("far-below").await;
+}
+
+async fn a_target_replaced_when_scrolled_to_binds_nothing(f: &Fixture) {
+    binds_nothing(f, "#far-swapped").await;
+}
+
+// 5. The easy path is the safe path.
 
 async fn the_documented_path_binds_the_element(f: &Fixture) {
     // The guide's "Drive a live browser" steps, as written: the snapshot

@@ -34,6 +34,7 @@ fn snapshots_in_headless_chromium() {
             one_visible_target_is_found_and_outlined,
             hidden_duplicated_missing_or_unsuitable_targets_are_not_found,
             an_element_partly_outside_the_viewport_is_outlined_along_the_edge,
+            a_target_below_the_fold_is_scrolled_to_and_outlined,
             the_binding_is_the_current_page,
             a_snapshot_dispatches_nothing_and_changes_nothing,
             a_snapshot_for_another_url_is_refused,
@@ -200,8 +201,6 @@ async fn hidden_duplicated_missing_or_unsuitable_targets_are_not_found(f: &Fixtu
         click("#nope"),
         click("#["),
         click("#covered"),
-        // Below the fold: the snapshot does not scroll to it.
-        click("#below"),
         json!({"method": "fill", "selector": "#readonly", "arguments": {"text": "x"}}),
         json!({"method": "fill", "selector": "#target", "arguments": {"text": "x"}}),
         json!({"method": "select", "selector": "#target", "arguments": {"value": "x"}}),
@@ -215,6 +214,33 @@ async fn hidden_duplicated_missing_or_unsuitable_targets_are_not_found(f: &Fixtu
         assert_eq!(magenta_pixels(&picture), 0, "{action}");
     }
     assert_untouched(f, &loaded).await;
+}
+
+/// A target with no part in the viewport is scrolled to the viewport's
+/// centre, as performing does, and outlined there; the scroll is all the
+/// page sees.
+async fn a_target_below_the_fold_is_scrolled_to_and_outlined(f: &Fixture) {
+    let loaded = load(f).await;
+    let snapshot = snapshot_of(f, click("#below")).await;
+    assert!(snapshot.target_found);
+    let picture = picture(f, &snapshot).await;
+    let [left, top, right, bottom] = pixel_box(f, "#below").await;
+    assert!(top > 0 && left > 0, "scrolled into view: {top}");
+    // The band just outside each side, where the scrolled box is now (the
+    // page ends just below the button, so the scroll stops with it at the
+    // viewport's bottom edge: no band below it).
+    let (mid_x, mid_y) = ((left + right) / 2, (top + bottom) / 2);
+    for (x, y) in [(left - 2, mid_y), (right + 1, mid_y), (mid_x, top - 2)] {
+        assert_eq!(picture.get_pixel(x, y), &MAGENTA, "({x}, {y})");
+    }
+    assert_ne!(picture.get_pixel(mid_x, mid_y), &MAGENTA);
+    let mut expected = loaded.as_object().unwrap().clone();
+    let counts = page_counts(f).await;
+    assert!(counts["scroll"].as_u64().unwrap() >= 1, "{counts}");
+    expected.insert("scroll".to_owned(), counts["scroll"].clone());
+    assert_eq!(counts, Value::Object(expected), "only the scroll");
+    assert_ne!(f.read("scrollY").await, json!(0));
+    assert_eq!(f.text("#clicks").await, "0");
 }
 
 async fn an_element_partly_outside_the_viewport_is_outlined_along_the_edge(f: &Fixture) {
@@ -302,7 +328,7 @@ async fn a_snapshot_dispatches_nothing_and_changes_nothing(f: &Fixture) {
         json!({"method": "fill", "selector": "#field", "arguments": {"text": "typed"}}),
         json!({"method": "type", "selector": "#field", "arguments": {"text": "typed"}}),
         json!({"method": "press", "selector": "#field", "arguments": {"key": "Enter"}}),
-        click("#below"),
+        // Partly in view: left where it is.
         click("#edge"),
     ] {
         snapshot_of(f, action).await;

@@ -1,7 +1,10 @@
 // Reports what the strict checks need about `this`, after bringing it into
-// view when `options.scroll` is true (performing scrolls, as a user would
-// before acting; a snapshot does not, since a scroll is something the page
-// sees and may act on). With `options.frames`, when our scroll moved the
+// view: always when `options.scroll` is "always" (performing, as a user
+// would before acting), only when no part of it is in the viewport when it
+// is "out-of-view" (the approval snapshot: a target below the fold is
+// shown where it will be acted on, and a page whose target is in view
+// sees no scroll at all). A page that acts on our scroll is judged after
+// it, by what it shows then. With `options.frames`, when our scroll moved the
 // element or the document has animations running, the box is read after
 // one animation frame and again after the next: `stable` is whether it
 // stayed the same (Playwright's "stable"), and any `scroll` handler the
@@ -11,9 +14,11 @@
 // the pointer move, which comes a frame later. A hidden document gets no
 // animation frames, and nothing animates in it: its box is read once.
 //
-// The action point is the centre of the part of the box inside the
-// viewport, as Playwright's clickable point is, rounded down to a whole CSS
-// pixel: the backend hit-tests and dispatches at that same pixel.
+// The action point is the centre of the part inside the viewport of the
+// element's first box that has one (its line boxes, for an inline element
+// wrapped onto several lines), as Playwright's clickable point is taken
+// from content quads, rounded down to a whole CSS pixel: the backend
+// hit-tests and dispatches at that same pixel.
 //
 // Runs in an isolated world: the page's scripts cannot replace the
 // functions used here, only change the DOM and its styles.
@@ -21,7 +26,20 @@ async function (options) {
   const el = this;
   if (!el.isConnected) return { connected: false };
   const before = el.getBoundingClientRect();
-  if (options.scroll) el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
+  const viewport = () => {
+    const vv = window.visualViewport;
+    const root = document.documentElement;
+    return vv
+      ? { left: vv.offsetLeft, top: vv.offsetTop, width: vv.width, height: vv.height, scale: vv.scale }
+      : { left: 0, top: 0, width: root.clientWidth, height: root.clientHeight, scale: 1 };
+  };
+  // Whether some part of one of box list `rects` is inside viewport `v`.
+  const shows = (rects, v) => Array.from(rects).some((r) => r.width > 0 && r.height > 0
+    && Math.min(r.right, v.left + v.width) > Math.max(r.left, v.left)
+    && Math.min(r.bottom, v.top + v.height) > Math.max(r.top, v.top));
+  const scroll = options.scroll === "always"
+    || (options.scroll === "out-of-view" && !shows(el.getClientRects(), viewport()));
+  if (scroll) el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
   const after = el.getBoundingClientRect();
   const scrolled = before.left !== after.left || before.top !== after.top;
   // A frame, or at most 100 ms: a document hidden while we wait gets no
@@ -76,18 +94,27 @@ async function (options) {
   const notText = ["checkbox", "radio", "button", "submit", "reset", "file", "image", "color", "range", "hidden"];
   const textInput = tag === "textarea" || (tag === "input" && !notText.includes(type));
   const disabled = el.matches(":disabled") || el.getAttribute("aria-disabled") === "true";
-  const vv = window.visualViewport;
-  const root = document.documentElement;
-  const view = vv
-    ? { left: vv.offsetLeft, top: vv.offsetTop, width: vv.width, height: vv.height, scale: vv.scale }
-    : { left: 0, top: 0, width: root.clientWidth, height: root.clientHeight, scale: 1 };
-  const left = Math.max(rect.left, view.left);
-  const top = Math.max(rect.top, view.top);
-  const right = Math.min(rect.right, view.left + view.width);
-  const bottom = Math.min(rect.bottom, view.top + view.height);
-  const inView = right > left && bottom > top;
-  const x = Math.floor(inView ? (left + right) / 2 : rect.left + rect.width / 2);
-  const y = Math.floor(inView ? (top + bottom) / 2 : rect.top + rect.height / 2);
+  const view = viewport();
+  // The part of box `r` inside the viewport (empty when none is).
+  const clip = (r) => ({
+    left: Math.max(r.left, view.left),
+    top: Math.max(r.top, view.top),
+    right: Math.min(r.right, view.left + view.width),
+    bottom: Math.min(r.bottom, view.top + view.height),
+  });
+  const { left, top, right, bottom } = clip(rect);
+  // The element's own boxes, one per line box for an inline element
+  // wrapped onto several lines (what the protocol's content quads are):
+  // the centre of the bounding box of a wrapped link can fall between its
+  // lines, on its parent. The action point is the centre of the first of
+  // them with a part inside the viewport.
+  const line = Array.from(el.getClientRects())
+    .filter((r) => r.width > 0 && r.height > 0)
+    .map(clip)
+    .find((c) => c.right > c.left && c.bottom > c.top);
+  const inView = line !== undefined;
+  const x = Math.floor(inView ? (line.left + line.right) / 2 : rect.left + rect.width / 2);
+  const y = Math.floor(inView ? (line.top + line.bottom) / 2 : rect.top + rect.height / 2);
   // `DOM.getNodeForLocation` takes a point of the document, not of the
   // viewport the mouse events use.
   const hit = { x: Math.floor(x + window.scrollX), y: Math.floor(y + window.scrollY) };
