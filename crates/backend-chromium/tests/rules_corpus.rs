@@ -28,7 +28,146 @@ use support::{Case, Fixture};
 #[test]
 fn the_default_pack_on_the_labelled_corpus() {
     let case: Case = |f| Box::pin(decide_the_corpus(f));
-    support::run_cases(support::options(), &[("decide_the_corpus", case)]);
+    let roles: Case = |f| Box::pin(each_role_the_pack_names_is_chromiums(f));
+    support::run_cases(
+        support::options(),
+        &[
+            ("decide_the_corpus", case),
+            ("each_role_the_pack_names_is_chromiums", roles),
+        ],
+    );
+}
+
+/// For every role a rule of the default pack names: an element Chromium
+/// reports with that role, and the action that reads it.
+const ROLE_FIXTURES: &[(&str, &str, &str)] = &[
+    ("link", r#"<a id=r href="/roles/next">Next</a>"#, "click"),
+    (
+        "button",
+        r#"<button id=r type=button>Copy</button>"#,
+        "click",
+    ),
+    (
+        "tab",
+        r#"<div role=tablist><button id=r role=tab type=button>Reviews</button></div>"#,
+        "click",
+    ),
+    (
+        "DisclosureTriangle",
+        r#"<details><summary id=r>Shipping details</summary><p>Two days.</p></details>"#,
+        "click",
+    ),
+    (
+        "checkbox",
+        r#"<label><input id=r type=checkbox> In stock</label>"#,
+        "click",
+    ),
+    (
+        "radio",
+        r#"<label><input id=r type=radio name=p> Under $50</label>"#,
+        "click",
+    ),
+    (
+        "combobox",
+        r#"<select id=r aria-label="Sort"><option value=a>Price</option></select>"#,
+        "select",
+    ),
+    (
+        "listbox",
+        r#"<select id=r size=3 aria-label="Colour"><option value=red>Red</option><option>Blue</option></select>"#,
+        "select",
+    ),
+    (
+        "option",
+        r#"<div role=listbox aria-label="Size"><div id=r role=option tabindex=0>Large</div></div>"#,
+        "click",
+    ),
+    (
+        "searchbox",
+        r#"<input id=r type=search aria-label="Search">"#,
+        "fill",
+    ),
+    (
+        "textbox",
+        r#"<form method=get action="/find"><input id=r type=text aria-label="Where to?"></form>"#,
+        "fill",
+    ),
+    (
+        "columnheader",
+        r#"<table><tr><th id=r>Price</th></tr><tr><td>5</td></tr></table>"#,
+        "click",
+    ),
+    (
+        "menuitem",
+        r#"<div role=menu><button id=r role=menuitem type=button>Open</button></div>"#,
+        "hover",
+    ),
+];
+
+/// Each role a pack rule names is one Chromium's accessibility tree
+/// really reports, read by the backend's snapshot as `browser_propose`
+/// reads it: a rule written for a role Chromium never reports (as the
+/// disclosure rule once was for `<summary>`) would never match.
+async fn each_role_the_pack_names_is_chromiums(f: &Fixture) {
+    let named: std::collections::BTreeSet<&str> = countersign_act_tool::rules::DEFAULT_PACK
+        .iter()
+        .flat_map(|rule| rule.roles.unwrap_or(&[]).iter().copied())
+        .collect();
+    let fixtures: std::collections::BTreeSet<&str> =
+        ROLE_FIXTURES.iter().map(|(role, _, _)| *role).collect();
+    assert_eq!(
+        named, fixtures,
+        "every role the pack names has a fixture here"
+    );
+    let pages: std::collections::HashMap<&str, String> = ROLE_FIXTURES
+        .iter()
+        .map(|(role, html, _)| {
+            (
+                *role,
+                format!(
+                    "<!doctype html><html lang=en><title>{role}</title><body>{html}</body></html>"
+                ),
+            )
+        })
+        .collect();
+    let pages = std::sync::Arc::new(pages);
+    let served = pages.clone();
+    let app = Router::new().route(
+        "/roles/{role}",
+        get(move |Path(role): Path<String>| {
+            let served = served.clone();
+            async move { Html(served.get(role.as_str()).cloned().unwrap_or_default()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
+        .await
+        .unwrap();
+    let site = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    for (role, _, method) in ROLE_FIXTURES {
+        let url = f
+            .policy
+            .authorize_destination(&format!("http://{site}/roles/{role}"))
+            .await
+            .unwrap();
+        f.tab.navigate(&url).await.unwrap();
+        let option = if *method == "select" { "red" } else { "" };
+        let option = if *role == "combobox" { "a" } else { option };
+        let action = f
+            .policy
+            .authorize_action(&action_for("r", method, option))
+            .unwrap();
+        let snapshot = f
+            .tab
+            .backend()
+            .snapshot(&url, &action)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(snapshot.target_found, "{role}: the target was not found");
+        let element = snapshot.page.element.unwrap();
+        assert_eq!(element.role(), *role, "{}", element.summary());
+    }
 }
 
 fn corpus_dir() -> PathBuf {
@@ -104,15 +243,8 @@ async fn decide_the_corpus(f: &Fixture) {
                 target[2].as_str().unwrap(),
                 target[3].as_str().unwrap(),
             );
-            // The snapshot does not scroll: bring the target into view as
-            // a model would before proposing.
-            support::host::read_on(
-                &f.tab,
-                &format!(
-                    "document.getElementById('{id}').scrollIntoView({{block: 'center'}}), true"
-                ),
-            )
-            .await;
+            // No scroll here: the snapshot brings a target below the fold
+            // into view itself, as `browser_propose` relies on.
             let action = f
                 .policy
                 .authorize_action(&action_for(id, method, option))

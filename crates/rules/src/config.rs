@@ -73,9 +73,17 @@ pub struct RuleConfig {
     #[serde(default)]
     pub same_host_link: Option<bool>,
     #[serde(default)]
+    pub plain_same_host_link: Option<bool>,
+    #[serde(default)]
     pub submits_form: Option<bool>,
     #[serde(default)]
     pub submitted_field_kinds: Option<Vec<String>>,
+    #[serde(default)]
+    pub destination_paths: Option<Vec<String>>,
+    #[serde(default)]
+    pub destination_queries: Option<Vec<String>>,
+    #[serde(default)]
+    pub destination_query_keys: Option<Vec<String>>,
 }
 
 impl RuleConfig {
@@ -92,8 +100,12 @@ impl RuleConfig {
         rule.when.form_methods = self.form_methods;
         rule.when.link_hosts = self.link_hosts;
         rule.when.same_host_link = self.same_host_link;
+        rule.when.plain_same_host_link = self.plain_same_host_link;
         rule.when.submits_form = self.submits_form;
         rule.when.submitted_field_kinds = self.submitted_field_kinds;
+        rule.when.destination_paths = self.destination_paths;
+        rule.when.destination_queries = self.destination_queries;
+        rule.when.destination_query_keys = self.destination_query_keys;
         rule
     }
 }

@@ -34,6 +34,45 @@ pub(crate) struct ElementFacts<'a> {
     pub(crate) form_method: Option<&'a str>,
     pub(crate) submits_form: bool,
     pub(crate) submitted_kinds: [bool; 3],
+    /// Where the target leads: its `href`, else its form's submission.
+    pub(crate) destination: Option<Destination>,
+}
+
+/// A destination's path and query as rules read them: percent-decoded and
+/// lower-cased, the query as `key=value` pairs joined with `&`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Destination {
+    pub(crate) path: String,
+    pub(crate) query: String,
+    pub(crate) keys: Vec<String>,
+}
+
+impl Destination {
+    /// The destination `url` names, when it is an absolute `http:` or
+    /// `https:` URL (as a browser resolves `href` and form actions).
+    pub(crate) fn parse(url: &str) -> Option<Destination> {
+        let parsed = url::Url::parse(url).ok()?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return None;
+        }
+        let path = percent_encoding::percent_decode_str(parsed.path())
+            .decode_utf8_lossy()
+            .to_lowercase();
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| (k.to_lowercase(), v.to_lowercase()))
+            .collect();
+        let query = pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&");
+        Some(Destination {
+            path,
+            query,
+            keys: pairs.into_iter().map(|(k, _)| k).collect(),
+        })
+    }
 }
 
 impl<'a> ElementFacts<'a> {
@@ -58,6 +97,10 @@ impl<'a> ElementFacts<'a> {
                 .or(attribute("method")),
             submits_form: identity.submission().is_some(),
             submitted_kinds,
+            destination: attribute("href")
+                .or(attribute("formaction"))
+                .or(attribute("action"))
+                .and_then(Destination::parse),
         }
     }
 
@@ -109,7 +152,28 @@ fn kind_index(kind: FormFieldKind) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::host_of;
+    use super::{Destination, host_of};
+
+    #[test]
+    fn a_destination_reads_decoded_and_lower_cased() {
+        let d = Destination::parse(
+            "https://Shop.example/Account/De%6Cete?Confirm=1&next=%2Fhome&flag#top",
+        )
+        .unwrap();
+        assert_eq!(d.path, "/account/delete");
+        assert_eq!(d.query, "confirm=1&next=/home&flag=");
+        assert_eq!(d.keys, ["confirm", "next", "flag"]);
+        let bare = Destination::parse("http://a.example").unwrap();
+        assert_eq!((bare.path.as_str(), bare.query.as_str()), ("/", ""));
+        for none in [
+            "/relative",
+            "javascript:void(0)",
+            "mailto:a@b.example",
+            "ftp://a.example/x",
+        ] {
+            assert_eq!(Destination::parse(none), None, "{none}");
+        }
+    }
 
     #[test]
     fn the_host_of_a_url_agrees_with_the_url_parser() {

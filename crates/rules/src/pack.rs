@@ -30,10 +30,18 @@ pub struct PackRule {
     pub form_methods: Option<&'static [&'static str]>,
     /// Whether the target links to the destination's own host.
     pub same_host_link: Option<bool>,
+    /// Whether the target is a plain link to the destination's own host.
+    pub plain_same_host_link: Option<bool>,
     /// Whether the action submits a form.
     pub submits_form: Option<bool>,
     /// Kinds of submitted field, `None` for any.
     pub submitted_field_kinds: Option<&'static [&'static str]>,
+    /// Patterns of the destination's path, `None` for any.
+    pub destination_paths: Option<&'static [&'static str]>,
+    /// Patterns of the destination's query, `None` for any.
+    pub destination_queries: Option<&'static [&'static str]>,
+    /// Keys of the destination's query, `None` for any.
+    pub destination_query_keys: Option<&'static [&'static str]>,
 }
 
 const NONE: PackRule = PackRule {
@@ -47,11 +55,74 @@ const NONE: PackRule = PackRule {
     input_types: None,
     form_methods: None,
     same_host_link: None,
+    plain_same_host_link: None,
     submits_form: None,
     submitted_field_kinds: None,
+    destination_paths: None,
+    destination_queries: None,
+    destination_query_keys: None,
 };
 
 const ACTIVATE: &[&str] = &["click", "dblclick", "press"];
+
+/// The verbs of deeds that sites let a GET do, as they spell them in paths
+/// and in `action=`-style query values: signing out, deleting, changing
+/// who may do what or who one is, money, votes and follows, and bulk
+/// exports. From the URL conventions of widely deployed software (the
+/// `wp-admin` `action=` values, MediaWiki's `action=`, `sesskey` and
+/// `_wpnonce` links, Rails and Django route names, mailing lists'
+/// unsubscribe and confirm links, shops' add-to-cart links, admin
+/// panels' impersonate and `login-as`), not from any one page.
+macro_rules! deed_verbs {
+    () => {
+        "log-?out|log-?off|sign-?out|delete|destroy|remove|purge|erase|wipe\
+         |unsubscribe|opt-?out|deactivate|activate|disable|enable|suspend|ban|block|unblock\
+         |revoke|approve|reject|decline|accept|confirm|verify|cancel|terminate|close|close-?account\
+         |impersonate|masquerade|sudo|login-?as|switch-?user|become|promote|demote|grant\
+         |reset|regenerate|rotate|pay|payout|withdraw|refund|charge|checkout|purchase|buy\
+         |donate|subscribe|add-?to-?(cart|basket|bag)|vote|upvote|downvote|like|unlike\
+         |follow|unfollow|export|dump|backup|takeout|download-?all"
+    };
+}
+
+/// A deed's verb as a whole segment of the path, or a whole word of one
+/// (`/account/delete`, `/user/logout`, `/item/42/add-to-cart`,
+/// `/admin/users/7/impersonate`, `/reports/export.csv`).
+const DEED_IN_PATH: &str = concat!("(^|[/_.-])(", deed_verbs!(), ")([/_.-]|$)");
+
+/// A file of data in bulk named by the path (`/orders.csv`).
+const BULK_FILE_IN_PATH: &str = r"\.(csv|tsv|xlsx?|sql|mbox|vcf|ics)$";
+
+/// A query that asks for a deed by name (`action=delete`, `do=logout`,
+/// `_method=delete`).
+const DEED_IN_QUERY: &str = concat!(
+    "(^|&)(action|do|op|cmd|command|task|mode|act|_method|method|event|func)=(",
+    deed_verbs!(),
+    "|trash|watch|unwatch|post|put|patch)(&|$)"
+);
+
+/// A query that says the deed is confirmed (`confirm=1`, `confirmed=yes`).
+const CONFIRMED_IN_QUERY: &str = "(^|&)(confirm|confirmed|confirmation)=(1|true|yes|on|y)(&|$)";
+
+/// The query keys of one-time tokens that sites put on links that act
+/// when followed (WordPress, Moodle, Rails, Django, Laravel, Drupal,
+/// MediaWiki, mailing lists).
+const ONE_CLICK_TOKEN_KEYS: &[&str] = &[
+    "_wpnonce",
+    "nonce",
+    "_nonce",
+    "sesskey",
+    "csrf",
+    "_csrf",
+    "csrf_token",
+    "csrftoken",
+    "csrfmiddlewaretoken",
+    "xsrf",
+    "_xsrf",
+    "_token",
+    "authenticity_token",
+    "token",
+];
 
 /// The default pack, in order: `person` rules first, then `auto`.
 pub const DEFAULT_PACK: &[PackRule] = &[
@@ -64,6 +135,7 @@ pub const DEFAULT_PACK: &[PackRule] = &[
             r"\b(pay|paying|payment|buy|purchase|checkout|check out|order|subscribe|upgrade|donate|tip|book|reserve|rent|bid|add to (cart|basket|bag))\b",
             r"[$€£¥₹]\s*\d|\d\s*(usd|eur|gbp|chf|[$€£¥₹])",
         ]),
+        plain_same_host_link: Some(false),
         ..NONE
     },
     PackRule {
@@ -74,6 +146,7 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         names: Some(&[
             r"\b(send|post|publish|share|reply|respond|submit|transfer|wire|invite|forward|tweet|comment|message|email|mail|notify|broadcast|upload|attach|report)\b",
         ]),
+        plain_same_host_link: Some(false),
         ..NONE
     },
     PackRule {
@@ -84,6 +157,7 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         names: Some(&[
             r"\b(delete|remove|erase|destroy|discard|trash|deactivate|terminate|cancel|unsubscribe|revoke|archive|wipe|reset|clear|empty|close (my |your |the )?account)\b",
         ]),
+        plain_same_host_link: Some(false),
         ..NONE
     },
     PackRule {
@@ -94,6 +168,31 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         names: Some(&[
             r"\b(account|profile|settings|preferences|security|password|passcode|two-factor|2fa|mfa|sign ?(in|up|out)|log ?(in|out)|register|billing|address|save|update|change|edit|apply|confirm|verify|enable|disable|authori[sz]e|allow access|connect)\b",
         ]),
+        plain_same_host_link: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.deed-in-path",
+        tier: Tier::Person,
+        reason: "where it leads does something: its address names a deed that changes an account, an identity or money, or discloses data in bulk",
+        methods: Some(ACTIVATE),
+        destination_paths: Some(&[DEED_IN_PATH, BULK_FILE_IN_PATH]),
+        ..NONE
+    },
+    PackRule {
+        id: "default.deed-in-query",
+        tier: Tier::Person,
+        reason: "where it leads does something: its query asks for a deed or confirms one",
+        methods: Some(ACTIVATE),
+        destination_queries: Some(&[DEED_IN_QUERY, CONFIRMED_IN_QUERY]),
+        ..NONE
+    },
+    PackRule {
+        id: "default.one-click-token",
+        tier: Tier::Person,
+        reason: "where it leads carries a one-time token, which sites put on links that act when followed",
+        methods: Some(ACTIVATE),
+        destination_query_keys: Some(ONE_CLICK_TOKEN_KEYS),
         ..NONE
     },
     PackRule {
@@ -184,6 +283,61 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         ..NONE
     },
     PackRule {
+        id: "default.details-summary",
+        tier: Tier::Auto,
+        reason: "opening or closing a details section only shows or hides what the page holds",
+        methods: Some(&["click"]),
+        roles: Some(&["DisclosureTriangle"]),
+        tags: Some(&["summary"]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.copy-print",
+        tier: Tier::Auto,
+        reason: "copying to the clipboard or opening the print dialog changes nothing on the site",
+        methods: Some(&["click"]),
+        roles: Some(&["button"]),
+        names: Some(&[
+            r"^(copy|copy (the )?(link|url|code|address|text|number|id|to clipboard)|copy to clipboard|copied|print|print (this )?(page|receipt|invoice|order|statement|ticket|label)?)$",
+        ]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.close-dialog",
+        tier: Tier::Auto,
+        reason: "closing a dialog or a notice only hides it",
+        methods: Some(&["click"]),
+        roles: Some(&["button"]),
+        names: Some(&[
+            r"^(close|[×✕✖x]|close (this )?(dialog|window|panel|popup|pop-up|modal|menu|message|notice|notification|banner|alert|overlay)|dismiss( (this|notice|message|alert))?|not now|no,? thanks|maybe later)$",
+        ]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.sort-filter",
+        tier: Tier::Auto,
+        reason: "sorting or filtering a list only changes what it shows",
+        methods: Some(&["click"]),
+        roles: Some(&["button", "columnheader"]),
+        names: Some(&[
+            r"^(sort( by [a-z ]{1,40})?|sort (ascending|descending)|(ascending|descending)|filters?|(show|hide) filters|more filters)$",
+        ]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.get-form-field",
+        tier: Tier::Auto,
+        reason: "typing into a field of a form that only reads (submitted with GET, as a search is) sends nothing",
+        methods: Some(&["fill", "type"]),
+        roles: Some(&["textbox", "searchbox", "combobox"]),
+        form_methods: Some(&["get"]),
+        ..NONE
+    },
+    PackRule {
         id: "default.filters",
         tier: Tier::Auto,
         reason: "choosing a filter or a sort order only changes what a list shows",
@@ -265,6 +419,18 @@ impl PackRule {
         }
         if let Some(same) = self.same_host_link {
             rule = rule.same_host_link(same);
+        }
+        if let Some(plain) = self.plain_same_host_link {
+            rule = rule.plain_same_host_link(plain);
+        }
+        if let Some(v) = self.destination_paths {
+            rule = rule.destination_paths(list(v));
+        }
+        if let Some(v) = self.destination_queries {
+            rule = rule.destination_queries(list(v));
+        }
+        if let Some(v) = self.destination_query_keys {
+            rule = rule.destination_query_keys(list(v));
         }
         if let Some(submits) = self.submits_form {
             rule = rule.submits_form(submits);

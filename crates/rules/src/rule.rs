@@ -80,8 +80,12 @@ pub(crate) struct Conditions {
     pub(crate) form_methods: Option<Vec<String>>,
     pub(crate) link_hosts: Option<Vec<String>>,
     pub(crate) same_host_link: Option<bool>,
+    pub(crate) plain_same_host_link: Option<bool>,
     pub(crate) submits_form: Option<bool>,
     pub(crate) submitted_field_kinds: Option<Vec<String>>,
+    pub(crate) destination_paths: Option<Vec<String>>,
+    pub(crate) destination_queries: Option<Vec<String>>,
+    pub(crate) destination_query_keys: Option<Vec<String>>,
 }
 
 impl Conditions {
@@ -95,8 +99,12 @@ impl Conditions {
             || self.form_methods.is_some()
             || self.link_hosts.is_some()
             || self.same_host_link.is_some()
+            || self.plain_same_host_link.is_some()
             || self.submits_form.is_some()
             || self.submitted_field_kinds.is_some()
+            || self.destination_paths.is_some()
+            || self.destination_queries.is_some()
+            || self.destination_query_keys.is_some()
     }
 }
 
@@ -165,8 +173,10 @@ impl Rule {
         self
     }
 
-    /// The target's role in the accessibility tree is one of these
-    /// (`button`, `link`, `tab`, `searchbox`, …).
+    /// The target's role in the accessibility tree is one of these, as
+    /// Chromium reports it (`button`, `link`, `tab`, `searchbox`,
+    /// `textbox`, `switch`, `menuitem`, `option`, and `DisclosureTriangle`
+    /// for a `<summary>`), compared exactly.
     pub fn roles<I: IntoIterator<Item = S>, S: Into<String>>(mut self, roles: I) -> Rule {
         self.when.roles = owned(roles);
         self
@@ -225,10 +235,58 @@ impl Rule {
         self
     }
 
+    /// With `true`: the target is a plain link (an `a` whose role is
+    /// `link`) to the destination's own host that submits no form, which a
+    /// browser follows with a GET; with `false`: it is anything else. The
+    /// default pack's name rules hold only with `false`: a plain link is
+    /// judged by where it leads, not by its words.
+    pub fn plain_same_host_link(mut self, plain: bool) -> Rule {
+        self.when.plain_same_host_link = Some(plain);
+        self
+    }
+
     /// With `true`: the action on the target submits a form (the snapshot
     /// bound the form data it would send); with `false`: it does not.
     pub fn submits_form(mut self, submits: bool) -> Rule {
         self.when.submits_form = Some(submits);
+        self
+    }
+
+    /// The target's destination (where its `href` leads, else where its
+    /// form is submitted: `formaction` over the form's `action`, as the
+    /// browser resolved them) has a path one of these regular expressions
+    /// matches, case insensitively, anywhere unless anchored. The path is
+    /// matched percent-decoded (`/de%6Cete` reads `/delete`).
+    pub fn destination_paths<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        patterns: I,
+    ) -> Rule {
+        self.when.destination_paths = owned(patterns);
+        self
+    }
+
+    /// The target's destination (see
+    /// [`destination_paths`](Rule::destination_paths)) has a query one of
+    /// these regular expressions matches, case insensitively: the query's
+    /// pairs percent-decoded, as `key=value` joined with `&`. A
+    /// destination without a query has the empty query.
+    pub fn destination_queries<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        patterns: I,
+    ) -> Rule {
+        self.when.destination_queries = owned(patterns);
+        self
+    }
+
+    /// The target's destination (see
+    /// [`destination_paths`](Rule::destination_paths)) has one of these
+    /// keys in its query, compared percent-decoded and case
+    /// insensitively.
+    pub fn destination_query_keys<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        keys: I,
+    ) -> Rule {
+        self.when.destination_query_keys = owned(keys);
         self
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use countersign_approval_core::{ApproverId, FormFieldKind, RULE_APPROVER_PREFIX};
 use regex::{RegexSet, RegexSetBuilder};
 
-use crate::facts::{ElementFacts, ProposedTarget};
+use crate::facts::{Destination, ElementFacts, ProposedTarget};
 use crate::index::{IndexedConditions, RuleIndex};
 use crate::pack::DEFAULT_PACK;
 use crate::pattern::HostPattern;
@@ -140,8 +140,12 @@ struct CompiledRule {
     form_methods: Option<Vec<String>>,
     link_hosts: Option<Vec<HostPattern>>,
     same_host_link: Option<bool>,
+    plain_same_host_link: Option<bool>,
     submits_form: Option<bool>,
     submitted_field_kinds: Option<Vec<FormFieldKind>>,
+    destination_paths: Option<Vec<regex::Regex>>,
+    destination_queries: Option<Vec<regex::Regex>>,
+    destination_query_keys: Option<Vec<String>>,
     reads_element: bool,
 }
 
@@ -278,6 +282,13 @@ impl CompiledRule {
             && self
                 .same_host_link
                 .is_none_or(|same| same == (facts.link_host == Some(host)))
+            && self.plain_same_host_link.is_none_or(|plain| {
+                plain
+                    == (identity.role() == "link"
+                        && identity.tag() == "a"
+                        && facts.link_host == Some(host)
+                        && !facts.submits_form)
+            })
             && self
                 .submits_form
                 .is_none_or(|submits| submits == facts.submits_form)
@@ -285,6 +296,31 @@ impl CompiledRule {
                 .submitted_field_kinds
                 .as_ref()
                 .is_none_or(|kinds| kinds.iter().any(|&kind| facts.submits_kind(kind)))
+            && self.matches_destination(facts.destination.as_ref())
+    }
+
+    /// The destination conditions: each given one needs a destination.
+    fn matches_destination(&self, destination: Option<&Destination>) -> bool {
+        let given = self.destination_paths.is_some()
+            || self.destination_queries.is_some()
+            || self.destination_query_keys.is_some();
+        if !given {
+            return true;
+        }
+        let Some(destination) = destination else {
+            return false;
+        };
+        let any_match = |patterns: &Option<Vec<regex::Regex>>, text: &str| {
+            patterns
+                .as_ref()
+                .is_none_or(|patterns| patterns.iter().any(|p| p.is_match(text)))
+        };
+        any_match(&self.destination_paths, &destination.path)
+            && any_match(&self.destination_queries, &destination.query)
+            && self.destination_query_keys.as_ref().is_none_or(|keys| {
+                keys.iter()
+                    .any(|key| destination.keys.iter().any(|k| k == key))
+            })
     }
 }
 
@@ -410,6 +446,7 @@ fn check_id(id: &str) -> Result<(), RuleError> {
 }
 
 const ROLE_OR_TAG: &str = "must be 1 to 64 lower-case ascii letters, digits or `-`";
+const ROLE: &str = "must be 1 to 64 ascii letters, digits or `-`, starting with a letter, as chromium reports roles";
 const METHOD: &str =
     "must be 1 to 64 lower-case ascii letters, digits or `-`, as the policy spells methods";
 const FORM_METHOD: &str = "must be `get`, `post` or `dialog`";
@@ -509,10 +546,31 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
             })
             .collect()
     });
+    let patterns = |values: &Option<Vec<String>>, condition: &'static str| {
+        list(values, condition)?
+            .map(|values| {
+                values
+                    .iter()
+                    .map(|pattern| {
+                        regex::RegexBuilder::new(pattern)
+                            .case_insensitive(true)
+                            .size_limit(NAME_PATTERN_SIZE_LIMIT)
+                            .build()
+                            .map_err(|error| RuleError::InvalidPattern {
+                                rule: id.clone(),
+                                condition,
+                                pattern: pattern.clone(),
+                                reason: error.to_string(),
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()
+    };
     let compiled = CompiledRule {
         hosts: hosts(&when.hosts, "hosts")?,
         methods: words(&when.methods, "methods", is_word, METHOD)?,
-        roles: words(&when.roles, "roles", is_word, ROLE_OR_TAG)?,
+        roles: words(&when.roles, "roles", is_role, ROLE)?,
         names: name_indices,
         tags: words(&when.tags, "tags", is_word, ROLE_OR_TAG)?,
         input_types: words(&when.input_types, "input_types", is_word, ROLE_OR_TAG)?,
@@ -525,8 +583,14 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
         )?,
         link_hosts: hosts(&when.link_hosts, "link_hosts")?,
         same_host_link: when.same_host_link,
+        plain_same_host_link: when.plain_same_host_link,
         submits_form: when.submits_form,
         submitted_field_kinds: kinds,
+        destination_paths: patterns(&when.destination_paths, "destination_paths")?,
+        destination_queries: patterns(&when.destination_queries, "destination_queries")?,
+        // Compared lower-cased, as the destination's keys are read.
+        destination_query_keys: list(&when.destination_query_keys, "destination_query_keys")?
+            .map(|keys| keys.iter().map(|k| k.to_lowercase()).collect()),
         reads_element: when.names_an_element_fact(),
         rule: rule.clone(),
     };
@@ -547,6 +611,19 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
         }
     }
     Ok(compiled)
+}
+
+/// A role as Chromium's accessibility tree reports it: ARIA's lower-case
+/// names, and its own for roles ARIA lacks (`DisclosureTriangle`).
+fn is_role(value: &str) -> bool {
+    value.len() <= 64
+        && value
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 fn is_word(value: &str) -> bool {

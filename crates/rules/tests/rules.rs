@@ -314,8 +314,8 @@ fn a_bad_rule_is_refused_with_a_message_naming_it() {
             .is_ok()
     );
     assert_eq!(
-        refused(Rule::person("x", "r").roles(["Button"])),
-        "rule `x`: `roles` value `Button` must be 1 to 64 lower-case ascii letters, digits or `-`"
+        refused(Rule::person("x", "r").roles(["push button"])),
+        "rule `x`: `roles` value `push button` must be 1 to 64 ascii letters, digits or `-`, starting with a letter, as chromium reports roles"
     );
     assert_eq!(
         refused(Rule::person("x", "r").form_methods(["put"])),
@@ -384,7 +384,7 @@ fn the_default_pack_keeps_risky_moves_with_a_person_and_approves_reading_ones() 
         (
             link("Checkout", "https://www.shop.example/checkout"),
             "click",
-            "default.pays",
+            "default.deed-in-path",
         ),
         (
             element("button", "Pay $5.00", "button", &[("type", "button")]),
@@ -394,17 +394,86 @@ fn the_default_pack_keeps_risky_moves_with_a_person_and_approves_reading_ones() 
         (
             link("Delete account", "https://www.shop.example/delete"),
             "click",
+            "default.deed-in-path",
+        ),
+        // A link whose name says nothing, whose destination does the deed.
+        (
+            link(
+                "Ada Lovelace",
+                "https://www.shop.example/admin/users/7/impersonate",
+            ),
+            "click",
+            "default.deed-in-path",
+        ),
+        (
+            link("Done", "https://www.shop.example/user/log-out"),
+            "click",
+            "default.deed-in-path",
+        ),
+        (
+            link("Orders", "https://www.shop.example/reports/orders.CSV"),
+            "click",
+            "default.deed-in-path",
+        ),
+        (
+            link("Item 3", "https://www.shop.example/cart?Action=Remove&id=3"),
+            "click",
+            "default.deed-in-query",
+        ),
+        (
+            link("Yes", "https://www.shop.example/newsletter?confirm=1"),
+            "click",
+            "default.deed-in-query",
+        ),
+        (
+            link(
+                "Move",
+                "https://www.shop.example/post.php?post=5&action=trash",
+            ),
+            "click",
+            "default.deed-in-query",
+        ),
+        (
+            link("Continue", "https://www.shop.example/posts/9?_wpnonce=a1b2"),
+            "click",
+            "default.one-click-token",
+        ),
+        (
+            link("Go", "https://www.shop.example/x?SessKey=a1b2"),
+            "click",
+            "default.one-click-token",
+        ),
+        // A button's name still counts.
+        (
+            element("button", "Settings", "button", &[("type", "button")]),
+            "click",
+            "default.account",
+        ),
+        // A link to another host keeps the name rules.
+        (
+            link("Delete account", "https://other.example/profile"),
+            "click",
             "default.deletes",
         ),
+        // A link that is a button in the tree keeps them too.
+        (
+            element(
+                "button",
+                "Edit",
+                "a",
+                &[("href", "https://www.shop.example/profile")],
+            ),
+            "click",
+            "default.account",
+        ),
+        // Basket edits post a form: they stay with a person (see the
+        // guide: a cart path does not tell an edit from a purchase).
+        (post_form("Update"), "click", "default.account"),
+        (post_form("Quantity 2"), "click", "default.post-form"),
         (
             element("button", "Send", "button", &[("type", "button")]),
             "click",
             "default.sends",
-        ),
-        (
-            link("Settings", "https://www.shop.example/settings"),
-            "click",
-            "default.account",
         ),
         (post_form("Next"), "click", "default.post-form"),
         (
@@ -431,6 +500,81 @@ fn the_default_pack_keeps_risky_moves_with_a_person_and_approves_reading_ones() 
             link("Shoes", "https://www.shop.example/shoes"),
             "click",
             "default.same-host-link",
+        ),
+        // Words in a plain same-host link's name alone: it only opens a
+        // page, which its destination says.
+        (
+            link("Settings", "https://www.shop.example/settings"),
+            "click",
+            "default.same-host-link",
+        ),
+        (
+            link("Edit", "https://www.shop.example/profile/edit"),
+            "click",
+            "default.same-host-link",
+        ),
+        (
+            link("Trash", "https://www.shop.example/mail/trash"),
+            "click",
+            "default.same-host-link",
+        ),
+        (
+            link("Pay bills", "https://www.shop.example/billpay"),
+            "click",
+            "default.same-host-link",
+        ),
+        (
+            link(
+                "Transfer",
+                "https://www.shop.example/transfers/new?from=checking",
+            ),
+            "click",
+            "default.same-host-link",
+        ),
+        (
+            link("Cancel", "https://www.shop.example/orders/12"),
+            "click",
+            "default.same-host-link",
+        ),
+        // Roles as Chromium names them.
+        (
+            element("DisclosureTriangle", "Shipping details", "summary", &[]),
+            "click",
+            "default.details-summary",
+        ),
+        (
+            element("button", "Copy link", "button", &[("type", "button")]),
+            "click",
+            "default.copy-print",
+        ),
+        (
+            element("button", "Print", "button", &[("type", "button")]),
+            "click",
+            "default.copy-print",
+        ),
+        (
+            element("button", "×", "button", &[("type", "button")]),
+            "click",
+            "default.close-dialog",
+        ),
+        (
+            element("button", "Sort by price", "button", &[("type", "button")]),
+            "click",
+            "default.sort-filter",
+        ),
+        (
+            element(
+                "textbox",
+                "Where to?",
+                "input",
+                &[
+                    ("type", "text"),
+                    ("method", "get"),
+                    ("action", "https://www.shop.example/find"),
+                ],
+            ),
+            "fill",
+            "default.get-form-field",
         ),
         (
             element("button", "Next page", "button", &[("type", "button")]),
@@ -660,5 +804,87 @@ proptest! {
         let outside: Vec<Rule> = rules.iter().filter(|r| r.tier() != Tier::Auto).cloned().collect();
         let no_auto = RuleSet::builder().rules(outside).build().unwrap();
         prop_assert!(no_auto.decide(proposed).tier != Tier::Auto);
+    }
+}
+
+/// Path segments of pages that only read, from no particular site.
+const READING_SEGMENTS: &[&str] = &[
+    "products",
+    "shoes",
+    "list",
+    "page",
+    "2",
+    "about",
+    "help",
+    "blog",
+    "item-42",
+    "settings",
+    "billing",
+    "trash",
+    "reports",
+    "transfers",
+    "edit",
+    "profile",
+    "inbox",
+    "new",
+];
+/// Deeds a GET may do, as sites spell them in a path segment.
+const DEED_SEGMENTS: &[&str] = &[
+    "logout",
+    "sign-out",
+    "delete",
+    "close",
+    "unsubscribe",
+    "impersonate",
+    "add-to-cart",
+    "export",
+    "confirm",
+    "revoke",
+];
+/// Names of plain links, alarming words among them.
+const LINK_NAMES: &[&str] = &[
+    "Settings",
+    "Delete account",
+    "Pay bills",
+    "Next",
+    "Edit",
+    "Ada",
+];
+
+proptest! {
+    /// A plain same-host link is decided by its destination alone: with a
+    /// deed's verb as a segment of its path, however written (upper case,
+    /// a letter percent-encoded, a file extension after it), a person
+    /// decides; with only reading segments and a reading query, the
+    /// same-host rule approves it, whatever its name says.
+    #[test]
+    fn a_plain_link_is_decided_by_its_destination(
+        segments in proptest::collection::vec(proptest::sample::select(READING_SEGMENTS), 0..4),
+        deed in proptest::option::of((proptest::sample::select(DEED_SEGMENTS), 0usize..4, any::<bool>(), any::<bool>(), any::<bool>())),
+        name in proptest::sample::select(LINK_NAMES),
+        page in 0u32..5,
+    ) {
+        let mut path: Vec<String> = segments.iter().map(|s| (*s).to_owned()).collect();
+        if let Some((verb, at, upper, encoded, extension)) = deed {
+            let mut verb = if upper { verb.to_uppercase() } else { verb.to_owned() };
+            if encoded {
+                let first = verb.remove(0);
+                verb = format!("%{:02X}{verb}", first as u32);
+            }
+            if extension {
+                verb.push_str(".json");
+            }
+            path.insert(at.min(path.len()), verb);
+        }
+        let href = format!("https://www.shop.example/{}?page={page}", path.join("/"));
+        let rules = RuleSet::builder().default_pack(["*.shop.example"]).build().unwrap();
+        let link = element("link", name, "a", &[("href", &href)]);
+        let decided = decide(&rules, &url("https://www.shop.example/list"), "click", Some(&link));
+        if deed.is_some() {
+            prop_assert_eq!(decided.0, Tier::Person, "{}", href);
+            prop_assert_eq!(decided.1, Some("default.deed-in-path"), "{}", href);
+        } else {
+            prop_assert_eq!(decided, (Tier::Auto, Some("default.same-host-link")), "{}", href);
+        }
     }
 }

@@ -64,7 +64,7 @@ fn the_proposal_macro_runs_every_proposal_check() {
         .collect();
     assert_eq!(listed, expected);
     assert_eq!(PROPOSAL_CHECKS.len(), 12);
-    assert_eq!(STANDING_CHECKS.len(), 7);
+    assert_eq!(STANDING_CHECKS.len(), 8);
 }
 
 #[test]
