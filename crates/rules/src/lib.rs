@@ -5,7 +5,8 @@
 //! A rule matches on the destination's host and the action's method, and
 //! on what the backend's snapshot read of the target element: its role and
 //! accessible name from the accessibility tree, its tag and input type,
-//! where its form submits and how, where its link leads, whether the
+//! where its form submits and how, where its link leads (host, path and
+//! query, as the browser resolved them), whether the
 //! action submits a form and what kinds of field it would send. The
 //! strongest matching tier decides: any `deny`, then `person`, then
 //! `auto`; with none matching, a person decides. An action whose target
@@ -47,10 +48,11 @@
 //! assert_eq!(decided.tier, Tier::Auto);
 //! assert_eq!(decided.approver().map(|a| a.to_string()), Some("rule:default.same-host-link".to_owned()));
 //!
-//! // A person rule of the pack wins over the auto rule.
-//! let delete = link("Delete account", "https://docs.example.com/account/delete")?;
+//! // A person rule of the pack wins over the auto rule: a plain link is
+//! // judged by where it leads, which here does the deed.
+//! let delete = link("Your data", "https://docs.example.com/account/delete")?;
 //! let decided = rules.decide(ProposedTarget { url: &url, action: &action, element: Some(&delete) });
-//! assert_eq!((decided.tier, decided.rule.map(|r| r.id())), (Tier::Person, Some("default.deletes")));
+//! assert_eq!((decided.tier, decided.rule.map(|r| r.id())), (Tier::Person, Some("default.deed-in-path")));
 //!
 //! // No element found: never auto.
 //! let decided = rules.decide(ProposedTarget { url: &url, action: &action, element: None });
