@@ -508,6 +508,7 @@ impl Act {
         let Some(store) = context.approval_store() else {
             return Ok(StopOutcome {
                 stopped_grants: 0,
+                stopped_standing: 0,
                 was_stopped: false,
             });
         };
@@ -519,6 +520,7 @@ impl Act {
                 actor = %context.actor_id(),
                 run = %context.run_id(),
                 stopped_grants = stop.stopped_grants,
+                stopped_standing = stop.stopped_standing,
                 was_stopped = stop.was_stopped,
                 "countersign: the host stopped the run",
             ),

@@ -37,6 +37,7 @@ async fn a_stopped_run_refuses_every_grant_and_every_new_one() {
         stopped,
         StopOutcome {
             stopped_grants: 2,
+            stopped_standing: 0,
             was_stopped: false
         }
     );
@@ -72,6 +73,7 @@ async fn a_stopped_run_refuses_every_grant_and_every_new_one() {
         h.act.stop_run().await.unwrap(),
         StopOutcome {
             stopped_grants: 0,
+            stopped_standing: 0,
             was_stopped: true
         }
     );

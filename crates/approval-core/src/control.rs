@@ -8,6 +8,12 @@ pub struct StopOutcome {
     /// consumed, revoked, locked or stopped before) and not expired at the
     /// caller's `now`.
     pub stopped_grants: u64,
+    /// Standing grants this call stopped that were usable until then:
+    /// active (not revoked, locked or stopped before), not expired at the
+    /// caller's `now`, with a use left. Counted apart from
+    /// `stopped_grants`: each is "up to N more" a person approved, not one
+    /// action.
+    pub stopped_standing: u64,
     /// Whether the run (or actor) was already stopped before this call.
     pub was_stopped: bool,
 }

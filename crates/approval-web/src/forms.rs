@@ -145,15 +145,16 @@ pub(crate) fn stopped_fields<'a>(
     approver: &'a ApproverId,
     actor: &'a ActorId,
     run: &'a RunId,
-    stopped: &'a str,
+    [grants, standing]: [&'a str; 2],
     was: &'a str,
-) -> [&'a str; 6] {
+) -> [&'a str; 7] {
     [
         "stopped",
         approver.as_str(),
         actor.as_str(),
         run.as_str(),
-        stopped,
+        grants,
+        standing,
         was,
     ]
 }

@@ -84,8 +84,9 @@ impl Notice {
     }
 
     /// What a stop's result link says on the run's page: how many grants
-    /// it `stopped`, or that the run `was` stopped already.
-    pub(crate) fn run_stopped(stopped: &str, was: &str) -> Notice {
+    /// it `stopped` and how many `standing` approvals it ended, or that the
+    /// run `was` stopped already.
+    pub(crate) fn run_stopped(stopped: &str, standing: &str, was: &str) -> Notice {
         if was == "true" {
             Notice {
                 kind: "info",
@@ -93,10 +94,15 @@ impl Notice {
             }
         } else {
             let grants = if stopped == "1" { "grant" } else { "grants" };
+            let also = match standing {
+                "0" => String::new(),
+                "1" => " and 1 standing approval".to_owned(),
+                n => format!(" and {n} standing approvals"),
+            };
             Notice {
                 kind: "warn",
                 text: format!(
-                    "Run stopped: {stopped} {grants} stopped. No grant of this run can be used, and none issued, until the host resumes it."
+                    "Run stopped: {stopped} {grants}{also} stopped. No grant of this run can be used, and none issued, until the host resumes it."
                 ),
             }
         }

@@ -1239,7 +1239,10 @@ async fn deny_expiry_and_stop_each_leave_act_refusing() {
         .unwrap()
         .to_owned();
     assert!(
-        location.starts_with(&format!("{}?stopped=1&was=false&tag=", run_path(&host))),
+        location.starts_with(&format!(
+            "{}?stopped=1&standing=0&was=false&tag=",
+            run_path(&host)
+        )),
         "{location}"
     );
     let shown = get(&app, &location, Some("alice")).await;
@@ -1457,7 +1460,7 @@ async fn ids_with_slashes_and_spaces_round_trip_through_the_path() {
         stopped.headers[header::LOCATION]
             .to_str()
             .unwrap()
-            .starts_with(&format!("{path}?stopped=0&was=false"))
+            .starts_with(&format!("{path}?stopped=0&standing=0&was=false"))
     );
 }
 
@@ -1768,6 +1771,58 @@ async fn the_run_page_lists_standing_grants_and_revokes_one_with_its_token() {
             .body
             .contains("No standing approval of this run is active.")
     );
+}
+
+/// Stop run counts what it ends: the grant the person's "up to N times"
+/// approved, and the standing approval itself, each said on the page.
+#[tokio::test]
+async fn stopping_a_run_says_how_many_standing_approvals_it_ended() {
+    let host = Host::new();
+    let app = host.router();
+    let proposal = propose_bound(&host).await;
+    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+    let token = form_token(&page.body, "/approve-standing").unwrap();
+    post(
+        &app,
+        &format!("{}/approve-standing", proposal_path(&proposal)),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={token}&uses=5&hours=1"),
+    )
+    .await;
+    let run_page = get(&app, &run_path(&host), Some("alice")).await;
+    let stop = form_token(&run_page.body, "/stop").unwrap();
+    let stopped = post(
+        &app,
+        &format!("{}/stop", run_path(&host)),
+        Some("alice"),
+        From::SameOrigin,
+        &format!("token={stop}"),
+    )
+    .await;
+    let location = stopped.headers[header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        location.starts_with(&format!(
+            "{}?stopped=1&standing=1&was=false&tag=",
+            run_path(&host)
+        )),
+        "{location}"
+    );
+    let shown = get(&app, &location, Some("alice")).await;
+    assert!(
+        shown
+            .body
+            .contains("Run stopped: 1 grant and 1 standing approval stopped."),
+        "{}",
+        shown.body
+    );
+    // The count is signed with the rest: another count is not shown.
+    let forged = location.replace("standing=1", "standing=0");
+    let shown = get(&app, &forged, Some("alice")).await;
+    assert!(!shown.body.contains("Run stopped:"), "{}", shown.body);
 }
 
 /// The token the pages under `key` sign `fields` with: HMAC-SHA256 of the

@@ -127,7 +127,7 @@ async fn two_processes(store_url: &str) {
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(
         location.starts_with(&format!(
-            "/approvals/runs/{ACTOR}/{RUN}?stopped=2&was=false&tag="
+            "/approvals/runs/{ACTOR}/{RUN}?stopped=2&standing=0&was=false&tag="
         )),
         "{location}"
     );
@@ -160,7 +160,7 @@ async fn two_processes(store_url: &str) {
     let stop = stop_form(&a.origin).await;
     let (status, location) = post_form(&a.origin, &stop).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    assert!(location.contains("?stopped=0&was=true&tag="), "{location}");
+    assert!(location.contains("?stopped=0&standing=0&was=true&tag="), "{location}");
     assert_eq!(a.fake_actions().await, 1);
     assert_eq!(b.fake_actions().await, 0);
 

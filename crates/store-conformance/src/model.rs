@@ -466,6 +466,7 @@ impl ModelState {
                 };
                 Expected::Stop(StopOutcome {
                     stopped_grants,
+                    stopped_standing: 0,
                     was_stopped: before.stopped,
                 })
             }
@@ -488,6 +489,7 @@ impl ModelState {
                 };
                 Expected::Stop(StopOutcome {
                     stopped_grants,
+                    stopped_standing: 0,
                     was_stopped: before.stopped,
                 })
             }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, ApprovalId, Approver, ApproverId, AttemptId, Clock, IssueError,
     MAX_ABANDONED_ATTEMPTS, ProposalStore, RunId, StaleReason, StandingGrant, StandingId,
-    StandingKey, StandingRevokeOutcome, StandingScope, StandingState, StoredStanding, SystemClock,
-    Timestamp, UseOutcome,
+    StandingKey, StandingRevokeOutcome, StandingScope, StandingState, StopOutcome, StoredStanding,
+    SystemClock, Timestamp, UseOutcome,
 };
 
 use crate::CheckFailure;
@@ -556,8 +556,10 @@ pub async fn only_give_backs_of_taken_uses_count(
 
 /// Rules 8, 9 and 11 with a stop: `stop_run` ends the run's standing grants
 /// (read `Stopped`, uses `Stale(Stopped)`, also after a resume) and only
-/// them; a stopped run refuses new ones until resumed; `stop_actor` ends
-/// every run's.
+/// them, and counts in `stopped_standing` those it ended that were usable
+/// (not the spent or revoked one, not one of another run, none a second
+/// time); a stopped run refuses new ones until resumed; `stop_actor` ends
+/// and counts every run's.
 pub async fn stopping_a_run_ends_its_standing_grants(
     store: &dyn ProposalStore,
 ) -> Result<(), CheckFailure> {
@@ -565,12 +567,45 @@ pub async fn stopping_a_run_ends_its_standing_grants(
     let cx = Cx::new(check, store)?;
     let stopped = cx.standing(0, 3)?;
     let other = cx.standing(1, 3)?;
-    cx.issue(&stopped).await?;
-    cx.issue(&other).await?;
+    let (spent, revoked) = (cx.standing(0, 1)?, cx.standing(0, 3)?);
+    for grant in [&stopped, &other, &spent, &revoked] {
+        cx.issue(grant).await?;
+    }
+    cx.expect_use(
+        "spending a grant",
+        &spent.id,
+        &spent.key(),
+        cx.at(1),
+        &attempt(check)?,
+        UseOutcome::Used {
+            remaining: 0,
+            replay: false,
+        },
+    )
+    .await?;
     store
-        .stop_run(&cx.actor, &cx.runs[0], cx.at(1))
+        .revoke_standing(&revoked.id)
         .await
-        .map_err(|e| cx.fail(format!("stop_run failed: {e}")))?;
+        .map_err(|e| cx.fail(format!("revoke_standing failed: {e}")))?;
+    let counted = |step: &str, outcome: Result<StopOutcome, _>, standing: u64| {
+        let outcome = outcome.map_err(|e| cx.fail(format!("{step} failed: {e}")))?;
+        if (outcome.stopped_grants, outcome.stopped_standing) != (0, standing) {
+            return Err(cx.fail(format!(
+                "{step} answered {outcome:?}, expected 0 grants and {standing} standing grants"
+            )));
+        }
+        Ok(())
+    };
+    counted(
+        "stop_run",
+        store.stop_run(&cx.actor, &cx.runs[0], cx.at(1)).await,
+        1,
+    )?;
+    counted(
+        "stop_run again",
+        store.stop_run(&cx.actor, &cx.runs[0], cx.at(1)).await,
+        0,
+    )?;
     cx.expect_use(
         "a use after stop_run",
         &stopped.id,
@@ -618,10 +653,7 @@ pub async fn stopping_a_run_ends_its_standing_grants(
         },
     )
     .await?;
-    store
-        .stop_actor(&cx.actor, cx.at(4))
-        .await
-        .map_err(|e| cx.fail(format!("stop_actor failed: {e}")))?;
+    counted("stop_actor", store.stop_actor(&cx.actor, cx.at(4)).await, 2)?;
     for (step, grant) in [
         ("after stop_actor, the other run", &other),
         ("after stop_actor, a grant issued after resume", &fresh),

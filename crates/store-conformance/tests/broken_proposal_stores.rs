@@ -512,6 +512,7 @@ fn a_use_not_recorded_is_caught() {
             "standing_grants_lists_usable_oldest_first",
             "standing_round_trips_and_counts_down",
             "standing_use_checks_in_order",
+            "stopping_a_run_ends_its_standing_grants",
         ],
     );
 }

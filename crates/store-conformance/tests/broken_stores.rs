@@ -218,6 +218,7 @@ impl TestStore {
         *fence = (fence.0 + 1, true);
         StopOutcome {
             stopped_grants,
+            stopped_standing: 0,
             was_stopped,
         }
     }

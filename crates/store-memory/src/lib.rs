@@ -406,20 +406,23 @@ impl ApprovalStore for InMemoryApprovalStore {
     ) -> Result<StopOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         let stopped_grants = grants.usable(now, |a| a.actor_id == *actor && a.run_id == *run);
+        let stopped_standing =
+            grants.usable_standing(now, |g| g.actor_id == *actor && g.run_id == *run);
         let fence = grants
             .runs
             .entry(actor.clone())
             .or_default()
             .entry(run.clone())
             .or_default();
-        Ok(stop(fence, stopped_grants))
+        Ok(stop(fence, stopped_grants, stopped_standing))
     }
 
     async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         let stopped_grants = grants.usable(now, |a| a.actor_id == *actor);
+        let stopped_standing = grants.usable_standing(now, |g| g.actor_id == *actor);
         let fence = grants.actors.entry(actor.clone()).or_default();
-        Ok(stop(fence, stopped_grants))
+        Ok(stop(fence, stopped_grants, stopped_standing))
     }
 
     async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
@@ -684,12 +687,13 @@ fn fence_moved(
 
 /// Stops a fence: moves its generation on (every grant issued before is
 /// stopped for good) and marks it stopped.
-fn stop(fence: &mut Fence, stopped_grants: u64) -> StopOutcome {
+fn stop(fence: &mut Fence, stopped_grants: u64, stopped_standing: u64) -> StopOutcome {
     let was_stopped = fence.stopped;
     fence.generation += 1;
     fence.stopped = true;
     StopOutcome {
         stopped_grants,
+        stopped_standing,
         was_stopped,
     }
 }

@@ -43,6 +43,28 @@ impl StandingGrants {
 }
 
 impl Grants {
+    /// How many standing grants `which` selects are usable at `now`
+    /// (active, not stopped, unexpired, a use left): what a stop ends.
+    pub(crate) fn usable_standing(
+        &self,
+        now: Timestamp,
+        which: impl Fn(&StandingGrant) -> bool,
+    ) -> u64 {
+        let usable = self
+            .standing
+            .entries
+            .values()
+            .filter(|entry| which(&entry.stored.grant))
+            .filter(|entry| {
+                let shown = self.standing_shown(entry);
+                shown.state == StandingState::Active
+                    && !shown.grant.is_expired_at(now)
+                    && shown.remaining() > 0
+            })
+            .count();
+        u64::try_from(usable).unwrap_or(u64::MAX)
+    }
+
     fn standing_stopped(&self, entry: &StandingEntry) -> bool {
         let grant = &entry.stored.grant;
         self.stopped_since(

@@ -127,11 +127,13 @@ impl PostgresApprovalStore {
         let was_stopped: bool = row.try_get(0).map_err(|_| unexpected())?;
         let counted: i64 = row.try_get(1).map_err(|_| unexpected())?;
         let moved: i64 = row.try_get(2).map_err(|_| unexpected())?;
+        let counted_standing: i64 = row.try_get(3).map_err(|_| unexpected())?;
         if moved != 1 {
             return Err(unexpected());
         }
         let outcome = StopOutcome {
             stopped_grants: u64::try_from(counted).map_err(|_| unexpected())?,
+            stopped_standing: u64::try_from(counted_standing).map_err(|_| unexpected())?,
             was_stopped,
         };
         tracing::info!(
@@ -139,6 +141,7 @@ impl PostgresApprovalStore {
             actor_id = %actor,
             run_id = run.map(RunId::as_str),
             stopped_grants = outcome.stopped_grants,
+            stopped_standing = outcome.stopped_standing,
             was_stopped = outcome.was_stopped,
             "{}",
             if run.is_some() { "stopped a run" } else { "stopped an actor" }

@@ -478,9 +478,12 @@ impl Statements {
                  WHERE actor_id = $1 AND run_id = $2 RETURNING 1), \
                  n AS (SELECT count(*) AS n FROM {g} WHERE actor_id = $1 AND run_id = $2 \
                  AND state = '{active}' AND expires_at > $3 \
+                 AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)), \
+                 s AS (SELECT count(*) AS n FROM {st} WHERE actor_id = $1 AND run_id = $2 \
+                 AND state = '{active}' AND expires_at > $3 AND cardinality(used_by) < uses \
                  AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)) \
                  SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
-                 (SELECT count(*) FROM ins) + (SELECT count(*) FROM up)",
+                 (SELECT count(*) FROM ins) + (SELECT count(*) FROM up), (SELECT n FROM s)",
                 active = state::ACTIVE
             ),
             lock_actor: format!(
@@ -496,9 +499,14 @@ impl Statements {
                  n AS (SELECT count(*) AS n FROM {g} gr JOIN {runs} f \
                  ON f.actor_id = gr.actor_id AND f.run_id = gr.run_id \
                  WHERE gr.actor_id = $1 AND gr.state = '{active}' AND gr.expires_at > $2 \
-                 AND gr.actor_gen = (SELECT gen FROM old) AND gr.run_gen = f.gen) \
+                 AND gr.actor_gen = (SELECT gen FROM old) AND gr.run_gen = f.gen), \
+                 s AS (SELECT count(*) AS n FROM {st} sg JOIN {runs} f \
+                 ON f.actor_id = sg.actor_id AND f.run_id = sg.run_id \
+                 WHERE sg.actor_id = $1 AND sg.state = '{active}' AND sg.expires_at > $2 \
+                 AND cardinality(sg.used_by) < sg.uses \
+                 AND sg.actor_gen = (SELECT gen FROM old) AND sg.run_gen = f.gen) \
                  SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
-                 (SELECT count(*) FROM ins) + (SELECT count(*) FROM up)",
+                 (SELECT count(*) FROM ins) + (SELECT count(*) FROM up), (SELECT n FROM s)",
                 active = state::ACTIVE
             ),
             // A resume takes the exclusive lock too (so consumes in flight

@@ -184,6 +184,7 @@ async fn stop_waits_for_the_consume_in_flight(isolation: Isolation) {
         stop.await.unwrap().unwrap(),
         StopOutcome {
             stopped_grants: 2,
+            stopped_standing: 0,
             was_stopped: false
         },
         "{isolation:?}: the stop counts the two grants no consume took"

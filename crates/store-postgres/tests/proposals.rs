@@ -538,6 +538,7 @@ async fn a_stop_ends_the_proposals_made_before_it_also_after_a_resume() {
         store.stop_run(&actor(), &run(), t0).await.unwrap(),
         StopOutcome {
             stopped_grants: 0,
+            stopped_standing: 0,
             was_stopped: false
         },
         "proposals are not grants: the stop counts none"
@@ -1076,6 +1077,7 @@ async fn a_stop_waits_for_the_approval_in_flight_and_stops_its_grant() {
         stop.await.unwrap().unwrap(),
         StopOutcome {
             stopped_grants: 1,
+            stopped_standing: 0,
             was_stopped: false
         },
         "the stop counts the grant the approval issued"

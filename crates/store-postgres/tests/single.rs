@@ -180,6 +180,7 @@ async fn a_stop_moves_the_fences_and_leaves_the_grant_rows_alone() {
         store.stop_run(&actor, &run, t0).await.unwrap(),
         StopOutcome {
             stopped_grants: 1,
+            stopped_standing: 0,
             was_stopped: false
         }
     );
@@ -193,6 +194,7 @@ async fn a_stop_moves_the_fences_and_leaves_the_grant_rows_alone() {
         store.stop_actor(&actor, t0).await.unwrap(),
         StopOutcome {
             stopped_grants: 0,
+            stopped_standing: 0,
             was_stopped: false
         }
     );
@@ -1411,6 +1413,7 @@ async fn a_version_1_schema_is_upgraded_in_place_at_connect() {
             .unwrap(),
         StopOutcome {
             stopped_grants: 1,
+            stopped_standing: 0,
             was_stopped: false
         }
     );

@@ -350,6 +350,7 @@ async fn a_use_in_flight_is_ordered_before_a_stop_and_one_behind_it_after() {
         stop.await.unwrap().unwrap(),
         StopOutcome {
             stopped_grants: 0,
+            stopped_standing: 1,
             was_stopped: false
         }
     );

@@ -268,14 +268,16 @@ impl RedisApprovalStore {
         let (reply, wait) = self.run(GrantScript::Stop, &keys, &args, true).await?;
         let fence = keys.get(2).copied().unwrap_or(&actor_fence);
         let outcome = match (reply.status.as_str(), reply.items.as_slice()) {
-            ("stopped", [count, was]) => {
-                let parsed = text(count)
-                    .and_then(|c| c.parse::<u64>().ok())
-                    .zip(text(was).and_then(parse_flag));
-                let (stopped_grants, was_stopped) =
+            ("stopped", [count, was, standing]) => {
+                let number = |item| text(item).and_then(|c| c.parse::<u64>().ok());
+                let parsed = number(count)
+                    .zip(text(was).and_then(parse_flag))
+                    .zip(number(standing));
+                let ((stopped_grants, was_stopped), stopped_standing) =
                     parsed.ok_or_else(|| unexpected_reply(GrantScript::Stop, fence))?;
                 StopOutcome {
                     stopped_grants,
+                    stopped_standing,
                     was_stopped,
                 }
             }
@@ -287,6 +289,7 @@ impl RedisApprovalStore {
             actor_id = %actor,
             run_id = run.map(RunId::as_str),
             stopped_grants = outcome.stopped_grants,
+            stopped_standing = outcome.stopped_standing,
             was_stopped = outcome.was_stopped,
             "{}",
             if run.is_some() { "stopped a run" } else { "stopped an actor" }

@@ -136,7 +136,7 @@ impl GrantScript {
             GrantScript::Revoke => include_str!("lua/revoke.lua"),
             GrantScript::Consume => include_str!("lua/consume.lua"),
             GrantScript::Abandon => include_str!("lua/abandon.lua"),
-            GrantScript::Stop => include_str!("lua/stop.lua"),
+            GrantScript::Stop => standing_script!("lua/stop.lua"),
             GrantScript::Resume => include_str!("lua/resume.lua"),
             GrantScript::Pointer => include_str!("lua/pointer.lua"),
             GrantScript::Propose => proposal_script!("lua/propose.lua"),

@@ -214,6 +214,7 @@ async fn a_stop_is_one_script_in_the_actors_slot() {
         store.stop_run(&actor, &run, t0).await.unwrap(),
         StopOutcome {
             stopped_grants: 19,
+            stopped_standing: 0,
             was_stopped: false
         }
     );

@@ -1513,6 +1513,7 @@ async fn a_stop_moves_the_fence_on_and_keeps_it_while_stopped() {
         store.stop_run(&actor, &run, t0).await.unwrap(),
         StopOutcome {
             stopped_grants: 2,
+            stopped_standing: 0,
             was_stopped: false
         }
     );
@@ -1591,6 +1592,7 @@ async fn a_stop_moves_the_fence_on_and_keeps_it_while_stopped() {
         store.stop_actor(&actor, t0).await.unwrap(),
         StopOutcome {
             stopped_grants: 1,
+            stopped_standing: 0,
             was_stopped: false
         }
     );

@@ -262,6 +262,7 @@ fn race(urls: &[String], cluster: bool, topology: &str) {
         again,
         StopOutcome {
             stopped_grants: 0,
+            stopped_standing: 0,
             was_stopped: true
         }
     );

@@ -14,11 +14,13 @@ use crate::paths::run_path;
 use crate::state::App;
 use crate::view::{Notice, ProposalRow, RunPage, StandingRow, render};
 
-/// The result link a stop redirects to: how many grants it stopped,
-/// whether the run was stopped already, and the tag that signs both.
+/// The result link a stop redirects to: how many grants and standing
+/// grants it stopped, whether the run was stopped already, and the tag
+/// that signs them.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct StoppedQuery {
     stopped: Option<String>,
+    standing: Option<String>,
     was: Option<String>,
     tag: Option<String>,
 }
@@ -37,12 +39,13 @@ pub(crate) async fn run_page(
         .await
         .map_err(|error| viewer.store_unavailable(&error, false))?;
     let notice = query.ok().and_then(|Query(q)| {
-        let (stopped, was, tag) = (q.stopped?, q.was?, q.tag?);
-        let fields = stopped_fields(&viewer.approver, &actor, &run, &stopped, &was);
+        let (stopped, standing, was, tag) = (q.stopped?, q.standing?, q.was?, q.tag?);
+        let counts = [stopped.as_str(), standing.as_str()];
+        let fields = stopped_fields(&viewer.approver, &actor, &run, counts, &was);
         if !app.key.verify_tag(&fields, &tag) {
             return None;
         }
-        Some(Notice::run_stopped(&stopped, &was))
+        Some(Notice::run_stopped(&stopped, &standing, &was))
     });
     let rows = pending
         .iter()
@@ -100,20 +103,22 @@ pub(crate) async fn stop_run(
     tracing::warn!(
         target: "countersign_approval_web",
         actor = %actor, run = %run, approver = %viewer.approver,
-        stopped_grants = outcome.stopped_grants, was_stopped = outcome.was_stopped,
+        stopped_grants = outcome.stopped_grants, stopped_standing = outcome.stopped_standing,
+        was_stopped = outcome.was_stopped,
         "run stopped from the approval pages"
     );
     let stopped = outcome.stopped_grants.to_string();
+    let standing = outcome.stopped_standing.to_string();
     let was = outcome.was_stopped.to_string();
     let tag = app.key.tag(&stopped_fields(
         &viewer.approver,
         &actor,
         &run,
-        &stopped,
+        [&stopped, &standing],
         &was,
     ));
     Ok(Redirect::to(&format!(
-        "{}?stopped={stopped}&was={was}&tag={tag}",
+        "{}?stopped={stopped}&standing={standing}&was={was}&tag={tag}",
         run_path(&viewer.base, actor.as_str(), run.as_str())
     ))
     .into_response())

@@ -163,6 +163,7 @@ impl Ctx<'_> {
 fn stop(stopped_grants: u64, was_stopped: bool) -> StopOutcome {
     StopOutcome {
         stopped_grants,
+        stopped_standing: 0,
         was_stopped,
     }
 }

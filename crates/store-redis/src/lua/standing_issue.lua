@@ -34,6 +34,16 @@ local at = store_new(key, record, ms(ARGV[5]), tonumber(ARGV[4]))
 prune(KEYS[4], function(member) return standing_key(slot, member) end)
 redis.call('ZADD', KEYS[4], g.issued_at, id)
 extend(KEYS[4], at)
+-- The actor's runs with a standing index, for a stop of the actor to
+-- count; two runs whose index is gone are pruned on the way.
+local runs = standing_runs_key(slot)
+for _, other in ipairs(redis.call('SRANDMEMBER', runs, 2)) do
+  if other ~= run and redis.call('EXISTS', standings_key(slot, other)) == 0 then
+    redis.call('SREM', runs, other)
+  end
+end
+redis.call('SADD', runs, run)
+extend(runs, at)
 -- The fences must outlive every record that holds their generations.
 keep_fence(KEYS[2], at)
 keep_fence(KEYS[3], at)

@@ -8,6 +8,8 @@
 --   <slot>:standings:<run>   the run's standing grants (zset, score issued_at,
 --                            member the id: equal scores sort by id, so the
 --                            set is in (issued_at, id) order)
+--   <slot>:standing-runs     the actor's runs with a standing index (set), so
+--                            that a stop of the actor can count what it ends
 --
 -- A record is a format byte, then the S_FIELDS in order, each in the grant
 -- record's field encoding. The fields up to S_LAST_FIXED never change
@@ -28,6 +30,7 @@ local MAX_USES = 100
 
 local function standing_key(slot, id) return slot .. ':standing:' .. id end
 local function standings_key(slot, run) return slot .. ':standings:' .. run end
+local function standing_runs_key(slot) return slot .. ':standing-runs' end
 
 -- The fields of s from byte `pos` to its end, in order (false for absent
 -- ones), and where each ends; nil when the bytes are not fields.

@@ -8,8 +8,11 @@
 -- generation on and sets its stopped flag: every grant issued before has
 -- its old generation and is stopped for good, and the check of every
 -- consume of them is in this same slot. A stopped fence never expires.
--- Replies {'stopped', count, was_stopped}; a corrupt fence is refused
--- before anything is written.
+-- The standing grants usable until now (active, not stopped, unexpired, a
+-- use left) are counted the same way, apart: for a run from its standing
+-- index, for an actor from the index of each run in its standing-runs set.
+-- Replies {'stopped', count, was_stopped, standing count}; a corrupt fence
+-- is refused before anything is written.
 local mode, now, slot = ARGV[1], ARGV[2], ARGV[3]
 if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
 
@@ -26,6 +29,21 @@ local function usable(live, rgen, agen)
           and not uint_ge(now, g.expires_at) then
         n = n + 1
       end
+    end
+  end
+  return n
+end
+
+-- The usable standing grants of one run's standing index, at the fences'
+-- generations. A record that is missing or does not read counts as not
+-- usable.
+local function usable_standing(index, rgen, agen)
+  local n = 0
+  for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+    local status, g = load_standing(standing_key(slot, id), id)
+    if status == 'ok' and g.state == ACTIVE and g.rgen == rgen and g.agen == agen
+        and not uint_ge(now, g.expires_at) and #g.used < tonumber(g.uses) then
+      n = n + 1
     end
   end
   return n
@@ -48,13 +66,14 @@ end
 
 local sa, a, a_exists = fence(KEYS[1])
 if sa ~= 'ok' then return {'corrupt', a, KEYS[1]} end
-local count = 0
+local count, standing = 0, 0
 local was
 if mode == 'run' then
   local run = ARGV[4]
   local sr, r, r_exists = fence(KEYS[3])
   if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
   count = usable(KEYS[4], r.gen, a.gen)
+  standing = usable_standing(standings_key(slot, run), r.gen, a.gen)
   redis.call('DEL', KEYS[4])
   redis.call('SREM', KEYS[2], run)
   was = r.stopped == '1'
@@ -73,10 +92,16 @@ elseif mode == 'actor' then
     count = count + usable(live, gens[i], a.gen)
     redis.call('DEL', live)
   end
+  for _, run in ipairs(redis.call('SMEMBERS', standing_runs_key(slot))) do
+    local rkey = run_fence_key(slot, run)
+    local sr, r = fence(rkey)
+    if sr ~= 'ok' then return {'corrupt', r, rkey} end
+    standing = standing + usable_standing(standings_key(slot, run), r.gen, a.gen)
+  end
   redis.call('DEL', KEYS[2])
   was = a.stopped == '1'
   stop_fence(KEYS[1], a, a_exists)
 else
   return redis.error_reply('ERR countersign: unknown stop')
 end
-return {'stopped', fmt(count), was and '1' or '0'}
+return {'stopped', fmt(count), was and '1' or '0', fmt(standing)}
