@@ -160,7 +160,10 @@ async fn two_processes(store_url: &str) {
     let stop = stop_form(&a.origin).await;
     let (status, location) = post_form(&a.origin, &stop).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    assert!(location.contains("?stopped=0&standing=0&was=true&tag="), "{location}");
+    assert!(
+        location.contains("?stopped=0&standing=0&was=true&tag="),
+        "{location}"
+    );
     assert_eq!(a.fake_actions().await, 1);
     assert_eq!(b.fake_actions().await, 0);
 
