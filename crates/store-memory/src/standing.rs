@@ -55,12 +55,9 @@ impl Grants {
             .entries
             .values()
             .filter(|entry| which(&entry.stored.grant))
-            .filter(|entry| {
-                let shown = self.standing_shown(entry);
-                shown.state == StandingState::Active
-                    && !shown.grant.is_expired_at(now)
-                    && shown.remaining() > 0
-            })
+            // Read in place: a stopped grant is one whose stored state is
+            // active and whose fence moved, so it is not usable either.
+            .filter(|entry| !self.standing_stopped(entry) && entry.stored.is_usable_at(now))
             .count();
         u64::try_from(usable).unwrap_or(u64::MAX)
     }
