@@ -1,5 +1,7 @@
 //! The facts a rule decides on, read once per decision.
 
+use std::cell::OnceCell;
+
 use countersign_approval_core::{ElementIdentity, FormFieldKind};
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
@@ -35,7 +37,10 @@ pub(crate) struct ElementFacts<'a> {
     pub(crate) submits_form: bool,
     pub(crate) submitted_kinds: [bool; 3],
     /// Where the target leads: its `href`, else its form's submission.
-    pub(crate) destination: Option<Destination>,
+    destination_url: Option<&'a str>,
+    /// That URL read as a [`Destination`], the first time a rule with a
+    /// destination condition asks: most decisions never parse it.
+    destination: OnceCell<Option<Destination>>,
 }
 
 /// A destination's path and query as rules read them: percent-decoded and
@@ -97,11 +102,18 @@ impl<'a> ElementFacts<'a> {
                 .or(attribute("method")),
             submits_form: identity.submission().is_some(),
             submitted_kinds,
-            destination: attribute("href")
+            destination_url: attribute("href")
                 .or(attribute("formaction"))
-                .or(attribute("action"))
-                .and_then(Destination::parse),
+                .or(attribute("action")),
+            destination: OnceCell::new(),
         }
+    }
+
+    /// Where the target leads, parsed once per decision on first use.
+    pub(crate) fn destination(&self) -> Option<&Destination> {
+        self.destination
+            .get_or_init(|| self.destination_url.and_then(Destination::parse))
+            .as_ref()
     }
 
     pub(crate) fn submits_kind(&self, kind: FormFieldKind) -> bool {

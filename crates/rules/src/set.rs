@@ -6,7 +6,7 @@ use std::time::Duration;
 use countersign_approval_core::{ApproverId, FormFieldKind, RULE_APPROVER_PREFIX};
 use regex::{RegexSet, RegexSetBuilder};
 
-use crate::facts::{Destination, ElementFacts, ProposedTarget};
+use crate::facts::{ElementFacts, ProposedTarget};
 use crate::index::{IndexedConditions, RuleIndex};
 use crate::pack::DEFAULT_PACK;
 use crate::pattern::HostPattern;
@@ -296,18 +296,19 @@ impl CompiledRule {
                 .submitted_field_kinds
                 .as_ref()
                 .is_none_or(|kinds| kinds.iter().any(|&kind| facts.submits_kind(kind)))
-            && self.matches_destination(facts.destination.as_ref())
+            && self.matches_destination(facts)
     }
 
-    /// The destination conditions: each given one needs a destination.
-    fn matches_destination(&self, destination: Option<&Destination>) -> bool {
+    /// The destination conditions: each given one needs a destination,
+    /// which is parsed only when one is given.
+    fn matches_destination(&self, facts: &ElementFacts<'_>) -> bool {
         let given = self.destination_paths.is_some()
             || self.destination_queries.is_some()
             || self.destination_query_keys.is_some();
         if !given {
             return true;
         }
-        let Some(destination) = destination else {
+        let Some(destination) = facts.destination() else {
             return false;
         };
         let any_match = |patterns: &Option<Vec<regex::Regex>>, text: &str| {
