@@ -447,171 +447,6 @@ proptest::proptest! {
     }
 }
 
-mod outage {
-    //! A store that refuses every use for a while, as one whose server
-    //! refuses connections does: nothing reaches the records.
-
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use async_trait::async_trait;
-    use countersign_act_tool::approval::{
-        AbandonOutcome, Approval, ApprovalId, ApproveError, AttemptId, Binding, ConsumeOutcome,
-        DecisionOutcome, IssueError, Proposal, ProposeError, ResumeOutcome, RevokeOutcome,
-        StandingGrant, StandingKey, StandingRevokeOutcome, StopOutcome, StoreError, StoredGrant,
-        StoredProposal, StoredStanding, Timestamp, UseOutcome,
-    };
-
-    use super::*;
-
-    pub(super) struct Outage {
-        pub(super) inner: Arc<InMemoryApprovalStore>,
-        /// Uses still to refuse.
-        pub(super) refusing: AtomicUsize,
-        /// Uses refused so far.
-        pub(super) refused: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl ApprovalStore for Outage {
-        async fn issue(&self, approval: Approval) -> Result<(), IssueError> {
-            self.inner.issue(approval).await
-        }
-        async fn revoke(&self, id: &ApprovalId) -> Result<RevokeOutcome, StoreError> {
-            self.inner.revoke(id).await
-        }
-        async fn get(&self, id: &ApprovalId) -> Result<Option<StoredGrant>, StoreError> {
-            self.inner.get(id).await
-        }
-        async fn consume_once(
-            &self,
-            id: &ApprovalId,
-            binding: &Binding,
-            now: Timestamp,
-            attempt: &AttemptId,
-        ) -> Result<ConsumeOutcome, StoreError> {
-            self.inner.consume_once(id, binding, now, attempt).await
-        }
-        async fn abandon(
-            &self,
-            id: &ApprovalId,
-            attempt: &AttemptId,
-            now: Timestamp,
-        ) -> Result<AbandonOutcome, StoreError> {
-            self.inner.abandon(id, attempt, now).await
-        }
-        async fn stop_run(
-            &self,
-            actor: &ActorId,
-            run: &RunId,
-            now: Timestamp,
-        ) -> Result<StopOutcome, StoreError> {
-            self.inner.stop_run(actor, run, now).await
-        }
-        async fn stop_actor(
-            &self,
-            actor: &ActorId,
-            now: Timestamp,
-        ) -> Result<StopOutcome, StoreError> {
-            self.inner.stop_actor(actor, now).await
-        }
-        async fn resume_run(
-            &self,
-            actor: &ActorId,
-            run: &RunId,
-        ) -> Result<ResumeOutcome, StoreError> {
-            self.inner.resume_run(actor, run).await
-        }
-        async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
-            self.inner.resume_actor(actor).await
-        }
-    }
-
-    #[async_trait]
-    impl ProposalStore for Outage {
-        async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
-            self.inner.propose(proposal).await
-        }
-        async fn get_proposal(
-            &self,
-            id: &ProposalId,
-        ) -> Result<Option<StoredProposal>, StoreError> {
-            self.inner.get_proposal(id).await
-        }
-        async fn pending_proposals(
-            &self,
-            actor: &ActorId,
-            run: &RunId,
-            now: Timestamp,
-        ) -> Result<Vec<StoredProposal>, StoreError> {
-            self.inner.pending_proposals(actor, run, now).await
-        }
-        async fn approve_proposal(
-            &self,
-            id: &ProposalId,
-            approval: Approval,
-            now: Timestamp,
-        ) -> Result<DecisionOutcome, ApproveError> {
-            self.inner.approve_proposal(id, approval, now).await
-        }
-        async fn deny_proposal(
-            &self,
-            id: &ProposalId,
-            by: Option<&ApproverId>,
-            now: Timestamp,
-        ) -> Result<DecisionOutcome, StoreError> {
-            self.inner.deny_proposal(id, by, now).await
-        }
-        async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
-            self.inner.issue_standing(grant).await
-        }
-        async fn get_standing(
-            &self,
-            id: &StandingId,
-        ) -> Result<Option<StoredStanding>, StoreError> {
-            self.inner.get_standing(id).await
-        }
-        async fn standing_grants(
-            &self,
-            actor: &ActorId,
-            run: &RunId,
-            now: Timestamp,
-        ) -> Result<Vec<StoredStanding>, StoreError> {
-            self.inner.standing_grants(actor, run, now).await
-        }
-        async fn use_standing(
-            &self,
-            id: &StandingId,
-            key: &StandingKey,
-            now: Timestamp,
-            attempt: &AttemptId,
-        ) -> Result<UseOutcome, StoreError> {
-            let refuse = self
-                .refusing
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if refuse {
-                self.refused.fetch_add(1, Ordering::SeqCst);
-                return Err(StoreError::unavailable("connection refused"));
-            }
-            self.inner.use_standing(id, key, now, attempt).await
-        }
-        async fn give_back_use(
-            &self,
-            id: &StandingId,
-            attempt: &AttemptId,
-            now: Timestamp,
-        ) -> Result<AbandonOutcome, StoreError> {
-            self.inner.give_back_use(id, attempt, now).await
-        }
-        async fn revoke_standing(
-            &self,
-            id: &StandingId,
-        ) -> Result<StandingRevokeOutcome, StoreError> {
-            self.inner.revoke_standing(id).await
-        }
-    }
-}
-
 /// An agent that retries one act through an outage (each use refused
 /// before it reached the records, each given back) keeps the person's
 /// standing approval: after 20 refused tries, more than the 16 give-backs
@@ -622,20 +457,18 @@ mod outage {
 /// new proposal at once.)
 #[tokio::test]
 async fn retrying_one_act_through_an_outage_keeps_the_standing_approval() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let store = Arc::new(InMemoryApprovalStore::new());
-    let outage = Arc::new(outage::Outage {
-        inner: store.clone(),
-        refusing: AtomicUsize::new(0),
-        refused: AtomicUsize::new(0),
-    });
+    let outage = Arc::new(common::FlakyStore::around(
+        store.clone(),
+        countersign_act_tool::approval::StoreError::unavailable("connection refused"),
+    ));
     let host = host_on(store, outage.clone(), policy());
     let first = host.propose(URL).await;
     let standing = host.approve_up_to(&first, 3).await;
     let mut grant = host.approval_id(&first).await;
-    outage.refusing.store(20, Ordering::SeqCst);
+    outage.refuse_uses(20);
     let mut proposed_again = 0;
-    while outage.refused.load(Ordering::SeqCst) < 20 {
+    while outage.uses_refused() < 20 {
         let answer = host.act(URL, &grant).await;
         match answer["error"]["code"].as_str() {
             Some("STORE_UNAVAILABLE") => {}

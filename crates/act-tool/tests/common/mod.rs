@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_act_tool::approval::{
-    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeOutcome, ElementIdentity, FrameIdentity, IssueError, ManualClock, OperationLog,
-    OperationRecord, OutcomeCode, PageBinding, ResumeOutcome, RevokeOutcome, RunId, StopOutcome,
-    StoreError, StoredGrant, Timestamp,
+    AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
+    AttemptId, Binding, ConsumeOutcome, DecisionOutcome, ElementIdentity, FrameIdentity,
+    IssueError, ManualClock, OperationLog, OperationRecord, OutcomeCode, PageBinding, Proposal,
+    ProposalId, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome, RunId, StandingGrant,
+    StandingId, StandingKey, StandingRevokeOutcome, StopOutcome, StoreError, StoredGrant,
+    StoredProposal, StoredStanding, Timestamp, UseOutcome,
 };
 use countersign_act_tool::policy::{Policy, StaticResolver};
 use countersign_act_tool::{Act, Context, RetryPolicy, issue_grant};
@@ -223,12 +225,16 @@ pub fn check_message(message: &str) {
 /// `fail_before(n)`: the next n consumes return `error` without touching
 /// the grant. `apply_then_fail(n)`: the next n consumes are applied, then
 /// answer `error` (a lost reply). `fail_abandons(n)`: the next n abandons
-/// answer `error` without touching the grant. Every attempt id is kept.
+/// answer `error` without touching the grant. `refuse_uses(n)`: the next n
+/// uses of a standing grant answer `error` without reaching it, as a store
+/// that refuses connections does. Every attempt id is kept.
 pub struct FlakyStore {
-    pub inner: InMemoryApprovalStore,
+    pub inner: Arc<InMemoryApprovalStore>,
     fail_before: AtomicUsize,
     apply_then_fail: AtomicUsize,
     fail_abandons: AtomicUsize,
+    refuse_uses: AtomicUsize,
+    uses_refused: AtomicUsize,
     pub abandons: Mutex<Vec<(AttemptId, Result<AbandonOutcome, StoreError>)>>,
     error: StoreError,
     pub attempts: Mutex<Vec<AttemptId>>,
@@ -237,11 +243,18 @@ pub struct FlakyStore {
 
 impl FlakyStore {
     pub fn new(error: StoreError) -> Self {
+        FlakyStore::around(Arc::new(InMemoryApprovalStore::new()), error)
+    }
+
+    /// Around `inner`, which the caller may also read and write directly.
+    pub fn around(inner: Arc<InMemoryApprovalStore>, error: StoreError) -> Self {
         FlakyStore {
-            inner: InMemoryApprovalStore::new(),
+            inner,
             fail_before: AtomicUsize::new(0),
             apply_then_fail: AtomicUsize::new(0),
             fail_abandons: AtomicUsize::new(0),
+            refuse_uses: AtomicUsize::new(0),
+            uses_refused: AtomicUsize::new(0),
             abandons: Mutex::new(Vec::new()),
             error,
             attempts: Mutex::new(Vec::new()),
@@ -259,6 +272,15 @@ impl FlakyStore {
 
     pub fn fail_abandons(&self, n: usize) {
         self.fail_abandons.store(n, Ordering::SeqCst);
+    }
+
+    pub fn refuse_uses(&self, n: usize) {
+        self.refuse_uses.store(n, Ordering::SeqCst);
+    }
+
+    /// Uses of standing grants refused so far.
+    pub fn uses_refused(&self) -> usize {
+        self.uses_refused.load(Ordering::SeqCst)
     }
 
     pub fn abandons(&self) -> Vec<(AttemptId, Result<AbandonOutcome, StoreError>)> {
@@ -345,6 +367,78 @@ impl ApprovalStore for FlakyStore {
     }
     async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
         self.inner.resume_actor(actor).await
+    }
+}
+
+#[async_trait]
+impl ProposalStore for FlakyStore {
+    async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
+        self.inner.propose(proposal).await
+    }
+    async fn get_proposal(&self, id: &ProposalId) -> Result<Option<StoredProposal>, StoreError> {
+        self.inner.get_proposal(id).await
+    }
+    async fn pending_proposals(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredProposal>, StoreError> {
+        self.inner.pending_proposals(actor, run, now).await
+    }
+    async fn approve_proposal(
+        &self,
+        id: &ProposalId,
+        approval: Approval,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, ApproveError> {
+        self.inner.approve_proposal(id, approval, now).await
+    }
+    async fn deny_proposal(
+        &self,
+        id: &ProposalId,
+        by: Option<&ApproverId>,
+        now: Timestamp,
+    ) -> Result<DecisionOutcome, StoreError> {
+        self.inner.deny_proposal(id, by, now).await
+    }
+    async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
+        self.inner.issue_standing(grant).await
+    }
+    async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
+        self.inner.get_standing(id).await
+    }
+    async fn standing_grants(
+        &self,
+        actor: &ActorId,
+        run: &RunId,
+        now: Timestamp,
+    ) -> Result<Vec<StoredStanding>, StoreError> {
+        self.inner.standing_grants(actor, run, now).await
+    }
+    async fn use_standing(
+        &self,
+        id: &StandingId,
+        key: &StandingKey,
+        now: Timestamp,
+        attempt: &AttemptId,
+    ) -> Result<UseOutcome, StoreError> {
+        if Self::take(&self.refuse_uses) {
+            self.uses_refused.fetch_add(1, Ordering::SeqCst);
+            return Err(self.error.clone());
+        }
+        self.inner.use_standing(id, key, now, attempt).await
+    }
+    async fn give_back_use(
+        &self,
+        id: &StandingId,
+        attempt: &AttemptId,
+        now: Timestamp,
+    ) -> Result<AbandonOutcome, StoreError> {
+        self.inner.give_back_use(id, attempt, now).await
+    }
+    async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
+        self.inner.revoke_standing(id).await
     }
 }
 
