@@ -28,7 +28,7 @@ for i = 1, #entries, 2 do
     return {'corrupt', 'standing index entry does not match its standing grant', key}
   elseif g.state ~= ACTIVE or standing_stopped_by(g, list.a, list.r) then
     redis.call('ZREM', list.index, id)
-  elseif not uint_ge(list.now, g.expires_at) and #g.used < tonumber(g.uses) then
+  elseif standing_usable(g, list.a, list.r, list.now) then
     records[#records + 1] = g.raw
   end
 end

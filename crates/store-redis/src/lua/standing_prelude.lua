@@ -141,6 +141,14 @@ local function standing_stopped_by(g, a, r)
   return g.rgen ~= r.gen or g.agen ~= a.gen
 end
 
+-- Whether standing grant g is usable at `now` (StoredStanding::is_usable_at
+-- with the stop derived from the fences a and r): active, not stopped
+-- since issued, unexpired, a use left.
+local function standing_usable(g, a, r, now)
+  return g.state == ACTIVE and not standing_stopped_by(g, a, r)
+    and not uint_ge(now, g.expires_at) and #g.used < tonumber(g.uses)
+end
+
 -- The opening of every standing script on one grant: KEYS[1] = its key,
 -- ARGV[1] = its id, ARGV[2] = the slot prefix, ARGV[3] = the fingerprint
 -- of its fixed fields as the library validated them (nil: a read, which

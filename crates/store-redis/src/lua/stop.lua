@@ -34,17 +34,14 @@ local function usable(live, rgen, agen)
   return n
 end
 
--- The usable standing grants of one run's standing index, at the fences'
--- generations. A record that is missing or does not read counts as not
--- usable.
-local function usable_standing(index, rgen, agen)
+-- The usable standing grants of one run's standing index, by the actor's
+-- fence a and the run's fence r before this stop. A record that is missing
+-- or does not read counts as not usable.
+local function usable_standing(index, a, r)
   local n = 0
   for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do
     local status, g = load_standing(standing_key(slot, id), id)
-    if status == 'ok' and g.state == ACTIVE and g.rgen == rgen and g.agen == agen
-        and not uint_ge(now, g.expires_at) and #g.used < tonumber(g.uses) then
-      n = n + 1
-    end
+    if status == 'ok' and standing_usable(g, a, r, now) then n = n + 1 end
   end
   return n
 end
@@ -73,7 +70,7 @@ if mode == 'run' then
   local sr, r, r_exists = fence(KEYS[3])
   if sr ~= 'ok' then return {'corrupt', r, KEYS[3]} end
   count = usable(KEYS[4], r.gen, a.gen)
-  standing = usable_standing(standings_key(slot, run), r.gen, a.gen)
+  standing = usable_standing(standings_key(slot, run), a, r)
   redis.call('DEL', KEYS[4])
   redis.call('SREM', KEYS[2], run)
   was = r.stopped == '1'
@@ -96,7 +93,7 @@ elseif mode == 'actor' then
     local rkey = run_fence_key(slot, run)
     local sr, r = fence(rkey)
     if sr ~= 'ok' then return {'corrupt', r, rkey} end
-    standing = standing + usable_standing(standings_key(slot, run), r.gen, a.gen)
+    standing = standing + usable_standing(standings_key(slot, run), a, r)
   end
   redis.call('DEL', KEYS[2])
   was = a.stopped == '1'
