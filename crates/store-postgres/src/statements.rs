@@ -106,6 +106,18 @@ fn locked_read(ns: &str, runs: &str, actors: &str, table: &str, columns: &str) -
 /// A select of `columns` of the rows of `table` as `p` for which `filter`
 /// holds, each with its run's and its actor's current fence generation
 /// (null when the fence row is missing, which the readers refuse).
+/// The condition that the standing grant row `row` (a table alias with its
+/// dot, or empty) is usable at the parameter `now`: active, unexpired, a
+/// use left. Whether it was stopped since it was issued each statement
+/// reads from its own fences.
+fn usable_standing_row(row: &str, now: &str) -> String {
+    format!(
+        "{row}state = '{active}' AND {row}expires_at > {now} \
+         AND cardinality({row}used_by) < {row}uses",
+        active = state::ACTIVE
+    )
+}
+
 fn fenced_select(runs: &str, actors: &str, table: &str, columns: &str, filter: &str) -> String {
     format!(
         "SELECT {columns}, rf.gen, af.gen FROM {table} p \
@@ -391,11 +403,10 @@ impl Statements {
                 st,
                 &standing_columns,
                 &format!(
-                    "p.actor_id = $1 AND p.run_id = $2 AND p.state = '{active}' \
-                     AND p.expires_at > $3 AND cardinality(p.used_by) < p.uses \
+                    "p.actor_id = $1 AND p.run_id = $2 AND {usable} \
                      AND {unstopped_or_corrupt} \
                      ORDER BY p.issued_at, p.id COLLATE \"C\" LIMIT $4",
-                    active = state::ACTIVE
+                    usable = usable_standing_row("p.", "$3"),
                 ),
             ),
             // The first statement of a use's, a give-back's or a revoke's
@@ -480,11 +491,12 @@ impl Statements {
                  AND state = '{active}' AND expires_at > $3 \
                  AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)), \
                  s AS (SELECT count(*) AS n FROM {st} WHERE actor_id = $1 AND run_id = $2 \
-                 AND state = '{active}' AND expires_at > $3 AND cardinality(used_by) < uses \
+                 AND {usable} \
                  AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)) \
                  SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
                  (SELECT count(*) FROM ins) + (SELECT count(*) FROM up), (SELECT n FROM s)",
-                active = state::ACTIVE
+                active = state::ACTIVE,
+                usable = usable_standing_row("", "$3"),
             ),
             lock_actor: format!(
                 "SELECT pg_advisory_xact_lock({actor_key}) AS actor_lock",
@@ -502,12 +514,12 @@ impl Statements {
                  AND gr.actor_gen = (SELECT gen FROM old) AND gr.run_gen = f.gen), \
                  s AS (SELECT count(*) AS n FROM {st} sg JOIN {runs} f \
                  ON f.actor_id = sg.actor_id AND f.run_id = sg.run_id \
-                 WHERE sg.actor_id = $1 AND sg.state = '{active}' AND sg.expires_at > $2 \
-                 AND cardinality(sg.used_by) < sg.uses \
+                 WHERE sg.actor_id = $1 AND {usable} \
                  AND sg.actor_gen = (SELECT gen FROM old) AND sg.run_gen = f.gen) \
                  SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
                  (SELECT count(*) FROM ins) + (SELECT count(*) FROM up), (SELECT n FROM s)",
-                active = state::ACTIVE
+                active = state::ACTIVE,
+                usable = usable_standing_row("sg.", "$2"),
             ),
             // A resume takes the exclusive lock too (so consumes in flight
             // cannot hold it off), then clears the flag.
