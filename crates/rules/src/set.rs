@@ -501,30 +501,27 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
     // Whether every name pattern tells names apart (matches not every
     // name), read from the same compile that checks it.
     let mut every_name_narrows = true;
+    // One pattern compiled alone, case insensitively, so that a bad one is
+    // named with its rule and condition.
+    let compile_pattern = |condition: &'static str, pattern: &str| {
+        regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .size_limit(NAME_PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|error| RuleError::InvalidPattern {
+                rule: id.clone(),
+                condition,
+                pattern: pattern.to_owned(),
+                reason: error.to_string(),
+            })
+    };
     let name_indices = match list(&when.names, "names")? {
         None => None,
         Some(names) => {
             let mut indices = Vec::with_capacity(names.len());
             for pattern in names {
-                // Compiled alone first, so that a bad pattern is named.
-                match regex::RegexBuilder::new(&pattern)
-                    .case_insensitive(true)
-                    .size_limit(NAME_PATTERN_SIZE_LIMIT)
-                    .build()
-                {
-                    Ok(alone) => {
-                        every_name_narrows &=
-                            !ANY_NAME_PROBES.iter().all(|probe| alone.is_match(probe));
-                    }
-                    Err(error) => {
-                        return Err(RuleError::InvalidPattern {
-                            rule: id.clone(),
-                            condition: "names",
-                            pattern,
-                            reason: error.to_string(),
-                        });
-                    }
-                }
+                let alone = compile_pattern("names", &pattern)?;
+                every_name_narrows &= !ANY_NAME_PROBES.iter().all(|probe| alone.is_match(probe));
                 indices.push(patterns.len());
                 patterns.push(pattern);
             }
@@ -547,23 +544,12 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
             })
             .collect()
     });
-    let patterns = |values: &Option<Vec<String>>, condition: &'static str| {
+    let destination_patterns = |values: &Option<Vec<String>>, condition: &'static str| {
         list(values, condition)?
             .map(|values| {
                 values
                     .iter()
-                    .map(|pattern| {
-                        regex::RegexBuilder::new(pattern)
-                            .case_insensitive(true)
-                            .size_limit(NAME_PATTERN_SIZE_LIMIT)
-                            .build()
-                            .map_err(|error| RuleError::InvalidPattern {
-                                rule: id.clone(),
-                                condition,
-                                pattern: pattern.clone(),
-                                reason: error.to_string(),
-                            })
-                    })
+                    .map(|pattern| compile_pattern(condition, pattern))
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()
@@ -587,8 +573,11 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
         plain_same_host_link: when.plain_same_host_link,
         submits_form: when.submits_form,
         submitted_field_kinds: kinds,
-        destination_paths: patterns(&when.destination_paths, "destination_paths")?,
-        destination_queries: patterns(&when.destination_queries, "destination_queries")?,
+        destination_paths: destination_patterns(&when.destination_paths, "destination_paths")?,
+        destination_queries: destination_patterns(
+            &when.destination_queries,
+            "destination_queries",
+        )?,
         // Compared lower-cased, as the destination's keys are read.
         destination_query_keys: list(&when.destination_query_keys, "destination_query_keys")?
             .map(|keys| keys.iter().map(|k| k.to_lowercase()).collect()),

@@ -284,6 +284,14 @@ fn a_bad_rule_is_refused_with_a_message_naming_it() {
         refused(Rule::person("x", "r").names(["(pay"]))
             .starts_with("rule `x`: `names` pattern `(pay` does not compile: "),
     );
+    assert!(
+        refused(Rule::person("x", "r").destination_paths(["/(delete"]))
+            .starts_with("rule `x`: `destination_paths` pattern `/(delete` does not compile: "),
+    );
+    assert_eq!(
+        refused(Rule::person("x", "r").destination_query_keys(Vec::<String>::new())),
+        "rule `x`: `destination_query_keys` is an empty list"
+    );
     assert_eq!(
         refused(Rule::person("x", "r").hosts(["*.*.example"])),
         "rule `x`: `hosts` pattern `*.*.example` does not compile: a `*` may only stand alone or open the pattern as `*.`"
