@@ -33,12 +33,22 @@ async function (options) {
       ? { left: vv.offsetLeft, top: vv.offsetTop, width: vv.width, height: vv.height, scale: vv.scale }
       : { left: 0, top: 0, width: root.clientWidth, height: root.clientHeight, scale: 1 };
   };
-  // Whether some part of one of box list `rects` is inside viewport `v`.
-  const shows = (rects, v) => Array.from(rects).some((r) => r.width > 0 && r.height > 0
-    && Math.min(r.right, v.left + v.width) > Math.max(r.left, v.left)
-    && Math.min(r.bottom, v.top + v.height) > Math.max(r.top, v.top));
+  // The part of box `r` inside viewport `v` (empty when none is).
+  const clip = (r, v) => ({
+    left: Math.max(r.left, v.left),
+    top: Math.max(r.top, v.top),
+    right: Math.min(r.right, v.left + v.width),
+    bottom: Math.min(r.bottom, v.top + v.height),
+  });
+  // The element's own boxes, one per line box for an inline element
+  // wrapped onto several lines (what the protocol's content quads are):
+  // the part inside viewport `v` of the first of them that has one.
+  const firstLineIn = (v) => Array.from(el.getClientRects())
+    .filter((r) => r.width > 0 && r.height > 0)
+    .map((r) => clip(r, v))
+    .find((c) => c.right > c.left && c.bottom > c.top);
   const scroll = options.scroll === "always"
-    || (options.scroll === "out-of-view" && !shows(el.getClientRects(), viewport()));
+    || (options.scroll === "out-of-view" && firstLineIn(viewport()) === undefined);
   if (scroll) el.scrollIntoView({ block: "center", inline: "center", behavior: "instant" });
   const after = el.getBoundingClientRect();
   const scrolled = before.left !== after.left || before.top !== after.top;
@@ -95,23 +105,11 @@ async function (options) {
   const textInput = tag === "textarea" || (tag === "input" && !notText.includes(type));
   const disabled = el.matches(":disabled") || el.getAttribute("aria-disabled") === "true";
   const view = viewport();
-  // The part of box `r` inside the viewport (empty when none is).
-  const clip = (r) => ({
-    left: Math.max(r.left, view.left),
-    top: Math.max(r.top, view.top),
-    right: Math.min(r.right, view.left + view.width),
-    bottom: Math.min(r.bottom, view.top + view.height),
-  });
-  const { left, top, right, bottom } = clip(rect);
-  // The element's own boxes, one per line box for an inline element
-  // wrapped onto several lines (what the protocol's content quads are):
-  // the centre of the bounding box of a wrapped link can fall between its
-  // lines, on its parent. The action point is the centre of the first of
-  // them with a part inside the viewport.
-  const line = Array.from(el.getClientRects())
-    .filter((r) => r.width > 0 && r.height > 0)
-    .map(clip)
-    .find((c) => c.right > c.left && c.bottom > c.top);
+  const { left, top, right, bottom } = clip(rect, view);
+  // The centre of the bounding box of a wrapped link can fall between its
+  // lines, on its parent: the action point is the centre of its first line
+  // box with a part inside the viewport.
+  const line = firstLineIn(view);
   const inView = line !== undefined;
   const x = Math.floor(inView ? (line.left + line.right) / 2 : rect.left + rect.width / 2);
   const y = Math.floor(inView ? (line.top + line.bottom) / 2 : rect.top + rect.height / 2);
