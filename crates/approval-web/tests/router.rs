@@ -1707,21 +1707,27 @@ async fn approve_up_to_n_times_says_its_scope_and_issues_a_standing_grant() {
     assert!(shown.body.contains("Approved with a standing approval"));
 }
 
-#[tokio::test]
-async fn the_run_page_lists_standing_grants_and_revokes_one_with_its_token() {
-    let host = Host::new();
-    let app = host.router();
-    let proposal = propose_bound(&host).await;
-    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
+/// A bound proposal of `host`, approved by alice on its page "up to 5
+/// times" for an hour.
+async fn approve_five_times_from_the_page(host: &Host, app: &Router) {
+    let proposal = propose_bound(host).await;
+    let page = get(app, &proposal_path(&proposal), Some("alice")).await;
     let token = form_token(&page.body, "/approve-standing").unwrap();
     post(
-        &app,
+        app,
         &format!("{}/approve-standing", proposal_path(&proposal)),
         Some("alice"),
         From::SameOrigin,
         &format!("token={token}&uses=5&hours=1"),
     )
     .await;
+}
+
+#[tokio::test]
+async fn the_run_page_lists_standing_grants_and_revokes_one_with_its_token() {
+    let host = Host::new();
+    let app = host.router();
+    approve_five_times_from_the_page(&host, &app).await;
     let id = host
         .store
         .standing_grants(&host.actor, &host.run, host.clock_now())
@@ -1779,17 +1785,7 @@ async fn the_run_page_lists_standing_grants_and_revokes_one_with_its_token() {
 async fn stopping_a_run_says_how_many_standing_approvals_it_ended() {
     let host = Host::new();
     let app = host.router();
-    let proposal = propose_bound(&host).await;
-    let page = get(&app, &proposal_path(&proposal), Some("alice")).await;
-    let token = form_token(&page.body, "/approve-standing").unwrap();
-    post(
-        &app,
-        &format!("{}/approve-standing", proposal_path(&proposal)),
-        Some("alice"),
-        From::SameOrigin,
-        &format!("token={token}&uses=5&hours=1"),
-    )
-    .await;
+    approve_five_times_from_the_page(&host, &app).await;
     let run_page = get(&app, &run_path(&host), Some("alice")).await;
     let stop = form_token(&run_page.body, "/stop").unwrap();
     let stopped = post(
