@@ -151,6 +151,7 @@ pub fn end_to_end(budget: Budget) -> Result<String, String> {
             run_id: f.template.run_id.clone(),
             url: url.clone(),
             action: action.clone(),
+            writes: countersign_approval_core::WriteAccess::Open,
         };
         let d = rt.block_on(async {
             let start = Instant::now();

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use countersign_approval_core::{
     ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding, ConsumeOutcome,
     GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StandingScope,
-    StopOutcome, StoreError,
+    StopOutcome, StoreError, WriteAccess,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -96,6 +96,46 @@ struct Known {
     /// For a call that took a standing grant's use: which, and the uses
     /// left, for the record of a call that succeeded.
     note: Option<String>,
+}
+
+/// Adds the writes read-only mode refused while the act was performed to
+/// the record's note. Refusals the page causes later are the backend's to
+/// report, under the same operation id.
+async fn note_refused_writes(context: &Context, operation: &OperationId, known: &mut Known) {
+    let refused = match context.backend().refused_writes(operation).await {
+        Ok(refused) => refused,
+        Err(error) => {
+            tracing::warn!(operation_id = %operation, %error, "refused writes could not be read");
+            return;
+        }
+    };
+    if refused.is_empty() {
+        return;
+    }
+    // Bounded: a page may start any number of writes.
+    const LISTED: usize = 8;
+    let mut list: Vec<String> = refused
+        .iter()
+        .take(LISTED)
+        .map(ToString::to_string)
+        .collect();
+    if refused.len() > LISTED {
+        list.push(format!("and {} more", refused.len() - LISTED));
+    }
+    let line = format!(
+        "read-only mode refused {} {}: {}",
+        refused.len(),
+        if refused.len() == 1 {
+            "write"
+        } else {
+            "writes"
+        },
+        list.join(", ")
+    );
+    known.note = Some(match known.note.take() {
+        Some(note) => format!("{note}; {line}"),
+        None => line,
+    });
 }
 
 /// The shortest wait between two tries of an abandon.
@@ -385,7 +425,19 @@ impl Act {
             }
         };
 
-        // 6. Perform.
+        // 6. Perform. An act no person approved may not write: the backend
+        // holds the page to reading from it on.
+        let decided_by = DecidedBy::of(known.approver.as_ref());
+        let writes = match decided_by {
+            DecidedBy::Rule => WriteAccess::ReadOnly {
+                allowed: context
+                    .rules()
+                    .map(|rules| rules.allowed_writes().to_vec())
+                    .unwrap_or_default(),
+            },
+            DecidedBy::Person | DecidedBy::Standing => WriteAccess::Open,
+        };
+        let read_only = writes.is_read_only();
         let action_request = ActionRequest {
             operation_id: operation_id.clone(),
             approval_id,
@@ -393,6 +445,7 @@ impl Act {
             run_id: context.run_id().clone(),
             url,
             action,
+            writes,
         };
         if navigation {
             let landed = self
@@ -404,7 +457,7 @@ impl Act {
                 url: action_request.url,
                 action: action_request.action,
                 landed: Some(landed),
-                decided_by: DecidedBy::of(known.approver.as_ref()),
+                decided_by,
             });
         }
         let performed = match &page {
@@ -445,13 +498,16 @@ impl Act {
                     .await);
             }
         }
+        if read_only {
+            note_refused_writes(context, &action_request.operation_id, known).await;
+        }
         Ok(Performed {
             operation_id: action_request.operation_id,
             approval_id: action_request.approval_id,
             url: action_request.url,
             action: action_request.action,
             landed: None,
-            decided_by: DecidedBy::of(known.approver.as_ref()),
+            decided_by,
         })
     }
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use common::{ElementPage, START, URL, call_for, check_message, policy};
 use countersign_act_tool::approval::{
-    ActorId, ApprovalStore, ElementIdentity, FrameIdentity, ManualClock, OperationLog, OutcomeCode,
-    ProposalStore, RunId,
+    ActorId, AllowedWrite, ApprovalStore, ElementIdentity, FrameIdentity, ManualClock,
+    OperationLog, OutcomeCode, ProposalStore, RunId, WriteAccess,
 };
 use countersign_act_tool::rules::{Rule, RuleSet};
 use countersign_act_tool::{Context, Toolset};
@@ -49,6 +49,7 @@ fn rules() -> RuleSet {
             .link_hosts(["internal.example.com"]),
         )
         .default_pack(["docs.example.com"])
+        .allow_write(AllowedWrite::new("POST", "https://docs.example.com/graphql").unwrap())
         .build()
         .unwrap()
 }
@@ -153,6 +154,13 @@ async fn an_auto_rule_approves_at_once_with_an_ordinary_single_use_grant() {
     let again = host.call("browser_act", &act).await;
     assert_eq!(again["error"]["code"], "APPROVAL_STALE", "{again}");
     assert_eq!(host.page.performed(), 1);
+    // Performed read-only, with the host's allowed writes and no other.
+    assert_eq!(
+        host.page.writes(),
+        [WriteAccess::ReadOnly {
+            allowed: vec![AllowedWrite::new("POST", "https://docs.example.com/graphql").unwrap()]
+        }]
+    );
     let rule = Some("rule:default.same-host-link".to_owned());
     // The act that used the rule's grant names the rule; the replay none.
     let records = host.records().await;
@@ -160,6 +168,11 @@ async fn an_auto_rule_approves_at_once_with_an_ordinary_single_use_grant() {
     assert_eq!(
         (records[0].0, records[0].1.clone()),
         (OutcomeCode::Ok, rule)
+    );
+    // Its record lists what read-only mode refused, without the query.
+    assert_eq!(
+        records[0].2,
+        "read-only mode refused 1 write: POST https://docs.example.com/pay (XHR)"
     );
     assert_eq!(
         (records[1].0, records[1].1.clone()),

@@ -13,7 +13,8 @@ use std::time::Duration;
 use common::{ElementPage, START, URL, call_for, policy};
 use countersign_act_tool::approval::{
     ActorId, ApprovalStore, Approver, ApproverId, ElementIdentity, FrameIdentity, ManualClock,
-    OperationLog, OutcomeCode, ProposalId, ProposalStore, RunId, StandingId, approve_standing,
+    OperationLog, OutcomeCode, ProposalId, ProposalStore, RunId, StandingId, WriteAccess,
+    approve_standing,
 };
 use countersign_act_tool::{Context, Toolset};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
@@ -184,6 +185,9 @@ async fn up_to_three_times_approves_three_acts_of_the_scope_and_no_fourth() {
         acted.push(grant);
     }
     assert_eq!(host.performed(), 3);
+    // A person gave the standing approval: its acts may write, as the
+    // person's own first act may.
+    assert_eq!(host.page.writes(), vec![WriteAccess::Open; 3]);
 
     // Spent: a fourth proposal waits for a person.
     let fourth = host.propose(URL).await;

@@ -4,7 +4,8 @@ use async_trait::async_trait;
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::{
-    ActorId, ApprovalId, Navigation, ObservedPage, OperationId, PageBinding, PageSnapshot, RunId,
+    ActorId, ApprovalId, Navigation, ObservedPage, OperationId, PageBinding, PageSnapshot,
+    RefusedWrite, RunId, WriteAccess,
 };
 
 /// One approved action, handed to a backend after its grant was consumed.
@@ -22,6 +23,10 @@ pub struct ActionRequest {
     pub url: AuthorizedUrl,
     /// What.
     pub action: Action,
+    /// Whether the page may write from this act on: read-only when a rule
+    /// approved it, open when a person did. A backend with a live page
+    /// enforces it; one without pages has nothing to hold to it.
+    pub writes: WriteAccess,
 }
 
 /// A backend could not perform the action.
@@ -202,6 +207,19 @@ pub trait Backend: Send + Sync {
             "this backend has no pages to observe",
         ))
     }
+
+    /// The requests read-only mode refused on behalf of `operation` so far
+    /// (an act performed under [`WriteAccess::ReadOnly`]), oldest first:
+    /// those its own input caused, and any the page started later while
+    /// the mode held. The default has none: a backend without pages sends
+    /// nothing of its own.
+    async fn refused_writes(
+        &self,
+        operation: &OperationId,
+    ) -> Result<Vec<RefusedWrite>, BackendError> {
+        let _ = operation;
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait]
@@ -236,6 +254,13 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
 
     async fn observe(&self) -> Result<ObservedPage, BackendError> {
         (**self).observe().await
+    }
+
+    async fn refused_writes(
+        &self,
+        operation: &OperationId,
+    ) -> Result<Vec<RefusedWrite>, BackendError> {
+        (**self).refused_writes(operation).await
     }
 }
 
@@ -287,6 +312,7 @@ mod tests {
             action: policy
                 .authorize_action(&serde_json::json!({"method": "click", "selector": "#x"}))
                 .unwrap(),
+            writes: WriteAccess::Open,
         };
         let page = PageBinding {
             session_id: "s".to_owned(),

@@ -55,6 +55,7 @@ mod store;
 mod store_error;
 mod submission;
 mod time;
+mod writes;
 
 pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
 pub use backend::{ActionRequest, Backend, BackendError};
@@ -96,6 +97,7 @@ pub use submission::{
     FormField, FormFieldKind, FormSubmission, FormSubmissionError, MAX_FORM_BYTES, MAX_FORM_FIELDS,
 };
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use writes::{AllowedWrite, AllowedWriteError, READ_ONLY_METHODS, RefusedWrite, WriteAccess};
 
 /// Re-exported so users of this crate name the same types.
 pub use countersign_canonical_policy as policy;

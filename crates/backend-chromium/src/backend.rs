@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActionRequest, Backend, BackendError, Navigation, ObservedPage, PageBinding, PageSnapshot,
+    ActionRequest, Backend, BackendError, Navigation, ObservedPage, OperationId, PageBinding,
+    PageSnapshot, RefusedWrite,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
@@ -65,9 +66,7 @@ impl Backend for ChromiumBackend {
     /// grant bound to no page (which Act hands over only when the host
     /// accepts unbound grants).
     async fn perform(&self, request: &ActionRequest) -> Result<(), BackendError> {
-        self.tab
-            .perform_action(request.url.as_str(), &request.action, None, None)
-            .await
+        self.tab.perform_action(request, None, None).await
     }
 
     /// This tab's session, target and current revision.
@@ -147,12 +146,7 @@ impl Backend for ChromiumBackend {
             ));
         }
         self.tab
-            .perform_action(
-                request.url.as_str(),
-                &request.action,
-                Some(&page.page_revision),
-                page.element.as_ref(),
-            )
+            .perform_action(request, Some(&page.page_revision), page.element.as_ref())
             .await
     }
 
@@ -216,5 +210,15 @@ impl Backend for ChromiumBackend {
     /// one is refused as not dispatched.
     async fn observe(&self) -> Result<ObservedPage, BackendError> {
         self.tab.observe_page().await
+    }
+
+    /// The requests this tab's read-only mode refused for `operation`, of
+    /// the last [`MAX_REMEMBERED_REFUSALS`](crate::MAX_REMEMBERED_REFUSALS)
+    /// it refused.
+    async fn refused_writes(
+        &self,
+        operation: &OperationId,
+    ) -> Result<Vec<RefusedWrite>, BackendError> {
+        Ok(self.tab.inner.writes.refused(operation))
     }
 }

@@ -25,6 +25,7 @@ use crate::form_key::FormKey;
 use crate::observation::{PageObservation, PageRevision, SessionId, TargetId};
 use crate::options::ChromiumOptions;
 use crate::refs::Refs;
+use crate::write_gate::WriteGate;
 
 pub(crate) struct Running {
     browser: Browser,
@@ -214,6 +215,7 @@ impl Session {
         let target = TargetId::new(page.target_id().inner().clone());
         let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
         let watchers = watch(&self.chromium, &page, &target, &seen).await?;
+        let writes = WriteGate::attach(self.chromium.devtools_url(), target.as_str()).await?;
         let tab = Tab {
             inner: Arc::new(TabInner {
                 target,
@@ -226,6 +228,7 @@ impl Session {
                 seen,
                 navigation_timeout: self.chromium.running.navigation_timeout,
                 watchers,
+                writes,
             }),
         };
         Ok(tab)
@@ -247,6 +250,8 @@ pub(crate) struct TabInner {
     /// How long a navigation may take.
     pub(crate) navigation_timeout: std::time::Duration,
     watchers: Vec<JoinHandle<()>>,
+    /// Holds the page's requests; refuses writes in read-only mode.
+    pub(crate) writes: WriteGate,
     pub(crate) chromium: Chromium,
 }
 
@@ -409,6 +414,13 @@ impl Tab {
     /// The tab's target id.
     pub fn target(&self) -> &TargetId {
         &self.inner.target
+    }
+
+    /// The requests read-only mode refused in this tab, oldest first: the
+    /// last [`MAX_REMEMBERED_REFUSALS`](crate::MAX_REMEMBERED_REFUSALS),
+    /// each naming the act whose mode refused it.
+    pub fn refused_writes(&self) -> Vec<countersign_approval_core::RefusedWrite> {
+        self.inner.writes.all_refused()
     }
 
     /// Navigates the tab to `url` (already accepted by a policy) and waits

@@ -158,6 +158,7 @@ mod screenshot;
 mod script;
 mod snapshot;
 mod target;
+mod write_gate;
 
 pub use backend::ChromiumBackend;
 pub use browser::{Chromium, Session, Tab};
@@ -169,3 +170,4 @@ pub use options::{
 };
 pub use screenshot::{OUTLINE_COLOUR, OUTLINE_WIDTH};
 pub use target::{MIN_CLIPPED_POINTS, MIN_OPACITY};
+pub use write_gate::MAX_REMEMBERED_REFUSALS;

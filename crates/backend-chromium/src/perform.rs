@@ -8,7 +8,7 @@ use chromiumoxide::cdp::browser_protocol::input::{
 };
 use chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId;
 use chromiumoxide::keys::{KeyDefinition, get_key_definition};
-use countersign_approval_core::{BackendError, ElementIdentity};
+use countersign_approval_core::{ActionRequest, BackendError, ElementIdentity};
 use countersign_canonical_policy::Action;
 use serde_json::Value;
 
@@ -60,6 +60,13 @@ const POINTER_MOVED: &str = "the pointer was moved over it, nothing was pressed"
 /// How a refusal ends once input had begun.
 const NO_MORE: &str = "input had begun, nothing more was dispatched";
 
+/// After a read-only act's input, how long no request may have been held
+/// before the act is reported: the writes its own input started are then
+/// refused and listed in its record. Later ones are refused all the same.
+const SETTLE_QUIET: std::time::Duration = std::time::Duration::from_millis(150);
+/// The longest that wait lasts, on a page that never stops requesting.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Tab {
     /// Performs `action` if the page is at `approved_url` (and, when given,
     /// still shows the `expected` revision), the selector names exactly one
@@ -72,20 +79,34 @@ impl Tab {
     /// move and before the press (see [`dispatch`](Self::dispatch)).
     pub(crate) async fn perform_action(
         &self,
-        approved_url: &str,
-        action: &Action,
+        request: &ActionRequest,
         expected: Option<&str>,
         element: Option<&ElementIdentity>,
     ) -> Result<(), BackendError> {
+        let action = &request.action;
         let plan = Plan::of(action).map_err(BackendError::not_dispatched)?;
         let _one_at_a_time = self.inner.input.lock().await;
         let ready = self
-            .prepare(plan, approved_url, action, expected, element)
+            .prepare(plan, request.url.as_str(), action, expected, element)
             .await?;
-        match ready {
-            Some(ready) => self.dispatch(ready).await.map_err(BackendError::new),
-            None => Ok(()),
+        let Some(ready) = ready else {
+            return Ok(());
+        };
+        // The act's write access holds before its first input event: a
+        // write its click starts is judged by it.
+        self.inner
+            .writes
+            .enter(&request.operation_id, &request.writes)
+            .map_err(|reason| {
+                BackendError::not_dispatched(format!(
+                    "read-only mode could not be set up ({reason}); nothing was dispatched"
+                ))
+            })?;
+        let dispatched = self.dispatch(ready).await.map_err(BackendError::new);
+        if request.writes.is_read_only() {
+            self.inner.writes.settle(SETTLE_QUIET, SETTLE_LIMIT).await;
         }
+        dispatched
     }
 
     /// Every check, and nothing that is input: the element to act on, or

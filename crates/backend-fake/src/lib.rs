@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use countersign_approval_core::{
-//!     ActionRequest, ActorId, ApprovalId, Backend, OperationId, RunId,
+//!     ActionRequest, ActorId, ApprovalId, Backend, OperationId, RunId, WriteAccess,
 //! };
 //! use countersign_approval_core::policy::{Policy, StaticResolver};
 //! use countersign_backend_fake::FakeBackend;
@@ -25,6 +25,7 @@
 //!     run_id: RunId::new("demo-run")?,
 //!     url: policy.authorize_destination("https://docs.example.com/").await?,
 //!     action: policy.authorize_action(&serde_json::json!({"method": "click", "selector": "a#docs"}))?,
+//!     writes: WriteAccess::Open,
 //! };
 //!
 //! let backend = FakeBackend::new();

@@ -2,7 +2,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use countersign_approval_core::policy::{Policy, StaticResolver};
-use countersign_approval_core::{ActionRequest, ActorId, ApprovalId, Backend, OperationId, RunId};
+use countersign_approval_core::{
+    ActionRequest, ActorId, ApprovalId, Backend, OperationId, RunId, WriteAccess,
+};
 use countersign_backend_fake::FakeBackend;
 
 async fn request(selector: &str) -> ActionRequest {
@@ -25,6 +27,7 @@ async fn request(selector: &str) -> ActionRequest {
         action: policy
             .authorize_action(&serde_json::json!({"method": "click", "selector": selector}))
             .unwrap(),
+        writes: WriteAccess::Open,
     }
 }
 

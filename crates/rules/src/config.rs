@@ -2,8 +2,10 @@
 
 use serde::Deserialize;
 
+use countersign_approval_core::AllowedWrite;
+
 use crate::rule::{Rule, Tier};
-use crate::set::RuleSetBuilder;
+use crate::set::{RuleError, RuleSetBuilder};
 
 /// Rules as a host's configuration declares them: its own `[[rules]]`,
 /// and the default pack with the hosts its `auto` rules approve on.
@@ -21,7 +23,7 @@ use crate::set::RuleSetBuilder;
 ///     reason = "the agent never touches the admin console"
 ///     hosts = ["admin.example.com"]
 /// "#)?;
-/// let rules = config.into_builder().build()?;
+/// let rules = config.into_builder()?.build()?;
 /// assert_eq!(rules.rules().next().map(|r| r.id()), Some("no-admin"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -34,6 +36,20 @@ pub struct RulesConfig {
     /// The host's own rules, in order.
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// Writes a page may still send in read-only mode.
+    #[serde(default)]
+    pub allowed_writes: Vec<AllowedWriteConfig>,
+}
+
+/// One `[[allowed_writes]]` table: `method = "POST"`, `address =
+/// "https://shop.example/graphql"` (or a prefix ending in `/*`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedWriteConfig {
+    /// The method, in capitals: `POST`, `PUT`, `PATCH`, `DELETE`, ….
+    pub method: String,
+    /// The URL, without query; a final `/*` allows every path under it.
+    pub address: String,
 }
 
 /// `default_pack = { auto_hosts = [...] }`.
@@ -112,13 +128,17 @@ impl RuleConfig {
 
 impl RulesConfig {
     /// A builder holding these rules, then the default pack when
-    /// configured.
-    pub fn into_builder(self) -> RuleSetBuilder {
+    /// configured, and the allowed writes; refused when an allowed write
+    /// is malformed.
+    pub fn into_builder(self) -> Result<RuleSetBuilder, RuleError> {
         let mut builder =
             RuleSetBuilder::default().rules(self.rules.into_iter().map(RuleConfig::into_rule));
         if let Some(pack) = self.default_pack {
             builder = builder.default_pack(pack.auto_hosts);
         }
-        builder
+        for write in self.allowed_writes {
+            builder = builder.allow_write(AllowedWrite::new(&write.method, &write.address)?);
+        }
+        Ok(builder)
     }
 }

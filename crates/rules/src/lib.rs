@@ -71,7 +71,7 @@ mod rule;
 mod set;
 
 #[cfg(feature = "serde")]
-pub use config::{DefaultPackConfig, RuleConfig, RulesConfig};
+pub use config::{AllowedWriteConfig, DefaultPackConfig, RuleConfig, RulesConfig};
 pub use countersign_approval_core::RULE_APPROVER_PREFIX;
 pub use facts::ProposedTarget;
 pub use pack::{DEFAULT_PACK, PackRule};

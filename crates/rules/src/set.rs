@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use countersign_approval_core::{ApproverId, FormFieldKind, RULE_APPROVER_PREFIX};
+use countersign_approval_core::{
+    AllowedWrite, AllowedWriteError, ApproverId, FormFieldKind, RULE_APPROVER_PREFIX,
+};
 use regex::{RegexSet, RegexSetBuilder};
 
 use crate::facts::{ElementFacts, ProposedTarget};
@@ -86,6 +88,9 @@ pub enum RuleError {
     /// The grant lifetime is zero or longer than 24 hours.
     #[error("a rule-approved grant must live more than 0 and at most 24 hours")]
     InvalidGrantTtl,
+    /// A write allowed in read-only mode that is malformed.
+    #[error("allowed write: {0}")]
+    InvalidAllowedWrite(#[from] AllowedWriteError),
 }
 
 /// Which rule decided, and how.
@@ -124,6 +129,7 @@ pub struct RuleSet {
     /// The candidates of each host, method and matched name pattern.
     index: RuleIndex,
     grant_ttl: Duration,
+    allowed_writes: Vec<AllowedWrite>,
 }
 
 #[derive(Debug, Clone)]
@@ -155,6 +161,7 @@ pub struct RuleSetBuilder {
     rules: Vec<Rule>,
     pack_hosts: Option<Vec<String>>,
     grant_ttl: Option<Duration>,
+    allowed_writes: Vec<AllowedWrite>,
 }
 
 impl RuleSet {
@@ -167,6 +174,13 @@ impl RuleSet {
     /// host's own).
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter().map(|compiled| &compiled.rule)
+    }
+
+    /// The writes a page may still send in read-only mode, the mode an
+    /// act a rule approved leaves its tab in: none unless the host names
+    /// them (see [`RuleSetBuilder::allow_write`]).
+    pub fn allowed_writes(&self) -> &[AllowedWrite] {
+        &self.allowed_writes
     }
 
     /// How long a grant a rule approves is valid.
@@ -372,6 +386,15 @@ impl RuleSetBuilder {
         self
     }
 
+    /// Lets the page send `write` in read-only mode: after an act a rule
+    /// approved, when every other request that could write is refused
+    /// (for example `POST` to the site's own `/graphql`). Never by
+    /// default: each one is a way a rule-approved act may write.
+    pub fn allow_write(mut self, write: AllowedWrite) -> RuleSetBuilder {
+        self.allowed_writes.push(write);
+        self
+    }
+
     /// Checks every rule and compiles the set; refuses the first bad rule
     /// with a message naming it.
     pub fn build(self) -> Result<RuleSet, RuleError> {
@@ -425,6 +448,7 @@ impl RuleSetBuilder {
             names,
             index,
             grant_ttl,
+            allowed_writes: self.allowed_writes,
         })
     }
 }

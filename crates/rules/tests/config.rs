@@ -16,7 +16,7 @@ fn the_toml_shape_refuses_unknown_keys_and_builds_the_same_rules() {
         hosts = ["admin.shop.example"]
     "#;
     let config: countersign_rules::RulesConfig = toml::from_str(text).unwrap();
-    let rules = config.into_builder().build().unwrap();
+    let rules = config.into_builder().unwrap().build().unwrap();
     let ids: Vec<&str> = rules.rules().map(Rule::id).collect();
     assert_eq!(ids[0], "no-admin");
     assert_eq!(ids.len(), 1 + countersign_rules::DEFAULT_PACK.len());

@@ -469,6 +469,8 @@ impl OperationLog for BrokenLog {
 pub struct ElementPage {
     element: Arc<Mutex<Option<ElementIdentity>>>,
     performed: Arc<Mutex<usize>>,
+    /// The write access of each act performed, in order.
+    writes: Arc<Mutex<Vec<countersign_act_tool::approval::WriteAccess>>>,
 }
 
 impl ElementPage {
@@ -487,6 +489,11 @@ impl ElementPage {
     /// How many actions were performed.
     pub fn performed(&self) -> usize {
         *self.performed.lock().unwrap()
+    }
+
+    /// The write access each act was performed with, in order.
+    pub fn writes(&self) -> Vec<countersign_act_tool::approval::WriteAccess> {
+        self.writes.lock().unwrap().clone()
     }
 
     fn binding(&self) -> PageBinding {
@@ -531,7 +538,7 @@ impl countersign_act_tool::approval::Backend for ElementPage {
     }
     async fn perform_on_page(
         &self,
-        _: &countersign_act_tool::approval::ActionRequest,
+        request: &countersign_act_tool::approval::ActionRequest,
         page: &PageBinding,
     ) -> Result<(), countersign_act_tool::approval::BackendError> {
         if page.element != self.binding().element {
@@ -540,6 +547,32 @@ impl countersign_act_tool::approval::Backend for ElementPage {
             ));
         }
         *self.performed.lock().unwrap() += 1;
+        self.writes.lock().unwrap().push(request.writes.clone());
         Ok(())
+    }
+    /// Every read-only act's page tried to post a payment, and was refused.
+    async fn refused_writes(
+        &self,
+        operation: &countersign_act_tool::approval::OperationId,
+    ) -> Result<
+        Vec<countersign_act_tool::approval::RefusedWrite>,
+        countersign_act_tool::approval::BackendError,
+    > {
+        let read_only = self
+            .writes
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|w| w.is_read_only());
+        Ok(if read_only {
+            vec![countersign_act_tool::approval::RefusedWrite::new(
+                operation.clone(),
+                "POST",
+                "https://docs.example.com/pay?amount=5",
+                "XHR",
+            )]
+        } else {
+            Vec::new()
+        })
     }
 }

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use axum::Router;
 use axum::response::{Html, Redirect};
 use axum::routing::{get, post};
-use countersign_approval_core::{ActionRequest, ActorId, ApprovalId, OperationId, RunId};
+use countersign_approval_core::{
+    ActionRequest, ActorId, ApprovalId, OperationId, RunId, WriteAccess,
+};
 use countersign_backend_chromium::{Chromium, ChromiumOptions, Session, Tab};
 use countersign_canonical_policy::{Policy, StaticResolver};
 use countersign_egress_guard::EgressGuard;
@@ -294,17 +296,20 @@ impl Fixture {
 
     /// An action request for `path` as Act would hand it over.
     pub async fn request(&self, path: &str, action: Value) -> ActionRequest {
+        self.request_at(&self.url(path), action, WriteAccess::Open)
+            .await
+    }
+
+    /// An action request for `url` with `writes`, as Act would hand it over.
+    pub async fn request_at(&self, url: &str, action: Value, writes: WriteAccess) -> ActionRequest {
         ActionRequest {
             operation_id: OperationId::generate().unwrap(),
             approval_id: ApprovalId::generate().unwrap(),
             actor_id: ActorId::new("live-actor").unwrap(),
             run_id: RunId::new("live-run").unwrap(),
-            url: self
-                .policy
-                .authorize_destination(&self.url(path))
-                .await
-                .unwrap(),
+            url: self.policy.authorize_destination(url).await.unwrap(),
             action: self.policy.authorize_action(&action).unwrap(),
+            writes,
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use countersign_rules::{DefaultPackConfig, RuleConfig, RuleSet, RulesConfig};
+use countersign_rules::{AllowedWriteConfig, DefaultPackConfig, RuleConfig, RuleSet, RulesConfig};
 use serde::Deserialize;
 
 /// The smallest bearer token or approver token accepted: long enough
@@ -41,6 +41,10 @@ pub struct Config {
     /// `[default_rules]`: the shipped pack, its `auto` rules approving on
     /// `auto_hosts`.
     pub default_rules: Option<DefaultPackConfig>,
+    /// `[[allowed_writes]]`: what a page may still send in read-only mode,
+    /// after an act a rule approved. None unless listed.
+    #[serde(default)]
+    pub allowed_writes: Vec<AllowedWriteConfig>,
 }
 
 impl Config {
@@ -49,6 +53,12 @@ impl Config {
     /// (`http.grant_ttl_secs`).
     pub fn rule_set(&self) -> Result<Option<RuleSet>, String> {
         if self.rules.is_empty() && self.default_rules.is_none() {
+            if !self.allowed_writes.is_empty() {
+                return Err(
+                    "`allowed_writes` needs rules: only an act a rule approved is read-only"
+                        .to_owned(),
+                );
+            }
             return Ok(None);
         }
         let mut rules = Vec::with_capacity(self.rules.len());
@@ -66,9 +76,11 @@ impl Config {
         let config = RulesConfig {
             default_pack: self.default_rules.clone(),
             rules,
+            allowed_writes: self.allowed_writes.clone(),
         };
         config
             .into_builder()
+            .map_err(|e| e.to_string())?
             .grant_ttl(std::time::Duration::from_secs(self.http.grant_ttl_secs))
             .build()
             .map(Some)
