@@ -193,19 +193,22 @@ fn form_page(controls: usize) -> String {
 /// How many controls the submit row's form binds.
 const FORM_CONTROLS: usize = 20;
 
-/// Runs the comparisons; empty when no Chromium is installed.
-pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
+/// The Chromium binary the live rows drive, `None` (and a line saying
+/// which `rows` are skipped) when it is not installed.
+pub(crate) fn chromium_executable(rows: &str) -> Option<String> {
     let executable =
         std::env::var("COUNTERSIGN_CHROMIUM").unwrap_or_else(|_| DEFAULT_EXECUTABLE.to_owned());
-    if !std::path::Path::new(&executable).exists() {
-        eprintln!("bench: no chromium at `{executable}`; the live rows are skipped");
-        return Ok(Vec::new());
+    if std::path::Path::new(&executable).exists() {
+        Some(executable)
+    } else {
+        eprintln!("bench: no chromium at `{executable}`; {rows} skipped");
+        None
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(err)?;
+}
+
+/// The live rows' policy (plain http on 127.0.0.2) and launch options:
+/// their pages are on loopback, so the browser needs no egress guard.
+pub(crate) fn loopback_browser(executable: &str) -> Result<(Policy, ChromiumOptions), String> {
     let policy = Policy::builder()
         .allow_host("127.0.0.2")
         .allow_schemes(["http"])
@@ -213,12 +216,24 @@ pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
         .resolver(StaticResolver::new())
         .build()
         .map_err(err)?;
-    // The pages make no request of their own and input causes none, so the
-    // browser needs no egress guard here.
     let options = ChromiumOptions::new()
-        .executable(&executable)
+        .executable(executable)
         .no_sandbox()
         .allow_unproxied_egress();
+    Ok((policy, options))
+}
+
+/// Runs the comparisons; empty when no Chromium is installed.
+pub fn click(budget: Budget) -> Result<Vec<Row>, String> {
+    let Some(executable) = chromium_executable("the live rows are") else {
+        return Ok(Vec::new());
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    let (policy, options) = loopback_browser(&executable)?;
     let chromium = rt.block_on(Chromium::launch(options)).map_err(err)?;
 
     let button = LiveTab::open(&rt, &chromium, &policy, PAGE.to_owned(), budget)?;
@@ -600,12 +615,9 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
     use chromiumoxide::cdp::browser_protocol::accessibility::GetFullAxTreeParams;
     use countersign_approval_core::{Backend, SnapshotLimits};
 
-    let executable =
-        std::env::var("COUNTERSIGN_CHROMIUM").unwrap_or_else(|_| DEFAULT_EXECUTABLE.to_owned());
-    if !std::path::Path::new(&executable).exists() {
-        eprintln!("bench: no chromium at `{executable}`; the observe row is skipped");
+    let Some(executable) = chromium_executable("the observe row is") else {
         return Ok(Vec::new());
-    }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -618,18 +630,7 @@ pub fn observe(budget: Budget) -> Result<Vec<Row>, String> {
     let page_html = many_buttons();
     let app = Router::new().route("/", get(move || async move { Html(page_html) }));
     rt.spawn(async move { axum::serve(listener, app).await });
-    let policy = Policy::builder()
-        .allow_host("127.0.0.2")
-        .allow_schemes(["http"])
-        .allow_special_use("127.0.0.2/32")
-        .resolver(StaticResolver::new())
-        .build()
-        .map_err(err)?;
-    // The page makes no request of its own: no egress guard needed.
-    let options = ChromiumOptions::new()
-        .executable(&executable)
-        .no_sandbox()
-        .allow_unproxied_egress();
+    let (policy, options) = loopback_browser(&executable)?;
     let (chromium, tab) = rt.block_on(async {
         let chromium = Chromium::launch(options).await.map_err(err)?;
         let session = chromium.new_session(policy.clone()).await.map_err(err)?;

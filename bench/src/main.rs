@@ -13,6 +13,7 @@ mod mcp_bench;
 mod memory_bench;
 mod policy_bench;
 mod postgres_bench;
+mod read_only_bench;
 mod redis_bench;
 mod report;
 mod rules_bench;
@@ -129,6 +130,11 @@ fn run(quick: bool) -> Result<(), String> {
     if wanted("mcp") {
         // An HTTP round trip through two services per operation: fewer operations.
         push(mcp_bench::act(budget.scaled(20))?);
+    }
+    if wanted("read-only")
+        && let Some(row) = read_only_bench::page_load(quick)?
+    {
+        push(row);
     }
     if wanted("egress") {
         let (row, section) = egress_bench::page_load(quick)?;

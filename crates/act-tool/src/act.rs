@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
     ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding, ConsumeOutcome,
-    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, StandingScope,
-    StopOutcome, StoreError, WriteAccess,
+    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, RefusedWrite,
+    StandingScope, StopOutcome, StoreError, WriteAccess,
 };
 use countersign_canonical_policy::ActionDigest;
 use serde_json::Value;
@@ -101,16 +101,20 @@ struct Known {
 /// Adds the writes read-only mode refused while the act was performed to
 /// the record's note. Refusals the page causes later are the backend's to
 /// report, under the same operation id.
-async fn note_refused_writes(context: &Context, operation: &OperationId, known: &mut Known) {
+async fn note_refused_writes(
+    context: &Context,
+    operation: &OperationId,
+    known: &mut Known,
+) -> Vec<RefusedWrite> {
     let refused = match context.backend().refused_writes(operation).await {
         Ok(refused) => refused,
         Err(error) => {
             tracing::warn!(operation_id = %operation, %error, "refused writes could not be read");
-            return;
+            return Vec::new();
         }
     };
     if refused.is_empty() {
-        return;
+        return refused;
     }
     // Bounded: a page may start any number of writes.
     const LISTED: usize = 8;
@@ -136,6 +140,7 @@ async fn note_refused_writes(context: &Context, operation: &OperationId, known: 
         Some(note) => format!("{note}; {line}"),
         None => line,
     });
+    refused
 }
 
 /// The shortest wait between two tries of an abandon.
@@ -458,6 +463,7 @@ impl Act {
                 action: action_request.action,
                 landed: Some(landed),
                 decided_by,
+                refused_writes: Vec::new(),
             });
         }
         let performed = match &page {
@@ -498,9 +504,11 @@ impl Act {
                     .await);
             }
         }
-        if read_only {
-            note_refused_writes(context, &action_request.operation_id, known).await;
-        }
+        let refused_writes = if read_only {
+            note_refused_writes(context, &action_request.operation_id, known).await
+        } else {
+            Vec::new()
+        };
         Ok(Performed {
             operation_id: action_request.operation_id,
             approval_id: action_request.approval_id,
@@ -508,6 +516,7 @@ impl Act {
             action: action_request.action,
             landed: None,
             decided_by,
+            refused_writes,
         })
     }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use countersign_approval_core::{ApprovalId, OperationId, OutcomeCode};
+use countersign_approval_core::{ApprovalId, OperationId, OutcomeCode, RefusedWrite};
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::{Value, json};
@@ -81,6 +81,9 @@ impl ActResult {
                 if let (Some(object), Some(by)) = (body.as_object_mut(), done.named_tier()) {
                     object.insert("decided_by".to_owned(), Value::String(by.to_owned()));
                 }
+                if let (Some(object), Some(list)) = (body.as_object_mut(), done.refused_list()) {
+                    object.insert("refused_writes".to_owned(), json!(list));
+                }
                 body
             }
             ActResult::Error(error) => json!({
@@ -124,14 +127,18 @@ impl Serialize for ActResult {
         match self {
             ActResult::Ok(done) => {
                 let tier = done.named_tier();
-                let mut s =
-                    serializer.serialize_struct("ActResult", 4 + usize::from(tier.is_some()))?;
+                let refused = done.refused_list();
+                let fields = 4 + usize::from(tier.is_some()) + usize::from(refused.is_some());
+                let mut s = serializer.serialize_struct("ActResult", fields)?;
                 s.serialize_field("status", "ok")?;
                 s.serialize_field("operation_id", done.operation_id.as_str())?;
                 s.serialize_field("locator", &Locator(done))?;
                 s.serialize_field("action", &done.action)?;
                 if let Some(tier) = tier {
                     s.serialize_field("decided_by", tier)?;
+                }
+                if let Some(refused) = refused {
+                    s.serialize_field("refused_writes", &refused)?;
                 }
                 s.end()
             }
@@ -163,9 +170,25 @@ pub struct Performed {
     /// Who approved the grant: a person, a rule or a standing grant (the
     /// answer names the last two, never which).
     pub decided_by: DecidedBy,
+    /// What read-only mode refused while the act was performed (an act a
+    /// rule approved); the answer lists each as `METHOD address`.
+    pub refused_writes: Vec<RefusedWrite>,
 }
 
 impl Performed {
+    /// `METHOD address` of each write refused, for the answer.
+    fn refused_list(&self) -> Option<Vec<String>> {
+        if self.refused_writes.is_empty() {
+            return None;
+        }
+        Some(
+            self.refused_writes
+                .iter()
+                .map(|w| format!("{} {}", w.method, w.address))
+                .collect(),
+        )
+    }
+
     /// `rule` or `standing` when no person approved this act's grant.
     fn named_tier(&self) -> Option<&'static str> {
         match self.decided_by {

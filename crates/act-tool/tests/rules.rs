@@ -151,6 +151,11 @@ async fn an_auto_rule_approves_at_once_with_an_ordinary_single_use_grant() {
         (Some("ok"), Some("rule")),
         "{done}"
     );
+    // The model learns what the page tried to write, never the query.
+    assert_eq!(
+        done["refused_writes"],
+        json!(["POST https://docs.example.com/pay"])
+    );
     let again = host.call("browser_act", &act).await;
     assert_eq!(again["error"]["code"], "APPROVAL_STALE", "{again}");
     assert_eq!(host.page.performed(), 1);

@@ -27,16 +27,42 @@ use support::{Case, Fixture};
 
 #[test]
 fn the_default_pack_on_the_labelled_corpus() {
-    let case: Case = |f| Box::pin(decide_the_corpus(f));
+    let case: Case = |f| Box::pin(decide_the_corpus(f, &WRITTEN_BESIDE));
+    let sites: Case = |f| Box::pin(decide_the_corpus(f, &AFTER_SITES));
     let roles: Case = |f| Box::pin(each_role_the_pack_names_is_chromiums(f));
     support::run_cases(
         support::options(),
         &[
             ("decide_the_corpus", case),
+            ("decide_the_corpus_after_sites", sites),
             ("each_role_the_pack_names_is_chromiums", roles),
         ],
     );
 }
+
+/// One labelled corpus: its directory under `tests/` and where the docs
+/// show its table.
+struct Corpus {
+    dir: &'static str,
+    table_start: &'static str,
+}
+
+/// The pages written beside the pack.
+const WRITTEN_BESIDE: Corpus = Corpus {
+    dir: "corpus",
+    table_start: "<!-- corpus table: written by crates/backend-chromium/tests/rules_corpus.rs -->\n",
+};
+
+/// The pages written after real sites' public HTML and URLs, kept apart
+/// from the pack: no rule was changed to fit one of them.
+const AFTER_SITES: Corpus = Corpus {
+    dir: "corpus-sites",
+    table_start: "<!-- corpus-sites table: written by crates/backend-chromium/tests/rules_corpus.rs -->\n",
+};
+
+/// The least share of low-risk targets the pack must approve, in percent,
+/// on every corpus.
+const MIN_LOW_RISK_AUTO_PERCENT: usize = 75;
 
 /// For every role a rule of the default pack names: an element Chromium
 /// reports with that role, and the action that reads it.
@@ -90,6 +116,11 @@ const ROLE_FIXTURES: &[(&str, &str, &str)] = &[
     (
         "textbox",
         r#"<form method=get action="/find"><input id=r type=text aria-label="Where to?"></form>"#,
+        "fill",
+    ),
+    (
+        "Date",
+        r#"<form method=get action="/find"><input id=r type=date aria-label="Check-in"></form>"#,
         "fill",
     ),
     (
@@ -170,12 +201,14 @@ async fn each_role_the_pack_names_is_chromiums(f: &Fixture) {
     }
 }
 
-fn corpus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
+fn corpus_dir(corpus: &Corpus) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(corpus.dir)
 }
 
-fn pages() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
+fn pages(corpus: &Corpus) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(corpus_dir(corpus))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter_map(|n| n.strip_suffix(".html").map(str::to_owned))
@@ -194,13 +227,13 @@ struct Tally {
     low_auto: usize,
 }
 
-async fn decide_the_corpus(f: &Fixture) {
+async fn decide_the_corpus(f: &Fixture, corpus: &'static Corpus) {
     let app = Router::new().route(
         "/corpus/{name}",
-        get(|Path(name): Path<String>| async move {
+        get(move |Path(name): Path<String>| async move {
             let safe = name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-');
             let text = if safe {
-                std::fs::read_to_string(corpus_dir().join(format!("{name}.html")))
+                std::fs::read_to_string(corpus_dir(corpus).join(format!("{name}.html")))
                     .unwrap_or_default()
             } else {
                 String::new()
@@ -221,7 +254,7 @@ async fn decide_the_corpus(f: &Fixture) {
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut wrong: Vec<String> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
-    let names = pages();
+    let names = pages(corpus);
     assert!(names.len() >= 20, "the corpus has {} pages", names.len());
     for page in &names {
         let url = f
@@ -309,12 +342,12 @@ async fn decide_the_corpus(f: &Fixture) {
         total.person + total.low
     );
     assert!(
-        total.low_auto * 100 >= total.low * 70,
+        total.low_auto * 100 >= total.low * MIN_LOW_RISK_AUTO_PERCENT,
         "{} of {} low-risk elements auto-approved",
         total.low_auto,
         total.low
     );
-    check_table(&table(&tallies, total));
+    check_table(corpus, &table(&tallies, total));
 }
 
 /// The action a model would propose on the target: `option` is a
@@ -355,17 +388,21 @@ fn table(tallies: &BTreeMap<String, Tally>, total: Tally) -> String {
     text
 }
 
-const TABLE_START: &str =
-    "<!-- corpus table: written by crates/backend-chromium/tests/rules_corpus.rs -->\n";
 const TABLE_END: &str = "<!-- end of the corpus table -->";
 
 /// The docs show this run's table, or the test fails (or rewrites it with
 /// `COUNTERSIGN_CORPUS_TABLE=write`).
-fn check_table(table: &str) {
+fn check_table(corpus: &Corpus, table: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/rules-corpus.md");
     let doc = std::fs::read_to_string(&path).unwrap();
-    let start = doc.find(TABLE_START).expect("the table's start marker") + TABLE_START.len();
-    let end = doc.find(TABLE_END).expect("the table's end marker");
+    let start = doc
+        .find(corpus.table_start)
+        .expect("the table's start marker")
+        + corpus.table_start.len();
+    let end = start
+        + doc[start..]
+            .find(TABLE_END)
+            .expect("the table's end marker");
     if std::env::var("COUNTERSIGN_CORPUS_TABLE").as_deref() == Ok("write") {
         let written = format!("{}{table}{}", &doc[..start], &doc[end..]);
         std::fs::write(&path, written).unwrap();

@@ -50,6 +50,28 @@ pub(crate) struct Destination {
     pub(crate) path: String,
     pub(crate) query: String,
     pub(crate) keys: Vec<String>,
+    /// The path and the query again with their camelCase words split by
+    /// `-` (`/WatchListAdd` reads `/watch-list-add`), when that differs:
+    /// a pattern matching either form matches.
+    pub(crate) path_words: Option<String>,
+    pub(crate) query_words: Option<String>,
+}
+
+/// `text` lower-cased with a `-` between a lower-case letter or digit and
+/// the capital after it; `None` when there is no such boundary.
+fn camel_words(text: &str) -> Option<String> {
+    let mut words = String::with_capacity(text.len() + 8);
+    let mut split = false;
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_uppercase() && previous_lower {
+            words.push('-');
+            split = true;
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        words.extend(c.to_lowercase());
+    }
+    split.then_some(words)
 }
 
 impl Destination {
@@ -60,22 +82,21 @@ impl Destination {
         if !matches!(parsed.scheme(), "http" | "https") {
             return None;
         }
-        let path = percent_encoding::percent_decode_str(parsed.path())
-            .decode_utf8_lossy()
-            .to_lowercase();
-        let pairs: Vec<(String, String)> = parsed
+        let raw_path = percent_encoding::percent_decode_str(parsed.path()).decode_utf8_lossy();
+        let raw_query = parsed
             .query_pairs()
-            .map(|(k, v)| (k.to_lowercase(), v.to_lowercase()))
-            .collect();
-        let query = pairs
-            .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join("&");
         Some(Destination {
-            path,
-            query,
-            keys: pairs.into_iter().map(|(k, _)| k).collect(),
+            path: raw_path.to_lowercase(),
+            query: raw_query.to_lowercase(),
+            keys: parsed
+                .query_pairs()
+                .map(|(k, _)| k.to_lowercase())
+                .collect(),
+            path_words: camel_words(&raw_path),
+            query_words: camel_words(&raw_query),
         })
     }
 }

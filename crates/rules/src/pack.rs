@@ -66,9 +66,10 @@ const NONE: PackRule = PackRule {
 const ACTIVATE: &[&str] = &["click", "dblclick", "press"];
 
 /// The verbs of deeds that sites let a GET do, as they spell them in paths
-/// and in `action=`-style query values: signing out, deleting, changing
-/// who may do what or who one is, money, votes and follows, and bulk
-/// exports. From the URL conventions of widely deployed software (the
+/// and in query values: signing out, deleting, changing who may do what
+/// or who one is, money and renewals, votes, follows, watches and
+/// favourites, downloads and bulk exports, revealing a secret, and the
+/// SQL statements that destroy data (`sql_query=DROP TABLE …`). From the URL conventions of widely deployed software (the
 /// `wp-admin` `action=` values, MediaWiki's `action=`, `sesskey` and
 /// `_wpnonce` links, Rails and Django route names, mailing lists'
 /// unsubscribe and confirm links, shops' add-to-cart links, admin
@@ -80,8 +81,9 @@ macro_rules! deed_verbs {
          |revoke|approve|reject|decline|accept|confirm|verify|cancel|terminate|close|close-?account\
          |impersonate|masquerade|sudo|login-?as|switch-?user|become|promote|demote|grant\
          |reset|regenerate|rotate|pay|payout|withdraw|refund|charge|checkout|purchase|buy\
-         |donate|subscribe|add-?to-?(cart|basket|bag)|vote|upvote|downvote|like|unlike\
-         |follow|unfollow|export|dump|backup|takeout|download-?all"
+         |donate|subscribe|renew|add-?to-?(cart|basket|bag)|vote|upvote|downvote|like|unlike\
+         |follow|unfollow|watch|unwatch|fave|favou?rite|unfavou?rite|hide|unhide|rsvp\
+         |export|dump|backup|takeout|download|download-?all|reveal|truncate|drop"
     };
 }
 
@@ -94,11 +96,21 @@ const DEED_IN_PATH: &str = concat!("(^|[/_.-])(", deed_verbs!(), ")([/_.-]|$)");
 const BULK_FILE_IN_PATH: &str = r"\.(csv|tsv|xlsx?|sql|mbox|vcf|ics)$";
 
 /// A query that asks for a deed by name (`action=delete`, `do=logout`,
-/// `_method=delete`).
+/// `_method=delete`, `_action=export`, `subaction=trash`).
 const DEED_IN_QUERY: &str = concat!(
-    "(^|&)(action|do|op|cmd|command|task|mode|act|_method|method|event|func)=(",
+    "(^|&)[a-z_]*(action|do|op|cmd|command|task|mode|act|method|event|func)=(",
     deed_verbs!(),
-    "|trash|watch|unwatch|post|put|patch)(&|$)"
+    "|trash|post|put|patch)(&|$)"
+);
+
+/// A query value that names a deed as one of its words, under any key
+/// (`sql_query=DELETE FROM …`, `title=Special:UserLogout`,
+/// `next=/account/delete`): values are matched decoded, so a `+` is a
+/// space, and camelCase words are split.
+const DEED_IN_QUERY_VALUE: &str = concat!(
+    "(^|&)[^=&]*=([^&]*[ :/_.,-])?(",
+    deed_verbs!(),
+    ")([ :/_.,-][^&]*)?(&|$)"
 );
 
 /// A query that says the deed is confirmed (`confirm=1`, `confirmed=yes`).
@@ -122,7 +134,15 @@ const ONE_CLICK_TOKEN_KEYS: &[&str] = &[
     "_token",
     "authenticity_token",
     "token",
+    "auth",
+    "sig",
+    "signature",
+    "hmac",
 ];
+
+/// The query keys that set a quantity or an amount: a link carrying one
+/// changes a basket or moves money when followed (`/cart/change?line=1&quantity=0`).
+const AMOUNT_KEYS: &[&str] = &["quantity", "qty", "amount", "amt"];
 
 /// The default pack, in order: `person` rules first, then `auto`.
 pub const DEFAULT_PACK: &[PackRule] = &[
@@ -184,7 +204,15 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         tier: Tier::Person,
         reason: "where it leads does something: its query asks for a deed or confirms one",
         methods: Some(ACTIVATE),
-        destination_queries: Some(&[DEED_IN_QUERY, CONFIRMED_IN_QUERY]),
+        destination_queries: Some(&[DEED_IN_QUERY, DEED_IN_QUERY_VALUE, CONFIRMED_IN_QUERY]),
+        ..NONE
+    },
+    PackRule {
+        id: "default.amount-in-query",
+        tier: Tier::Person,
+        reason: "where it leads sets a quantity or an amount, which changes a basket or moves money",
+        methods: Some(ACTIVATE),
+        destination_query_keys: Some(AMOUNT_KEYS),
         ..NONE
     },
     PackRule {
@@ -333,16 +361,29 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         tier: Tier::Auto,
         reason: "typing into a field of a form that only reads (submitted with GET, as a search is) sends nothing",
         methods: Some(&["fill", "type"]),
-        roles: Some(&["textbox", "searchbox", "combobox"]),
+        roles: Some(&["textbox", "searchbox", "combobox", "Date"]),
         form_methods: Some(&["get"]),
         ..NONE
     },
     PackRule {
         id: "default.filters",
         tier: Tier::Auto,
-        reason: "choosing a filter or a sort order only changes what a list shows",
+        reason: "choosing a filter of a form that only reads (submitted with GET) changes what a list shows",
         methods: Some(&["click", "check", "uncheck", "select"]),
         roles: Some(&["checkbox", "radio", "combobox", "listbox", "option"]),
+        form_methods: Some(&["get"]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
+        id: "default.sort-choice",
+        tier: Tier::Auto,
+        reason: "choosing a sort order, a filter or how many rows a list shows only changes what it shows",
+        methods: Some(&["click", "select"]),
+        roles: Some(&["combobox", "listbox"]),
+        names: Some(&[
+            r"^((sort|order|filter|group|show|view|display)( by)?\b.{0,40}|(number of )?(rows|results|items)( per page)?|.{0,30}\bper page)$",
+        ]),
         submits_form: Some(false),
         ..NONE
     },
@@ -360,7 +401,7 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         reason: "running a search only reads",
         methods: Some(&["click", "press"]),
         roles: Some(&["button"]),
-        names: Some(&[r"^(search|go|find)$"]),
+        names: Some(&[r"^(search|go|find|show|view|filter|refine)\b.{0,40}$"]),
         submits_form: Some(true),
         form_methods: Some(&["get"]),
         ..NONE

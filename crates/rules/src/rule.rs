@@ -256,7 +256,9 @@ impl Rule {
     /// form is submitted: `formaction` over the form's `action`, as the
     /// browser resolved them) has a path one of these regular expressions
     /// matches, case insensitively, anywhere unless anchored. The path is
-    /// matched percent-decoded (`/de%6Cete` reads `/delete`).
+    /// matched percent-decoded (`/de%6Cete` reads `/delete`), and also with
+    /// its camelCase words split by `-` (`/WatchListAdd` reads
+    /// `/watch-list-add` as well).
     pub fn destination_paths<I: IntoIterator<Item = S>, S: Into<String>>(
         mut self,
         patterns: I,
@@ -268,7 +270,8 @@ impl Rule {
     /// The target's destination (see
     /// [`destination_paths`](Rule::destination_paths)) has a query one of
     /// these regular expressions matches, case insensitively: the query's
-    /// pairs percent-decoded, as `key=value` joined with `&`. A
+    /// pairs percent-decoded (a `+` is a space), as `key=value` joined with
+    /// `&`, also with camelCase words split by `-` as for paths. A
     /// destination without a query has the empty query.
     pub fn destination_queries<I: IntoIterator<Item = S>, S: Into<String>>(
         mut self,

@@ -325,17 +325,26 @@ impl CompiledRule {
         let Some(destination) = facts.destination() else {
             return false;
         };
-        let any_match = |patterns: &Option<Vec<regex::Regex>>, text: &str| {
-            patterns
-                .as_ref()
-                .is_none_or(|patterns| patterns.iter().any(|p| p.is_match(text)))
-        };
-        any_match(&self.destination_paths, &destination.path)
-            && any_match(&self.destination_queries, &destination.query)
-            && self.destination_query_keys.as_ref().is_none_or(|keys| {
-                keys.iter()
-                    .any(|key| destination.keys.iter().any(|k| k == key))
-            })
+        let any_match =
+            |patterns: &Option<Vec<regex::Regex>>, text: &str, words: &Option<String>| {
+                patterns.as_ref().is_none_or(|patterns| {
+                    patterns.iter().any(|p| {
+                        p.is_match(text) || words.as_deref().is_some_and(|w| p.is_match(w))
+                    })
+                })
+            };
+        any_match(
+            &self.destination_paths,
+            &destination.path,
+            &destination.path_words,
+        ) && any_match(
+            &self.destination_queries,
+            &destination.query,
+            &destination.query_words,
+        ) && self.destination_query_keys.as_ref().is_none_or(|keys| {
+            keys.iter()
+                .any(|key| destination.keys.iter().any(|k| k == key))
+        })
     }
 }
 
