@@ -83,7 +83,7 @@ pub use page::{MAX_PAGE_ID_BYTES, PageBinding};
 pub use proposal::{
     ApproveError, Decision, DecisionOutcome, MAX_LISTED_PROPOSALS, MAX_SCREENSHOT_BYTES,
     PageSnapshot, Proposal, ProposalDecision, ProposalError, ProposalState, ProposalStatus,
-    ProposeError, StoredProposal, decide_proposal,
+    ProposeError, StoredProposal, TARGET_BOX_PNG_KEYWORD, TargetBox, decide_proposal,
 };
 pub use standing::{
     GiveBackDecision, MAX_STANDING_SCOPE_BYTES, MAX_STANDING_TTL, MAX_STANDING_USES, StandingError,

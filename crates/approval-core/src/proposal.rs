@@ -19,6 +19,72 @@ use crate::{
 /// Largest screenshot a proposal keeps, in bytes.
 pub const MAX_SCREENSHOT_BYTES: usize = 2 * 1024 * 1024;
 
+/// The keyword of the PNG text chunk (`tEXt`) in which a backend records
+/// where in a snapshot's picture it outlined the target, as
+/// [`TargetBox::to_text`] writes it: the approval page crops the picture
+/// to it, so a person on a phone sees the target at a readable size. The
+/// backend encodes the picture itself, so the page shown in it cannot
+/// write this chunk.
+pub const TARGET_BOX_PNG_KEYWORD: &str = "countersign-target";
+
+/// Where the outlined target lies in a snapshot's picture, in the
+/// picture's pixels (the element's own box, inside the outline).
+///
+/// ```
+/// use countersign_approval_core::TargetBox;
+///
+/// let target = TargetBox { left: 120, top: 48, width: 96, height: 32 };
+/// assert_eq!(target.to_text(), "120 48 96 32");
+/// assert_eq!(TargetBox::parse("120 48 96 32"), Some(target));
+/// assert_eq!(TargetBox::parse("120 48 0 32"), None);
+/// assert_eq!(TargetBox::parse("120 48 96"), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetBox {
+    /// Pixels from the picture's left edge.
+    pub left: u32,
+    /// Pixels from the picture's top edge.
+    pub top: u32,
+    /// Width in pixels, at least 1.
+    pub width: u32,
+    /// Height in pixels, at least 1.
+    pub height: u32,
+}
+
+impl TargetBox {
+    /// `left top width height`, decimal, one space apart.
+    pub fn to_text(&self) -> String {
+        format!("{} {} {} {}", self.left, self.top, self.width, self.height)
+    }
+
+    /// The box [`to_text`](Self::to_text) wrote; `None` for anything else
+    /// or an empty box.
+    pub fn parse(text: &str) -> Option<TargetBox> {
+        let mut numbers = text.split(' ').map(|n| {
+            if n.is_empty() || n.len() > 7 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                None
+            } else {
+                n.parse::<u32>().ok()
+            }
+        });
+        let (left, top, width, height) = (
+            numbers.next()??,
+            numbers.next()??,
+            numbers.next()??,
+            numbers.next()??,
+        );
+        if numbers.next().is_some() || width == 0 || height == 0 {
+            return None;
+        }
+        Some(TargetBox {
+            left,
+            top,
+            width,
+            height,
+        })
+    }
+}
+
 /// Most proposals [`pending_proposals`](crate::ProposalStore::pending_proposals)
 /// lists for one run.
 pub const MAX_LISTED_PROPOSALS: usize = 100;
@@ -31,7 +97,9 @@ pub struct PageSnapshot {
     /// The page (session, tab, document revision).
     pub page: PageBinding,
     /// A PNG screenshot of the viewport with the target element outlined,
-    /// when the backend could take one (at most [`MAX_SCREENSHOT_BYTES`]).
+    /// when the backend could take one (at most [`MAX_SCREENSHOT_BYTES`]);
+    /// where the target lies in it is in its [`TARGET_BOX_PNG_KEYWORD`]
+    /// text chunk, when the backend records it.
     pub screenshot_png: Option<Vec<u8>>,
     /// Whether exactly one visible element matched the selector when the
     /// snapshot was taken (the one outlined). `false` warns the approver

@@ -108,6 +108,7 @@
 //! `<form>`, with a visible focus ring.
 
 mod auth;
+mod crop;
 mod error;
 mod extract;
 mod forms;

@@ -60,6 +60,7 @@ pub enum ApprovalPagesError {
 /// | `POST` | `/runs/{actor}/{run}/stop` | stops the run, then `303` to the run's page saying how many grants it stopped |
 /// | `GET` | `/proposals/{id}` | one proposal: everything its grant would bind, Approve and Deny |
 /// | `GET` | `/proposals/{id}/screenshot.png` | the live backend's screenshot of the page (`image/png`) |
+/// | `GET` | `/proposals/{id}/target.png` | that screenshot cropped around the outlined target, at its own scale (`image/png`; 404 when the backend recorded no target) |
 /// | `POST` | `/proposals/{id}/approve` | approves and issues the grant, then `303` to the proposal's page |
 /// | `POST` | `/proposals/{id}/deny` | denies, then `303` to the proposal's page |
 /// | `GET` | `/style.css` | the stylesheet (public: it holds no data) |

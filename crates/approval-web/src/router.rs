@@ -29,6 +29,7 @@ pub(crate) fn router(shared: App) -> Router {
         )
         .route("/proposals/{id}", get(proposal::proposal_page))
         .route("/proposals/{id}/screenshot.png", get(proposal::screenshot))
+        .route("/proposals/{id}/target.png", get(proposal::target_crop))
         .route("/proposals/{id}/approve", post(proposal::approve))
         .route("/proposals/{id}/deny", post(proposal::deny))
         .route(

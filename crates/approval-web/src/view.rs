@@ -503,6 +503,54 @@ impl StandingRow {
     }
 }
 
+/// The decision as one sentence built from the bound facts: who wants to
+/// do what to which element on which host, e.g. "demo-agent wants to
+/// **click** the button **“count”** on **127.0.0.2:42241**".
+pub(crate) struct Summary {
+    pub(crate) actor: Shown,
+    pub(crate) method: String,
+    /// `the button`, or `the element` when no element was bound.
+    pub(crate) what: String,
+    /// The bound element's accessible name, else the selector.
+    pub(crate) target: Shown,
+    /// Whether `target` is a selector (shown as code) rather than a name.
+    pub(crate) by_selector: bool,
+    /// Host, and port when the URL names one.
+    pub(crate) host: Shown,
+    /// The one argument's value, for an action with exactly one (the text
+    /// a `fill` types).
+    pub(crate) value: Option<Shown>,
+}
+
+impl Summary {
+    fn of(p: &Proposal) -> Summary {
+        let element = p.bound_element();
+        let named = element.filter(|e| !e.name().is_empty());
+        let host = url::Url::parse(&p.url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(|h| u.port().map_or(h.to_owned(), |port| format!("{h}:{port}")))
+            })
+            .unwrap_or_else(|| p.url.clone());
+        let arguments = p.action.arguments();
+        Summary {
+            actor: Shown::new(p.actor_id.as_str()),
+            method: p.action.method().to_owned(),
+            what: match element {
+                Some(e) => format!("the {}", e.role()),
+                None => "the element".to_owned(),
+            },
+            target: Shown::new(named.map_or(p.action.selector(), |e| e.name())),
+            by_selector: named.is_none(),
+            host: Shown::new(&host),
+            value: (arguments.len() == 1)
+                .then(|| arguments.values().next().map(|v| Shown::new(v)))
+                .flatten(),
+        }
+    }
+}
+
 /// One proposal: exactly what a grant approved from it binds.
 #[derive(Template)]
 #[template(path = "proposal.html")]
@@ -524,7 +572,12 @@ pub(crate) struct ProposalPage {
     pub(crate) grant_ttl: String,
     pub(crate) grant_expires: When,
     pub(crate) page: Option<PageView>,
+    /// The decision in one sentence, first on the page.
+    pub(crate) summary: Summary,
     pub(crate) screenshot_href: Option<String>,
+    /// The screenshot cropped around its target, when the backend recorded
+    /// where the target lies in it.
+    pub(crate) crop_href: Option<String>,
     pub(crate) target_found: Option<bool>,
     /// `pending`, `stopped` (pending in a stopped run), `approved`,
     /// `denied` or `expired`: a CSS class suffix.
@@ -575,9 +628,14 @@ impl ProposalPage {
                 revision: s.page.page_revision.clone(),
                 element: s.page.element.as_ref().map(ElementView::new),
             }),
+            summary: Summary::of(p),
             screenshot_href: snapshot
                 .filter(|s| s.screenshot_png.is_some())
                 .map(|_| format!("{}/screenshot.png", proposal_path(base, &p.id))),
+            crop_href: snapshot
+                .and_then(|s| s.screenshot_png.as_deref())
+                .and_then(crate::crop::recorded_target)
+                .map(|_| format!("{}/target.png", proposal_path(base, &p.id))),
             target_found: snapshot.map(|s| s.target_found),
             status: ProposalPage::status(ProposalStatus::Pending, false),
             decision: None,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::page::ScreenshotParams;
 use countersign_act_tool::{Context, Toolset};
 use countersign_approval_core::{
@@ -77,6 +78,55 @@ button { font: inherit; padding: 8px 18px; margin-right: 8px; border-radius: 4px
     if (e.isTrusted) clicks.textContent = String(Number(clicks.textContent) + 1);
   });
 </script></body></html>"#;
+
+/// What the first screen of a proposal page holds, measured as laid out.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FirstScreen {
+    inner: (f64, f64),
+    scroll_width: f64,
+    /// The decision's parts whose box is not wholly in the first viewport.
+    outside: Vec<String>,
+    approve: (f64, f64),
+    deny: (f64, f64),
+    crop_natural: (u32, u32),
+    /// Pixels of the outline's colour in the crop.
+    outline_pixels: u32,
+}
+
+const MEASURE_FIRST_SCREEN: &str = r#"(() => {
+  const inner = [window.innerWidth, window.innerHeight];
+  const outside = [];
+  for (const id of ['summary', 'target-crop', 'approve', 'deny']) {
+    const r = document.getElementById(id).getBoundingClientRect();
+    if (r.left < 0 || r.top < 0 || r.right > inner[0] + 0.5 || r.bottom > inner[1] + 0.5 || r.width === 0) {
+      outside.push(`${id} at ${r.left},${r.top}..${r.right},${r.bottom}`);
+    }
+  }
+  const size = id => { const r = document.getElementById(id).getBoundingClientRect(); return [r.width, r.height]; };
+  const crop = document.getElementById('target-crop');
+  const canvas = document.createElement('canvas');
+  canvas.width = crop.naturalWidth; canvas.height = crop.naturalHeight;
+  const g = canvas.getContext('2d');
+  g.drawImage(crop, 0, 0);
+  const data = g.getImageData(0, 0, canvas.width, canvas.height).data;
+  let outline = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (data[i] === 255 && data[i + 1] === 0 && data[i + 2] === 255) outline += 1;
+  }
+  return {
+    inner, scrollWidth: document.documentElement.scrollWidth, outside,
+    approve: size('approve'), deny: size('deny'),
+    cropNatural: [crop.naturalWidth, crop.naturalHeight], outlinePixels: outline,
+  };
+})()"#;
+
+/// The viewport as shown, at the device metrics set (not the full page).
+async fn photograph_viewport(page: &chromiumoxide::Page) -> Vec<u8> {
+    page.screenshot(ScreenshotParams::builder().full_page(false).build())
+        .await
+        .unwrap()
+}
 
 /// What the model proposes, and then performs.
 fn pay() -> Value {
@@ -248,6 +298,78 @@ async fn scenario() {
         0,
         "no target-not-found warning"
     );
+
+    // The decision on the first screen, on a phone and on a laptop.
+    let site_host = invoice_url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    for (width, height, mobile, name) in [
+        (390, 844, true, "proposal-phone.png"),
+        (1280, 800, false, "proposal-laptop.png"),
+    ] {
+        let screen = approver.browser.new_page("about:blank").await.unwrap();
+        screen
+            .execute(SetDeviceMetricsOverrideParams::new(
+                width, height, 1.0, mobile,
+            ))
+            .await
+            .unwrap();
+        screen.goto(proposal_url.as_str()).await.unwrap();
+        wait_for(
+            &screen,
+            "document.readyState === 'complete' && document.getElementById('target-crop').complete && document.getElementById('target-crop').naturalWidth > 0",
+        )
+        .await;
+        assert_eq!(
+            text(&screen, "#summary").await,
+            format!("live-actor wants to click the button “Pay 120.00 EUR” on {site_host}.")
+        );
+        let first: FirstScreen = eval(&screen, MEASURE_FIRST_SCREEN).await;
+        eprintln!("{width}×{height}: {first:?}");
+        assert_eq!(
+            first.inner,
+            (f64::from(width as u32), f64::from(height as u32)),
+            "{name}"
+        );
+        assert!(
+            first.scroll_width <= first.inner.0,
+            "{name}: the page scrolls sideways ({} > {})",
+            first.scroll_width,
+            first.inner.0
+        );
+        assert_eq!(
+            first.outside,
+            Vec::<String>::new(),
+            "{name}: not on the first screen"
+        );
+        for (button, (w, h)) in [("approve", first.approve), ("deny", first.deny)] {
+            assert!(w >= 44.0 && h >= 44.0, "{name}: {button} is {w}×{h}");
+        }
+        // The crop shows the target at the picture's own scale, outlined.
+        assert!(
+            first.crop_natural.0 >= 300 && first.crop_natural.0 <= width as u32,
+            "{name}: {:?}",
+            first.crop_natural
+        );
+        assert!(
+            first.outline_pixels > 100,
+            "{name}: {} outline pixels in the crop",
+            first.outline_pixels
+        );
+        let picture = photograph_viewport(&screen).await;
+        std::fs::write(
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name),
+            &picture,
+        )
+        .unwrap();
+        if std::env::var("COUNTERSIGN_UPDATE_DOCS").as_deref() == Ok("1") {
+            let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images");
+            std::fs::write(docs.join(name), &picture).unwrap();
+        }
+    }
 
     // The picture for the docs: the page as the approver sees it.
     let picture = page

@@ -894,7 +894,14 @@ async fn every_page_gives_invisible_characters_an_escaped_copy() {
             page.body
         );
     }
-    assert_eq!(page.body.matches("class=\"hidden-chars\"").count(), 5);
+    // The summary sentence flags the actor, the selector (no element was
+    // bound) and the one argument again.
+    assert!(
+        page.body.contains("<p id=\"summary\" class=\"summary\"><span class=\"text\">actor\u{202e}1</span> wants to <strong>click</strong> the element <code>a\u{200b}#docs</code> on <strong class=\"text\">docs.example.com</strong> with <strong class=\"text\">“1\u{3000}000”</strong>.</p>"),
+        "{}",
+        page.body
+    );
+    assert_eq!(page.body.matches("class=\"hidden-chars\"").count(), 8);
 
     // Who decided, from the host's authentication, too.
     let bob = ApproverId::new("bob\u{200b}").unwrap();

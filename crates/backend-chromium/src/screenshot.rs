@@ -5,10 +5,9 @@
 //! overlay in the page: an overlay is a DOM change the page could observe
 //! (a mutation observer, a style query) and react to.
 
-use countersign_approval_core::MAX_SCREENSHOT_BYTES;
-use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
+use countersign_approval_core::{MAX_SCREENSHOT_BYTES, TARGET_BOX_PNG_KEYWORD, TargetBox};
 use image::imageops::{self, FilterType};
-use image::{ExtendedColorType, ImageEncoder, ImageFormat, Rgb, RgbImage};
+use image::{ImageFormat, Rgb, RgbImage};
 
 /// The colour of the outline around a snapshot's target, as RGB: magenta,
 /// which few pages use, so it stands out on most.
@@ -34,6 +33,27 @@ pub(crate) struct PixelBox {
 }
 
 impl PixelBox {
+    /// The part of this box inside a `w`×`h` picture, in whole pixels;
+    /// `None` when none of it is.
+    fn inside(self, w: u32, h: u32) -> Option<TargetBox> {
+        let finite = [self.left, self.top, self.right, self.bottom]
+            .iter()
+            .all(|v| v.is_finite());
+        if !finite {
+            return None;
+        }
+        let left = self.left.floor().clamp(0.0, f64::from(w)) as u32;
+        let top = self.top.floor().clamp(0.0, f64::from(h)) as u32;
+        let right = self.right.ceil().clamp(0.0, f64::from(w)) as u32;
+        let bottom = self.bottom.ceil().clamp(0.0, f64::from(h)) as u32;
+        (right > left && bottom > top).then_some(TargetBox {
+            left,
+            top,
+            width: right - left,
+            height: bottom - top,
+        })
+    }
+
     fn scaled(self, x: f64, y: f64) -> PixelBox {
         PixelBox {
             left: self.left * x,
@@ -79,12 +99,15 @@ fn fit(captured: &RgbImage, outline: Option<PixelBox>, limit: usize) -> Option<V
         } else {
             imageops::resize(captured, w, h, FilterType::Triangle)
         };
+        let mut target = None;
         if let Some(outline) = outline {
             let x = f64::from(w) / f64::from(width.max(1));
             let y = f64::from(h) / f64::from(height.max(1));
-            draw_outline(&mut picture, outline.scaled(x, y));
+            let scaled = outline.scaled(x, y);
+            draw_outline(&mut picture, scaled);
+            target = scaled.inside(w, h);
         }
-        let encoded = encode(&picture)?;
+        let encoded = encode(&picture, target)?;
         if encoded.len() <= limit {
             return Some(encoded);
         }
@@ -103,16 +126,23 @@ fn fit(captured: &RgbImage, outline: Option<PixelBox>, limit: usize) -> Option<V
     None
 }
 
-fn encode(picture: &RgbImage) -> Option<Vec<u8>> {
+/// `picture` as a PNG; with `target`, a [`TARGET_BOX_PNG_KEYWORD`] text
+/// chunk saying where the outlined target lies in it.
+fn encode(picture: &RgbImage, target: Option<TargetBox>) -> Option<Vec<u8>> {
     let mut encoded = Vec::new();
-    let encoder =
-        PngEncoder::new_with_quality(&mut encoded, CompressionType::Default, PngFilter::Adaptive);
-    match encoder.write_image(
-        picture.as_raw(),
-        picture.width(),
-        picture.height(),
-        ExtendedColorType::Rgb8,
-    ) {
+    let written = (|| {
+        let mut encoder = png::Encoder::new(&mut encoded, picture.width(), picture.height());
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder.set_compression(png::Compression::Balanced);
+        if let Some(target) = target {
+            encoder.add_text_chunk(TARGET_BOX_PNG_KEYWORD.to_owned(), target.to_text())?;
+        }
+        let mut writer = encoder.write_header()?;
+        writer.write_image_data(picture.as_raw())?;
+        writer.finish()
+    })();
+    match written {
         Ok(()) => Some(encoded),
         Err(error) => {
             tracing::warn!(%error, "the screenshot could not be encoded; the snapshot has none");
@@ -166,6 +196,52 @@ mod tests {
 
     const WHITE: Rgb<u8> = Rgb([255, 255, 255]);
     const MAGENTA: Rgb<u8> = Rgb(OUTLINE_COLOUR);
+
+    fn encode_plain(picture: &RgbImage) -> Option<Vec<u8>> {
+        encode(picture, None)
+    }
+
+    /// The text of the picture's target chunk, as written.
+    fn target_chunk(png: &[u8]) -> Option<String> {
+        let decoder = png::Decoder::new(std::io::Cursor::new(png));
+        let reader = decoder.read_info().unwrap();
+        let chunks = &reader.info().uncompressed_latin1_text;
+        assert!(chunks.len() <= 1, "one target chunk at most");
+        chunks
+            .first()
+            .map(|chunk| (chunk.keyword.clone(), chunk.text.clone()))
+            .map(|(keyword, text)| {
+                assert_eq!(keyword, TARGET_BOX_PNG_KEYWORD);
+                text
+            })
+    }
+
+    #[test]
+    fn an_outlined_picture_records_where_its_target_lies() {
+        let png = encode_plain(&noise(64, 48)).unwrap();
+        assert_eq!(target_chunk(&png), None);
+        let outlined = finish(png, Some(boxed(10.2, 12.0, 30.0, 60.0))).unwrap();
+        // Whole pixels (left, top, width, height), clamped to the picture.
+        assert_eq!(target_chunk(&outlined).as_deref(), Some("10 12 20 36"));
+        // Scaled down, the box is scaled with the picture.
+        let shrunk = fit(
+            &noise(200, 100),
+            Some(boxed(40.0, 20.0, 160.0, 80.0)),
+            20_000,
+        )
+        .unwrap();
+        let (w, _) = decode(&shrunk).dimensions();
+        let target = TargetBox::parse(&target_chunk(&shrunk).unwrap()).unwrap();
+        let expected_left = (40.0 * f64::from(w) / 200.0).floor() as u32;
+        assert_eq!(target.left, expected_left);
+        // A box outside the picture records nothing.
+        let outside = finish(
+            encode_plain(&noise(64, 48)).unwrap(),
+            Some(boxed(100.0, 100.0, 120.0, 120.0)),
+        )
+        .unwrap();
+        assert_eq!(target_chunk(&outside), None);
+    }
 
     fn white(w: u32, h: u32) -> RgbImage {
         RgbImage::from_pixel(w, h, WHITE)
@@ -259,14 +335,14 @@ mod tests {
 
     #[test]
     fn without_an_outline_chromiums_bytes_are_kept() {
-        let png = encode(&noise(40, 30)).unwrap();
+        let png = encode_plain(&noise(40, 30)).unwrap();
         assert_eq!(finish(png.clone(), None), Some(png));
     }
 
     #[test]
     fn an_outlined_picture_keeps_its_size_and_other_pixels() {
         let captured = noise(64, 48);
-        let png = encode(&captured).unwrap();
+        let png = encode_plain(&captured).unwrap();
         let outlined = decode(&finish(png, Some(boxed(10.0, 10.0, 30.0, 30.0))).unwrap());
         assert_eq!(outlined.dimensions(), (64, 48));
         assert_eq!(outlined.get_pixel(8, 20), &MAGENTA);
@@ -278,7 +354,7 @@ mod tests {
     fn a_picture_over_the_limit_is_scaled_down_with_a_full_width_outline() {
         let captured = noise(200, 100);
         let limit = 20_000;
-        assert!(encode(&captured).unwrap().len() > limit);
+        assert!(encode_plain(&captured).unwrap().len() > limit);
         let png = fit(&captured, Some(boxed(40.0, 20.0, 160.0, 80.0)), limit).unwrap();
         assert!(png.len() <= limit, "{} bytes", png.len());
         let shrunk = decode(&png);
@@ -297,7 +373,7 @@ mod tests {
     #[test]
     fn a_large_viewport_is_brought_under_two_mebibytes() {
         // A 1024x720 viewport of noise: about 2.2 MB as a PNG.
-        let png = encode(&noise(1024, 720)).unwrap();
+        let png = encode_plain(&noise(1024, 720)).unwrap();
         assert!(png.len() > MAX_SCREENSHOT_BYTES);
         let fitted = finish(png, None).unwrap();
         assert!(fitted.len() <= MAX_SCREENSHOT_BYTES);

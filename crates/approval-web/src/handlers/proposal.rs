@@ -270,3 +270,25 @@ pub(crate) async fn screenshot(
         )),
     }
 }
+
+/// The screenshot cropped around its target, for the page's first screen.
+pub(crate) async fn target_crop(
+    State(app): State<App>,
+    viewer: Viewer,
+    ProposalPath(id): ProposalPath,
+) -> Result<Response, PageError> {
+    let stored = load(&app, &viewer, &id).await?;
+    let crop = stored
+        .proposal
+        .snapshot
+        .and_then(|s| s.screenshot_png)
+        .and_then(|png| crate::crop::target_crop(&png));
+    match crop {
+        Some(png) => Ok(([(header::CONTENT_TYPE, "image/png")], png).into_response()),
+        None => Err(viewer.error(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            format!("proposal `{id}` has no picture of its target"),
+        )),
+    }
+}
