@@ -88,6 +88,9 @@ async fn guard(State(tokens): State<Arc<dyn Tokens>>, request: Request, next: Ne
     };
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(identity);
+    if parts.method == Method::DELETE {
+        return session_closed(next.run(Request::from_parts(parts, body)).await);
+    }
     if parts.method != Method::POST {
         return next.run(Request::from_parts(parts, body)).await;
     }
@@ -99,6 +102,20 @@ async fn guard(State(tokens): State<Arc<dyn Tokens>>, request: Request, next: Ne
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The answer to a session's `DELETE`: the SDK says `202 Accepted`, but the
+/// session is closed by then, and the official clients take only `200` or
+/// `204` as a closed session (the Python SDK logs "Session termination
+/// failed: 202" on every close otherwise), so a closed session is `204`.
+fn session_closed(mut response: Response) -> Response {
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = Body::empty();
+        response.headers_mut().remove(header::CONTENT_LENGTH);
+        response.headers_mut().remove(header::CONTENT_TYPE);
+    }
+    response
 }
 
 /// How much of an oversized body is still read, and dropped, past the

@@ -316,6 +316,7 @@ fn typescript_sdk_over_streamable_http() {
     );
     drop(server);
     check_node_flow(&report);
+    assert_eq!(report["terminated"], "closed");
 }
 
 #[test]
@@ -327,6 +328,9 @@ fn python_sdk_over_streamable_http() {
     drop(server);
     check_flow(&report);
     assert_eq!(report["title_after_act"], "countersign demo");
+    // The SDK closes its session with a DELETE and warns of any answer but
+    // 200 and 204.
+    assert_eq!(report["transport_warnings"], serde_json::json!([]));
     assert_eq!(report["duplicate_key"], serde_json::json!([400, -32600]));
     assert_eq!(
         report["unauthenticated"],

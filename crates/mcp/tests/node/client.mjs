@@ -93,5 +93,15 @@ try {
 }
 report.extra_argument = code(await client.callTool({ name: "browser_act", arguments: { ...act, run_id: "x" } }));
 report.actions = await actions(origin);
+if (mode !== "stdio") {
+  // What the SDK does when a client ends its session: a DELETE, which
+  // throws unless the server answers 2xx (or 405).
+  try {
+    await transport.terminateSession();
+    report.terminated = transport.sessionId === undefined ? "closed" : "kept";
+  } catch (error) {
+    report.terminated = String(error.message);
+  }
+}
 await client.close();
 console.log(JSON.stringify(report));

@@ -17,6 +17,7 @@ list as the SDK received it, and what happened) on its last line.
 """
 
 import json
+import logging
 import re
 import sys
 
@@ -27,6 +28,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 SITE = sys.argv[-1]
+
+
+class CloseWarnings(logging.Handler):
+    """Keeps what the SDK's HTTP transport warns of (a failed session close)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+TRANSPORT_WARNINGS = CloseWarnings()
+logging.getLogger("mcp.client.streamable_http").addHandler(TRANSPORT_WARNINGS)
 
 
 ELICITED = []
@@ -304,6 +320,7 @@ async def main():
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
                     await flow(session, approver_token, report, (url, token))
+        report["transport_warnings"] = TRANSPORT_WARNINGS.messages
         if not LIVE:
             await raw_http(url, token, report)
             await concurrent(url, token, approver_token, report)
