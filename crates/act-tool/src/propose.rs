@@ -106,7 +106,8 @@ impl ProposeResult {
 
     /// The JSON the model sees: `{"status": "pending" | "approved" |
     /// "denied" | "expired", "proposal_id", "url", "action",
-    /// "expires_at_ms", "message"}` plus `"approval_id"` once approved, or
+    /// "expires_at_ms", "message"}` plus `"approval_id"` once approved and
+    /// `"expired_at"` (RFC 3339) once expired, or
     /// `{"status": "error", "error": {"code", "message"}}`.
     pub fn to_json(&self) -> Value {
         match self {
@@ -117,9 +118,15 @@ impl ProposeResult {
                     "url": view.url,
                     "action": view.action.to_json_value(),
                     "expires_at_ms": view.expires_at.as_millis(),
-                    "message": status_message(view.status),
+                    "message": status_message(view),
                 });
                 if let Some(object) = body.as_object_mut() {
+                    if view.status == ProposalStatus::Expired {
+                        object.insert(
+                            "expired_at".to_owned(),
+                            Value::String(view.expires_at.to_rfc3339()),
+                        );
+                    }
                     if let Some(id) = &view.approval_id {
                         object.insert("approval_id".to_owned(), Value::String(id.to_string()));
                     }
@@ -140,8 +147,16 @@ impl ProposeResult {
     }
 }
 
-fn status_message(status: ProposalStatus) -> &'static str {
-    match status {
+fn status_message(view: &ProposalView) -> String {
+    if view.status == ProposalStatus::Expired {
+        // When, so that a model tells a person "it expired at …", not
+        // "it is still waiting".
+        return format!(
+            "nobody decided in time; the proposal expired at {}; do not act, and propose again only if the task still needs it",
+            view.expires_at.to_rfc3339()
+        );
+    }
+    let text = match view.status {
         ProposalStatus::Pending => {
             "awaiting the host's decision; call browser_proposal_status with this proposal_id later"
         }
@@ -150,7 +165,8 @@ fn status_message(status: ProposalStatus) -> &'static str {
         }
         ProposalStatus::Denied => "the host denied this proposal; do not perform it",
         ProposalStatus::Expired => "nobody decided in time; the proposal has expired",
-    }
+    };
+    text.to_owned()
 }
 
 impl Propose {

@@ -206,8 +206,23 @@ async fn denied_expired_and_stopped_proposals_leave_act_refusing() {
 
     // Expired.
     let late = host.propose().await;
-    host.clock.advance(DEFAULT_PROPOSAL_TTL);
-    assert_eq!(host.status(&late).await["status"], "expired");
+    host.clock
+        .advance(DEFAULT_PROPOSAL_TTL - std::time::Duration::from_millis(1));
+    let waiting = host.status(&late).await;
+    assert_eq!(waiting["status"], "pending");
+    assert!(waiting.get("expired_at").is_none());
+    host.clock.advance(std::time::Duration::from_millis(1));
+    // Expired, and when: never still "pending".
+    let expired = host.status(&late).await;
+    let at = host.clock.now().to_rfc3339();
+    assert_eq!(expired["status"], "expired");
+    assert_eq!(expired["expired_at"], at.as_str());
+    assert_eq!(
+        expired["message"],
+        format!(
+            "nobody decided in time; the proposal expired at {at}; do not act, and propose again only if the task still needs it"
+        )
+    );
     assert_eq!(host.approve(&late).await, DecisionOutcome::Expired);
     assert_eq!(host.store.len().unwrap(), 0);
 

@@ -27,6 +27,24 @@ impl Timestamp {
     pub fn saturating_add(self, duration: Duration) -> Self {
         self.checked_add(duration).unwrap_or(Timestamp(u64::MAX))
     }
+    /// This instant in UTC as RFC 3339 with milliseconds,
+    /// `2026-05-01T12:00:00.000Z`: what people and other tools read. An
+    /// instant past 9999-12-30T22:00Z (a saturated expiry) is shown as
+    /// that instant.
+    ///
+    /// ```
+    /// use countersign_approval_core::Timestamp;
+    ///
+    /// let at = Timestamp::from_millis(1_777_636_800_250);
+    /// assert_eq!(at.to_rfc3339(), "2026-05-01T12:00:00.250Z");
+    /// ```
+    pub fn to_rfc3339(self) -> String {
+        let instant = i64::try_from(self.0)
+            .ok()
+            .and_then(|millis| jiff::Timestamp::from_millisecond(millis).ok())
+            .unwrap_or(jiff::Timestamp::MAX);
+        format!("{instant:.3}")
+    }
     /// `self - duration`, saturating at the epoch.
     pub fn saturating_sub(self, duration: Duration) -> Self {
         let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
@@ -105,5 +123,24 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
         Timestamp(self.0.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Timestamp;
+
+    #[test]
+    fn instants_read_as_rfc3339_in_utc_with_milliseconds() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (951_782_400_001, "2000-02-29T00:00:00.001Z"),
+            (1_798_761_599_999, "2026-12-31T23:59:59.999Z"),
+            // A saturated expiry: the last instant the formatter knows.
+            (u64::MAX, "9999-12-30T22:00:00.999Z"),
+        ];
+        for (millis, text) in cases {
+            assert_eq!(Timestamp::from_millis(millis).to_rfc3339(), text);
+        }
     }
 }

