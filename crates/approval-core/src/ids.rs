@@ -92,6 +92,26 @@ token_id!(
     "stg_"
 );
 token_id!(
+    /// The id of one notification event: `evt_` + 32 lower-case hex
+    /// characters, derived from what happened (see
+    /// [`NotificationEvent`](crate::NotificationEvent)), so the same event
+    /// recorded twice has one id. Receivers deduplicate on it.
+    EventId,
+    "evt_"
+);
+
+impl EventId {
+    /// The id of the event `subject` names: the first 128 bits of its
+    /// SHA-256, as hex.
+    pub(crate) fn of_subject(subject: &str) -> EventId {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(subject.as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        EventId(format!("{}{hex}", Self::PREFIX))
+    }
+}
+
+token_id!(
     /// The id of one Act call, recorded in the operation log.
     OperationId,
     "op_"

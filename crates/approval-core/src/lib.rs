@@ -45,6 +45,7 @@ mod control;
 mod element;
 mod grant;
 mod ids;
+mod notify;
 mod observe;
 mod operation;
 mod page;
@@ -71,8 +72,13 @@ pub use grant::{
     StaleReason, StoredGrant, decide_consume, decide_revoke,
 };
 pub use ids::{
-    ActorId, ApprovalId, ApproverId, AttemptId, InvalidHostId, MAX_HOST_ID_BYTES, OperationId,
-    ProposalId, RULE_APPROVER_PREFIX, RandomnessError, RunId, STANDING_APPROVER_PREFIX, StandingId,
+    ActorId, ApprovalId, ApproverId, AttemptId, EventId, InvalidHostId, MAX_HOST_ID_BYTES,
+    OperationId, ProposalId, RULE_APPROVER_PREFIX, RandomnessError, RunId,
+    STANDING_APPROVER_PREFIX, StandingId,
+};
+pub use notify::{
+    ClaimedNotification, FINISHED_EVENT_RETENTION, NotificationEvent, NotificationKind,
+    NotificationOutbox,
 };
 pub use observe::{
     ElementRef, MAX_NODE_STATES, MAX_NODE_TEXT_BYTES, MalformedRef, Navigation, ObservedNode,

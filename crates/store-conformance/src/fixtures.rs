@@ -69,6 +69,23 @@ fn setup(check: &'static str, what: &str, error: impl std::fmt::Display) -> Chec
     )
 }
 
+/// An actor and two runs named after `check` with a random suffix, so
+/// that checks sharing one store never meet.
+pub(crate) fn unique_actor_and_runs(
+    check: &'static str,
+) -> Result<(ActorId, [RunId; 2]), CheckFailure> {
+    let fail = |e: &dyn std::fmt::Display| CheckFailure::new(check, format!("setup: {e}"));
+    let unique = countersign_approval_core::ApprovalId::generate().map_err(|e| fail(&e))?;
+    let name = |what: &str| format!("{check}-{what}-{unique}");
+    Ok((
+        ActorId::new(name("actor")).map_err(|e| fail(&e))?,
+        [
+            RunId::new(name("run-a")).map_err(|e| fail(&e))?,
+            RunId::new(name("run-b")).map_err(|e| fail(&e))?,
+        ],
+    ))
+}
+
 impl Fixtures {
     pub(crate) async fn new(check: &'static str) -> Result<Fixtures, CheckFailure> {
         let policy = Policy::builder()

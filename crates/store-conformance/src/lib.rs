@@ -76,6 +76,7 @@ mod fixtures;
 mod macros;
 pub mod model;
 pub mod oplog;
+pub mod outbox;
 pub mod proposals;
 pub mod races;
 pub mod scenarios;
@@ -84,6 +85,7 @@ pub mod standing;
 pub use failure::CheckFailure;
 pub use model::{BindingField, MODEL_CHECK, ModelConfig, ReferenceModel, check_against_model};
 pub use oplog::OPERATION_LOG_CHECKS;
+pub use outbox::{OUTBOX_CHECKS, OutboxStore};
 pub use proposals::PROPOSAL_CHECKS;
 pub use races::{RACE_CHECKS, RaceConfig};
 pub use scenarios::SCENARIO_CHECKS;
@@ -176,6 +178,28 @@ pub mod __private {
             check,
             factory,
             |s| Arc::new(s) as Arc<dyn ProposalStore>,
+            run,
+        )
+    }
+
+    /// Makes a store with an outbox on a fresh multi-thread runtime and
+    /// runs one outbox check on it.
+    pub fn run_outbox_check<F, Fut, S, C, CFut>(
+        check: &'static str,
+        factory: F,
+        run: C,
+    ) -> Result<(), CheckFailure>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Option<S>>,
+        S: crate::OutboxStore + 'static,
+        C: FnOnce(Arc<dyn crate::OutboxStore>) -> CFut,
+        CFut: Future<Output = Result<(), CheckFailure>>,
+    {
+        run_shared_check(
+            check,
+            factory,
+            |s| Arc::new(s) as Arc<dyn crate::OutboxStore>,
             run,
         )
     }

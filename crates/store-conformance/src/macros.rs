@@ -410,3 +410,93 @@ macro_rules! __proposal_store_conformance_tests {
         }
     };
 }
+
+/// Expands into a module of `#[test]` functions, one per
+/// [`NotificationOutbox`](countersign_approval_core::NotificationOutbox)
+/// check ([`outbox::OUTBOX_CHECKS`](crate::outbox::OUTBOX_CHECKS)), run
+/// against stores made by a factory:
+///
+/// ```text
+/// outbox_conformance_tests!(MODULE_NAME, FACTORY);
+/// outbox_conformance_tests!(MODULE_NAME, optional: OPTIONAL_FACTORY);
+/// ```
+///
+/// As [`store_conformance_tests!`], but the store must implement
+/// `ProposalStore + NotificationOutbox + 'static` with its outbox on, and
+/// each check needs a store of its own whose outbox is empty:
+///
+/// ```
+/// use countersign_store_memory::InMemoryApprovalStore;
+///
+/// countersign_store_conformance::outbox_conformance_tests!(
+///     in_memory_outbox,
+///     async { InMemoryApprovalStore::new().with_notification_outbox() }
+/// );
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! outbox_conformance_tests {
+    ($name:ident, optional: $factory:expr $(,)?) => {
+        $crate::__outbox_conformance_tests! { @checks $name, $factory }
+    };
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__outbox_conformance_tests! {
+            @checks $name,
+            async { ::core::option::Option::Some($factory.await) }
+        }
+    };
+}
+
+/// Expands the outbox checks; not public API. The list must equal
+/// [`outbox::OUTBOX_CHECKS`](crate::outbox::OUTBOX_CHECKS) (the kit's tests
+/// compare them).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __outbox_conformance_tests {
+    (@checks $name:ident, $factory:expr) => {
+        $crate::__outbox_conformance_tests! {
+            @expand $name, $factory,
+            scenarios [
+                steps_record_their_events_once,
+                schedule_is_idempotent_by_event_id,
+                claims_hold_for_their_lease_then_lapse,
+                a_retry_comes_back_at_its_time,
+                claims_come_in_order_up_to_the_limit,
+            ]
+            races [
+                concurrent_claims_hand_each_event_once,
+            ]
+        }
+    };
+    (@expand $name:ident, $factory:expr,
+        scenarios [$($scenario:ident),* $(,)?]
+        races [$($race:ident),* $(,)?]
+    ) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[test]
+                fn $scenario() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_outbox_check(
+                        ::core::stringify!($scenario),
+                        || $factory,
+                        |store| async move { $crate::outbox::$scenario(&*store).await },
+                    )
+                }
+            )*
+
+            $(
+                #[test]
+                fn $race() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::__private::run_outbox_check(
+                        ::core::stringify!($race),
+                        || $factory,
+                        |store| async move { $crate::outbox::$race(store).await },
+                    )
+                }
+            )*
+        }
+    };
+}

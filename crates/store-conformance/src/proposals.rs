@@ -16,7 +16,7 @@ use countersign_approval_core::{
 use countersign_approval_core::{AttemptId, Clock};
 
 use crate::CheckFailure;
-use crate::fixtures::{Fixtures, TTL, TTL_MS};
+use crate::fixtures::{Fixtures, TTL, TTL_MS, unique_actor_and_runs};
 
 /// The names of the proposal checks, in the order the macro runs them.
 pub const PROPOSAL_CHECKS: &[&str] = &[
@@ -53,20 +53,16 @@ impl<'a> Cx<'a> {
         check: &'static str,
         store: &'a dyn ProposalStore,
     ) -> Result<Cx<'a>, CheckFailure> {
-        let fail = |e: &dyn std::fmt::Display| CheckFailure::new(check, format!("setup: {e}"));
-        let unique = ApprovalId::generate().map_err(|e| fail(&e))?;
-        let name = |what: &str| format!("{check}-{what}-{unique}");
+        let (actor, runs) = unique_actor_and_runs(check)?;
         Ok(Cx {
             check,
             store,
             fx: Fixtures::new(check).await?,
             t0: SystemClock.now(),
-            actor: ActorId::new(name("actor")).map_err(|e| fail(&e))?,
-            runs: [
-                RunId::new(name("run-a")).map_err(|e| fail(&e))?,
-                RunId::new(name("run-b")).map_err(|e| fail(&e))?,
-            ],
-            approver: ApproverId::new("approver-carol").map_err(|e| fail(&e))?,
+            actor,
+            runs,
+            approver: ApproverId::new("approver-carol")
+                .map_err(|e| CheckFailure::new(check, format!("setup: {e}")))?,
         })
     }
 

@@ -47,16 +47,7 @@ countersign_store_conformance::proposal_store_conformance_tests!(proposals_behin
 
 #[test]
 fn the_proposal_macro_runs_every_proposal_check() {
-    let source = include_str!("../src/macros.rs");
-    let start = source
-        .find("macro_rules! __proposal_store_conformance_tests")
-        .unwrap();
-    let listed: Vec<&str> = source[start..]
-        .lines()
-        .map(str::trim)
-        .filter(|line| line.ends_with(',') && !line.contains(' ') && !line.contains('$'))
-        .map(|line| line.trim_end_matches(','))
-        .collect();
+    let listed = listed_checks("__proposal_store_conformance_tests");
     let expected: Vec<&str> = PROPOSAL_CHECKS
         .iter()
         .chain(STANDING_CHECKS)
@@ -65,6 +56,29 @@ fn the_proposal_macro_runs_every_proposal_check() {
     assert_eq!(listed, expected);
     assert_eq!(PROPOSAL_CHECKS.len(), 12);
     assert_eq!(STANDING_CHECKS.len(), 8);
+}
+
+/// The check names a macro of `macros.rs` lists: the lines that are one
+/// identifier and a comma, from `macro_rules! <name>` to the next macro.
+fn listed_checks(name: &str) -> Vec<&'static str> {
+    let source = include_str!("../src/macros.rs");
+    let start = source.find(&format!("macro_rules! {name}")).unwrap() + 1;
+    let end = source[start..]
+        .find("macro_rules!")
+        .map_or(source.len(), |at| start + at);
+    source[start..end]
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.ends_with(',') && !line.contains(' ') && !line.contains('$'))
+        .map(|line| line.trim_end_matches(','))
+        .collect()
+}
+
+#[test]
+fn the_outbox_macro_runs_every_outbox_check() {
+    let listed = listed_checks("__outbox_conformance_tests");
+    assert_eq!(listed, countersign_store_conformance::OUTBOX_CHECKS);
+    assert_eq!(listed.len(), 6);
 }
 
 #[test]

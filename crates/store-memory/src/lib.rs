@@ -41,6 +41,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 mod oplog;
+mod outbox;
 mod standing;
 
 pub use oplog::InMemoryOperationStore;
@@ -48,11 +49,12 @@ pub use oplog::InMemoryOperationStore;
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, ApproveError, ApproverId,
-    AttemptId, Binding, ConsumeOutcome, Decision, DecisionOutcome, GrantState, IssueError,
-    MAX_LISTED_PROPOSALS, PageSnapshot, Proposal, ProposalId, ProposalState, ProposalStore,
-    ProposeError, ResumeOutcome, RevokeOutcome, RunId, StandingGrant, StandingId, StandingKey,
-    StandingRevokeOutcome, StopOutcome, StoreError, StoredGrant, StoredProposal, StoredStanding,
-    Timestamp, UseOutcome, decide_abandon, decide_consume, decide_proposal, decide_revoke,
+    AttemptId, Binding, ClaimedNotification, ConsumeOutcome, Decision, DecisionOutcome, GrantState,
+    IssueError, MAX_LISTED_PROPOSALS, NotificationEvent, NotificationOutbox, PageSnapshot,
+    Proposal, ProposalId, ProposalState, ProposalStore, ProposeError, ResumeOutcome, RevokeOutcome,
+    RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome, StopOutcome, StoreError,
+    StoredGrant, StoredProposal, StoredStanding, Timestamp, UseOutcome, decide_abandon,
+    decide_consume, decide_proposal, decide_revoke,
 };
 
 /// The default time a record is kept after it can no longer be used: long
@@ -117,6 +119,21 @@ struct Grants {
     proposals_by_expiry: BTreeSet<(Timestamp, ProposalId)>,
     /// Standing grants, and by expiry for purges.
     standing: standing::StandingGrants,
+    /// Notification events, when the store records them.
+    outbox: Option<outbox::Outbox>,
+}
+
+impl Grants {
+    /// Records `event` in the outbox, when the store keeps one.
+    fn notify(&mut self, event: impl FnOnce() -> NotificationEvent) {
+        if let Some(outbox) = &mut self.outbox {
+            outbox.record(event());
+        }
+    }
+
+    fn outbox(&mut self) -> Result<&mut outbox::Outbox, StoreError> {
+        self.outbox.as_mut().ok_or_else(outbox::no_outbox)
+    }
 }
 
 impl Grants {
@@ -241,6 +258,16 @@ impl InMemoryApprovalStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// This store, recording notification events in an outbox that a
+    /// delivery worker drains ([`NotificationOutbox`]). Off by default: an
+    /// outbox nobody drains only grows.
+    pub fn with_notification_outbox(self) -> Self {
+        if let Ok(mut grants) = self.grants.lock() {
+            grants.outbox.get_or_insert_with(outbox::Outbox::default);
+        }
+        self
     }
 
     /// How many grants are held, in any state.
@@ -414,7 +441,9 @@ impl ApprovalStore for InMemoryApprovalStore {
             .or_default()
             .entry(run.clone())
             .or_default();
-        Ok(stop(fence, stopped_grants, stopped_standing))
+        let outcome = stop(fence, stopped_grants, stopped_standing);
+        grants.notify(|| NotificationEvent::run_stopped(actor, Some(run), now));
+        Ok(outcome)
     }
 
     async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
@@ -422,7 +451,9 @@ impl ApprovalStore for InMemoryApprovalStore {
         let stopped_grants = grants.usable(now, |a| a.actor_id == *actor);
         let stopped_standing = grants.usable_standing(now, |g| g.actor_id == *actor);
         let fence = grants.actors.entry(actor.clone()).or_default();
-        Ok(stop(fence, stopped_grants, stopped_standing))
+        let outcome = stop(fence, stopped_grants, stopped_standing);
+        grants.notify(|| NotificationEvent::run_stopped(actor, None, now));
+        Ok(outcome)
     }
 
     async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
@@ -505,6 +536,7 @@ impl ProposalStore for InMemoryApprovalStore {
             return Err(ProposeError::Stopped);
         }
         let kept_until = proposal.expires_at;
+        grants.notify(|| NotificationEvent::created(&proposal));
         grants
             .proposals_by_expiry
             .insert((kept_until, proposal.id.clone()));
@@ -591,9 +623,13 @@ impl ProposalStore for InMemoryApprovalStore {
         let Grants {
             proposals,
             proposals_by_expiry,
+            outbox,
             ..
         } = &mut *grants;
         if let Some(entry) = proposals.get_mut(id) {
+            if let Some(outbox) = outbox {
+                outbox.record(NotificationEvent::decided(&entry.stored.proposal, now));
+            }
             entry.stored.state = next;
             if grant_expires_at > entry.kept_until {
                 proposals_by_expiry.remove(&(entry.kept_until, id.clone()));
@@ -616,7 +652,13 @@ impl ProposalStore for InMemoryApprovalStore {
         };
         let stopped = grants.is_proposal_stopped(entry);
         let decision = decide_proposal(&entry.stored, Decision::Deny(by), stopped, now);
-        if let (Some(next), Some(entry)) = (decision.state, grants.proposals.get_mut(id)) {
+        let Grants {
+            proposals, outbox, ..
+        } = &mut *grants;
+        if let (Some(next), Some(entry)) = (decision.state, proposals.get_mut(id)) {
+            if let Some(outbox) = outbox {
+                outbox.record(NotificationEvent::decided(&entry.stored.proposal, now));
+            }
             entry.stored.state = next;
         }
         Ok(decision.outcome)
@@ -707,5 +749,41 @@ fn resume(fence: Option<&mut Fence>) -> ResumeOutcome {
             ResumeOutcome::Resumed
         }
         _ => ResumeOutcome::NotStopped,
+    }
+}
+
+#[async_trait]
+impl NotificationOutbox for InMemoryApprovalStore {
+    async fn schedule(
+        &self,
+        event: NotificationEvent,
+        due_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        Ok(lock(&self.grants)?.outbox()?.schedule(event, due_at))
+    }
+
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<ClaimedNotification>, StoreError> {
+        Ok(lock(&self.grants)?.outbox()?.claim_due(now, lease, limit))
+    }
+
+    async fn finish(
+        &self,
+        claim: &ClaimedNotification,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        Ok(lock(&self.grants)?.outbox()?.finish(claim, now))
+    }
+
+    async fn retry_at(
+        &self,
+        claim: &ClaimedNotification,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        Ok(lock(&self.grants)?.outbox()?.retry_at(claim, at))
     }
 }

@@ -15,3 +15,7 @@ countersign_store_conformance::operation_log_conformance_tests!(
 countersign_store_conformance::proposal_store_conformance_tests!(in_memory_proposals, async {
     InMemoryApprovalStore::new()
 });
+
+countersign_store_conformance::outbox_conformance_tests!(in_memory_outbox, async {
+    InMemoryApprovalStore::new().with_notification_outbox()
+});
