@@ -499,15 +499,19 @@ fn mcp_node() -> Result<(), String> {
 /// the server with.
 const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
 
+/// The Standard Webhooks reference library, which the notification tests'
+/// receiver verifies signatures with (an implementation not ours).
+const STANDARD_WEBHOOKS: &str = "standardwebhooks==1.3.0";
+
 /// The interpreter of `target/mcp-venv`, created with [`MCP_PYTHON_SDK`]
-/// installed when it is missing (and, as root with `apt-get`, Debian's
+/// and [`STANDARD_WEBHOOKS`] installed when it is missing (and, as root with `apt-get`, Debian's
 /// `python3-venv` first when `python3 -m venv` cannot run).
 fn mcp_python() -> Result<String, String> {
     let venv = root().join("target").join("mcp-venv");
     let python = venv.join("bin").join("python");
     let python_text = python.to_string_lossy().into_owned();
     let ready = Command::new(&python)
-        .args(["-c", "import mcp"])
+        .args(["-c", "import mcp, standardwebhooks"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -530,7 +534,14 @@ fn mcp_python() -> Result<String, String> {
     }
     run(
         &python_text,
-        &["-m", "pip", "install", "--quiet", MCP_PYTHON_SDK],
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            MCP_PYTHON_SDK,
+            STANDARD_WEBHOOKS,
+        ],
         &[],
     )?;
     Ok(python_text)

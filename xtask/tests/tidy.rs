@@ -40,6 +40,7 @@ const CRATES: &[&str] = &[
     "countersign",
     "egress-guard",
     "mcp",
+    "notify",
     "rules",
     "store-conformance",
     "store-memory",

@@ -13,12 +13,12 @@ use serde_json::Value;
 
 use crate::call::{self, ActCall, Request};
 use crate::context::Context;
-use crate::decided::DecidedBy;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
 use crate::refusal::{GaveUp, Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;
+use countersign_approval_core::DecidedBy;
 use countersign_rules::ProposedTarget;
 
 /// The Act tool for one host [`Context`].
@@ -434,13 +434,15 @@ impl Act {
         // holds the page to reading from it on.
         let decided_by = DecidedBy::of(known.approver.as_ref());
         let writes = match decided_by {
-            DecidedBy::Rule => WriteAccess::ReadOnly {
+            DecidedBy::Person | DecidedBy::Standing => WriteAccess::Open,
+            // A rule's grant, and any decider this code does not know,
+            // reads only.
+            _ => WriteAccess::ReadOnly {
                 allowed: context
                     .rules()
                     .map(|rules| rules.allowed_writes().to_vec())
                     .unwrap_or_default(),
             },
-            DecidedBy::Person | DecidedBy::Standing => WriteAccess::Open,
         };
         let read_only = writes.is_read_only();
         let action_request = ActionRequest {

@@ -154,7 +154,6 @@ mod act;
 mod browse;
 mod call;
 mod context;
-mod decided;
 mod definition;
 mod grant;
 mod navigation;
@@ -171,7 +170,7 @@ pub use context::{
     Context, ContextBuilder, ContextError, DEFAULT_ABANDON_TIMEOUT, DEFAULT_PROPOSAL_TTL,
     RetryPolicy,
 };
-pub use decided::DecidedBy;
+pub use countersign_approval_core::DecidedBy;
 pub use definition::{
     NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME,
     ToolDefinition, ToolFormat,

@@ -14,13 +14,13 @@ use crate::act::new_operation_id;
 use crate::browse::record_tool_call;
 use crate::call;
 use crate::context::Context;
-use crate::decided::DecidedBy;
 use crate::definition::{
     PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
     proposal_status_definition, propose_definition,
 };
 use crate::refusal::Refusal;
 use crate::standing;
+use countersign_approval_core::DecidedBy;
 
 /// The propose tool for one host [`Context`]: `browser_propose` records a
 /// pending proposal, `browser_proposal_status` reports the host's decision.

@@ -7,7 +7,7 @@ use countersign_canonical_policy::{Action, AuthorizedUrl};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::{Value, json};
 
-use crate::decided::DecidedBy;
+use countersign_approval_core::DecidedBy;
 
 /// The result of one Act call.
 ///

@@ -42,6 +42,7 @@
 mod abandon;
 mod backend;
 mod control;
+mod decided;
 mod element;
 mod grant;
 mod ids;
@@ -55,12 +56,14 @@ mod standing_approve;
 mod store;
 mod store_error;
 mod submission;
+mod summary;
 mod time;
 mod writes;
 
 pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
 pub use backend::{ActionRequest, Backend, BackendError};
 pub use control::{ResumeOutcome, StopOutcome};
+pub use decided::DecidedBy;
 pub use element::{
     ELEMENT_ATTRIBUTES, ElementIdentity, ElementIdentityError, FrameIdentity,
     MAX_ACCESSIBLE_NAME_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ELEMENT_IDENTITY_BYTES,
@@ -102,6 +105,7 @@ pub use store_error::StoreError;
 pub use submission::{
     FormField, FormFieldKind, FormSubmission, FormSubmissionError, MAX_FORM_BYTES, MAX_FORM_FIELDS,
 };
+pub use summary::ProposalSummary;
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use writes::{AllowedWrite, AllowedWriteError, READ_ONLY_METHODS, RefusedWrite, WriteAccess};
 

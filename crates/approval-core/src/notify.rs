@@ -183,8 +183,9 @@ pub struct ClaimedNotification {
 ///    (nothing changes).
 /// 3. **`claim_due`** claims up to `limit` events due at `now` (`due_at <=
 ///    now`) that are unclaimed or whose claim lapsed (`claimed_until <=
-///    now`), in the order they became claimable (due, or lapsed), then by
-///    id. Each claim counts one
+///    now`), in the order they became claimable (due, or lapsed), then in
+///    the order they were recorded or scheduled (so that a proposal's
+///    events of one millisecond, created then decided, come in order). Each claim counts one
 ///    attempt and holds until `now + lease`. Among concurrent claims, an
 ///    event is handed to one claimer per attempt.
 /// 4. **`finish`** removes the event of `claim` for good when `claim` is

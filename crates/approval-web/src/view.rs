@@ -8,8 +8,8 @@ use askama::Template;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use countersign_approval_core::{
-    ActorId, ApproverId, GrantState, Proposal, ProposalState, ProposalStatus, RunId, StoredGrant,
-    StoredProposal, Timestamp,
+    ActorId, ApproverId, GrantState, Proposal, ProposalState, ProposalStatus, ProposalSummary,
+    RunId, StoredGrant, StoredProposal, Timestamp,
 };
 
 use crate::invisible;
@@ -496,26 +496,15 @@ pub(crate) struct Summary {
 
 impl Summary {
     fn of(p: &Proposal) -> Summary {
-        let element = p.bound_element();
-        let named = element.filter(|e| !e.name().is_empty());
-        let host = url::Url::parse(&p.url)
-            .ok()
-            .and_then(|u| {
-                u.host_str()
-                    .map(|h| u.port().map_or(h.to_owned(), |port| format!("{h}:{port}")))
-            })
-            .unwrap_or_else(|| p.url.clone());
+        let facts = ProposalSummary::of(p);
         let arguments = p.action.arguments();
         Summary {
-            actor: Shown::new(p.actor_id.as_str()),
-            method: p.action.method().to_owned(),
-            what: match element {
-                Some(e) => format!("the {}", e.role()),
-                None => "the element".to_owned(),
-            },
-            target: Shown::new(named.map_or(p.action.selector(), |e| e.name())),
-            by_selector: named.is_none(),
-            host: Shown::new(&host),
+            actor: Shown::new(&facts.actor),
+            what: facts.what(),
+            target: Shown::new(facts.target()),
+            by_selector: facts.name.is_none(),
+            host: Shown::new(&facts.host),
+            method: facts.method,
             value: (arguments.len() == 1)
                 .then(|| arguments.values().next().map(|v| Shown::new(v)))
                 .flatten(),

@@ -15,6 +15,9 @@ struct Slot {
     event: NotificationEvent,
     /// When it is next claimable: its due time, or when its claim lapses.
     claimable_at: Timestamp,
+    /// The order it was recorded in: ties of `claimable_at` go by it, so a
+    /// proposal's events recorded in one millisecond come in order.
+    sequence: u64,
     attempt: u32,
 }
 
@@ -23,7 +26,8 @@ struct Slot {
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     waiting: HashMap<EventId, Slot>,
-    by_claimable: BTreeSet<(Timestamp, EventId)>,
+    by_claimable: BTreeSet<(Timestamp, u64, EventId)>,
+    recorded: u64,
     finished: HashMap<EventId, Timestamp>,
     finished_by_time: BTreeSet<(Timestamp, EventId)>,
 }
@@ -34,12 +38,16 @@ impl Outbox {
         if self.waiting.contains_key(&event.id) || self.finished.contains_key(&event.id) {
             return false;
         }
-        self.by_claimable.insert((due_at, event.id.clone()));
+        self.recorded += 1;
+        let sequence = self.recorded;
+        self.by_claimable
+            .insert((due_at, sequence, event.id.clone()));
         self.waiting.insert(
             event.id.clone(),
             Slot {
                 event,
                 claimable_at: due_at,
+                sequence,
                 attempt: 0,
             },
         );
@@ -60,10 +68,10 @@ impl Outbox {
         limit: usize,
     ) -> Vec<ClaimedNotification> {
         self.forget_finished(now);
-        let claimable: Vec<(Timestamp, EventId)> = self
+        let claimable: Vec<(Timestamp, u64, EventId)> = self
             .by_claimable
             .iter()
-            .take_while(|(at, _)| *at <= now)
+            .take_while(|(at, _, _)| *at <= now)
             .take(limit)
             .cloned()
             .collect();
@@ -71,12 +79,13 @@ impl Outbox {
         let mut claimed = Vec::with_capacity(claimable.len());
         for key in claimable {
             self.by_claimable.remove(&key);
-            let Some(slot) = self.waiting.get_mut(&key.1) else {
+            let (_, sequence, id) = key;
+            let Some(slot) = self.waiting.get_mut(&id) else {
                 continue;
             };
             slot.attempt = slot.attempt.saturating_add(1);
             slot.claimable_at = claimed_until;
-            self.by_claimable.insert((claimed_until, key.1));
+            self.by_claimable.insert((claimed_until, sequence, id));
             claimed.push(ClaimedNotification {
                 event: slot.event.clone(),
                 attempt: slot.attempt,
@@ -93,7 +102,8 @@ impl Outbox {
             return false;
         }
         if let Some(slot) = self.waiting.remove(id) {
-            self.by_claimable.remove(&(slot.claimable_at, id.clone()));
+            self.by_claimable
+                .remove(&(slot.claimable_at, slot.sequence, id.clone()));
         }
         self.finished.insert(id.clone(), now);
         self.finished_by_time.insert((now, id.clone()));
@@ -107,9 +117,10 @@ impl Outbox {
         }
         let id = &claim.event.id;
         if let Some(slot) = self.waiting.get_mut(id) {
-            self.by_claimable.remove(&(slot.claimable_at, id.clone()));
+            self.by_claimable
+                .remove(&(slot.claimable_at, slot.sequence, id.clone()));
             slot.claimable_at = at;
-            self.by_claimable.insert((at, id.clone()));
+            self.by_claimable.insert((at, slot.sequence, id.clone()));
         }
         true
     }

@@ -1,6 +1,6 @@
 //! Who decided a proposal, as the model is told.
 
-use countersign_approval_core::ApproverId;
+use crate::ApproverId;
 
 /// Who decided a proposal, as the model is told: never which rule, nor
 /// which person.
