@@ -73,6 +73,11 @@ fn script() -> PathBuf {
 const SITE: &str = "http://127.0.0.2:9/";
 
 fn config() -> tempfile::NamedTempFile {
+    config_with("")
+}
+
+/// [`config`] with `extra` tables appended.
+fn config_with(extra: &str) -> tempfile::NamedTempFile {
     let text = format!(
         r#"
 [[backend.pages]]
@@ -103,7 +108,7 @@ run = "py-run"
 [[approvers]]
 name = "py-approver"
 token = "{APPROVER_TOKEN}"
-"#
+{extra}"#
     );
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), text).unwrap();
@@ -563,4 +568,95 @@ fn the_binary_chromium_goes_through_the_egress_guard() {
             "guard = {guard}"
         );
     }
+}
+
+/// The webhook receiver of countersign-notify's tests (the reference
+/// Standard Webhooks library verifies each request), and its first line.
+struct Receiver {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    port: String,
+}
+
+impl Receiver {
+    fn start(python: &PathBuf, secret: &str) -> Receiver {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../notify/tests/receiver.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .args([secret, "204"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let port = first.strip_prefix("listening ").unwrap().to_owned();
+        let (send, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Receiver {
+            child,
+            lines: received,
+            port,
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_configured_webhook_hears_of_a_proposal_with_its_link() {
+    let Some(python) = python() else { return };
+    let ready = Command::new(&python)
+        .args(["-c", "import standardwebhooks"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        eprintln!("SKIPPED: no `standardwebhooks` in the test venv; `cargo xtask ci` installs it");
+        return;
+    }
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let receiver = Receiver::start(&python, secret);
+    let secret_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret_file.path(), format!("{secret}\n")).unwrap();
+    let config = config_with(&format!(
+        r#"
+[[notify]]
+kind = "webhook"
+url = "http://127.0.0.1:{}/hooks/countersign"
+secret_file = "{}"
+
+[notifications]
+expiring_lead_secs = 60
+"#,
+        receiver.port,
+        secret_file.path().display()
+    ));
+    let (server, url) = http_server(&config);
+    let report = run_client(&python, &["propose", &url, CLIENT_TOKEN, SITE]);
+    let line = receiver
+        .lines
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the webhook heard nothing");
+    drop(server);
+    let got: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(got["verified"], true, "{got}");
+    let data = &got["payload"]["data"];
+    assert_eq!(got["payload"]["type"], "proposal.created");
+    assert_eq!(data["approval_url"], report["approval_url"]);
+    assert_eq!(
+        data["summary"]["sentence"],
+        "py-agent wants to click the button “count” on 127.0.0.2:9"
+    );
+    assert_eq!(data["actor_id"], "py-agent");
+    assert_eq!(got["id"], data["event_id"]);
 }

@@ -17,6 +17,7 @@ use countersign_approval_web::{ApprovalPages, Approvers, TokenApprovers};
 use countersign_canonical_policy::{Policy, StaticResolver, SystemResolver};
 use countersign_mcp::http::HttpOptions;
 use countersign_mcp::{Identity, McpServer, StaticTokens};
+use countersign_notify::{NotifyingStore, WorkerHandle};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
 
 use crate::approvers::{config_approvers, sign_in};
@@ -54,12 +55,33 @@ fn policy(config: &PolicyConfig) -> Result<Policy, String> {
         .map_err(|e| format!("the `[policy]` is not usable: {e}"))
 }
 
-/// The grant/proposal store and the operation log the URL names.
-async fn stores(url: &str) -> Result<(Arc<dyn ProposalStore>, Arc<dyn OperationLog>), String> {
+/// The grant/proposal store the URL names, its notification outbox when
+/// `outbox` (the configuration's check allows it for `memory` only), and
+/// the operation log.
+async fn stores(
+    url: &str,
+    outbox: bool,
+) -> Result<
+    (
+        Arc<dyn ProposalStore>,
+        Option<Arc<dyn NotifyingStore>>,
+        Arc<dyn OperationLog>,
+    ),
+    String,
+> {
     if url == "memory" {
-        return Ok((
-            Arc::new(InMemoryApprovalStore::new()),
-            Arc::new(InMemoryOperationStore::new()),
+        let store = Arc::new(if outbox {
+            InMemoryApprovalStore::new().with_notification_outbox()
+        } else {
+            InMemoryApprovalStore::new()
+        });
+        let notifying: Option<Arc<dyn NotifyingStore>> =
+            outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+        return Ok((store, notifying, Arc::new(InMemoryOperationStore::new())));
+    }
+    if outbox {
+        return Err(format!(
+            "the store `{url}` keeps no notification outbox yet: use `memory` with `notify`"
         ));
     }
     if url.starts_with("redis://") {
@@ -72,24 +94,29 @@ async fn stores(url: &str) -> Result<(Arc<dyn ProposalStore>, Arc<dyn OperationL
         let log = RedisOperationLog::for_store(&store, OperationLogRetention::default())
             .await
             .map_err(|e| format!("cannot use the Redis operation log: {e}"))?;
-        return Ok((Arc::new(store), Arc::new(log)));
+        return Ok((Arc::new(store), None, Arc::new(log)));
     }
     use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
     let store = PostgresApprovalStore::connect(PostgresStoreOptions::new(url))
         .await
         .map_err(|e| format!("cannot use the PostgreSQL store: {e}"))?;
     let log = store.operation_log();
-    Ok((Arc::new(store), Arc::new(log)))
+    Ok((Arc::new(store), None, Arc::new(log)))
 }
 
 /// The application: approval pages, sign-in, the MCP endpoint; and the
-/// backends, kept by the caller for as long as it serves.
+/// backends and the notification worker, kept by the caller for as long
+/// as it serves.
 pub(crate) async fn build(
     config: &Config,
     public: &str,
-) -> Result<(Router, McpServer, Arc<Backends>), String> {
+) -> Result<(Router, McpServer, Arc<Backends>, Option<WorkerHandle>), String> {
     let policy = policy(&config.policy)?;
-    let (store, operations) = stores(&config.store.url).await?;
+    // Secrets are read before anything starts: a bad one stops start-up.
+    let notifiers = crate::notify::notifiers(&config.notify)?;
+    let (store, notifying, operations) = stores(&config.store.url, !notifiers.is_empty()).await?;
+    let notifications = notifying
+        .map(|outbox| crate::notify::start(outbox, notifiers, &config.notifications, public));
     let backends = Arc::new(Backends::start(&config.backend, &policy).await?);
     let proposal_ttl = Duration::from_secs(config.http.proposal_ttl_secs);
     let rules = config.rule_set()?.map(Arc::new);
@@ -151,7 +178,7 @@ pub(crate) async fn build(
         tokens,
         options,
     ));
-    Ok((app, server, backends))
+    Ok((app, server, backends, notifications))
 }
 
 /// How many actions the fake backend performed: for approvers (and tests).

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use countersign_rules::{AllowedWriteConfig, DefaultPackConfig, RuleConfig, RuleSet, RulesConfig};
 use serde::Deserialize;
 
+use crate::notify::{NotificationsConfig, NotifyConfig};
+
 /// The smallest bearer token or approver token accepted: long enough
 /// that guessing it is hopeless.
 const MIN_TOKEN_CHARS: usize = 16;
@@ -45,6 +47,13 @@ pub struct Config {
     /// after an act a rule approved. None unless listed.
     #[serde(default)]
     pub allowed_writes: Vec<AllowedWriteConfig>,
+    /// `[[notify]]`: who is told that a proposal waits (a webhook). None
+    /// unless listed.
+    #[serde(default)]
+    pub notify: Vec<NotifyConfig>,
+    /// `[notifications]`: when "expiring soon" goes out.
+    #[serde(default)]
+    pub notifications: NotificationsConfig,
 }
 
 impl Config {
@@ -337,6 +346,12 @@ fn check(config: &Config) -> Result<(), String> {
         ));
     }
     check_backend(&config.backend)?;
+    if !config.notify.is_empty() && url != "memory" {
+        return Err(
+            "`notify` needs a store that keeps a notification outbox: only `store.url = \"memory\"` does yet"
+                .into(),
+        );
+    }
     let mut seen = HashSet::new();
     let secrets = config
         .tokens
@@ -572,6 +587,33 @@ mod tests {
                 "{MINIMAL}[default_rules]\nauto_hosts = [\"docs.example.com\"]\nhosts = []\n"
             )),
             "unknown field `hosts`, expected `auto_hosts`"
+        );
+    }
+
+    #[test]
+    fn notify_tables_are_checked_at_start_up() {
+        let webhook = "[[notify]]\nkind = \"webhook\"\nurl = \"https://hooks.example.com/in\"\nsecret_env = \"HOOK_SECRET\"\n";
+        let config = parse(&format!("{MINIMAL}{webhook}")).unwrap();
+        assert_eq!(config.notify.len(), 1);
+        assert_eq!(config.notifications.expiring_lead_secs, 120);
+        let timed = parse(&format!(
+            "{MINIMAL}{webhook}[notifications]\nexpiring_lead_secs = 30\n"
+        ))
+        .unwrap();
+        assert_eq!(timed.notifications.expiring_lead_secs, 30);
+        assert_eq!(
+            error_of(&format!("{MINIMAL}[[notify]]\nkind = \"pager\"\n")),
+            "unknown variant `pager`, expected `webhook`"
+        );
+        assert_eq!(
+            error_of(&format!("{MINIMAL}{webhook}secret = \"whsec_inline\"\n")),
+            "unknown field `secret`, expected one of `url`, `secret_env`, `secret_file`"
+        );
+        assert_eq!(
+            error_of(&format!(
+                "{MINIMAL}{webhook}[store]\nurl = \"redis://127.0.0.1:6379\"\n"
+            )),
+            "`notify` needs a store that keeps a notification outbox: only `store.url = \"memory\"` does yet"
         );
     }
 

@@ -10,6 +10,7 @@ mod approvers;
 mod backend;
 mod config;
 mod demo;
+mod notify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,7 +93,8 @@ async fn run(args: Args) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| format!("http://{address}"));
     let public = public.trim_end_matches('/').to_owned();
-    let (app, server, backends) = build(&config, &public).await?;
+    // The notification worker, when configured, runs until this returns.
+    let (app, server, backends, _notifications) = build(&config, &public).await?;
 
     // In stdio mode stdout is the protocol: everything else goes to stderr.
     let say = |line: String| {

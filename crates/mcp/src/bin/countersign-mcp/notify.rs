@@ -1,0 +1,187 @@
+//! `[[notify]]` and `[notifications]`: who is told that a proposal waits,
+//! and the worker that tells them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign_approval_core::SystemClock;
+use countersign_approval_web::ApprovalPages;
+use countersign_notify::{
+    NotificationWorker, NotifyingStore, ProposalNotifier, WebhookNotifier, WebhookSecret,
+    WorkerHandle, WorkerOptions,
+};
+use serde::Deserialize;
+
+/// `[[notify]]`: one notifier. Secrets come from the environment or a file,
+/// never from the configuration itself, and are never logged.
+#[derive(Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum NotifyConfig {
+    /// A signed webhook (Standard Webhooks).
+    Webhook {
+        /// Where notices are posted: `https`, or `http` to a loopback
+        /// address.
+        url: String,
+        /// The environment variable holding the secret (`whsec_…`).
+        secret_env: Option<String>,
+        /// The file holding the secret.
+        secret_file: Option<PathBuf>,
+    },
+}
+
+impl std::fmt::Debug for NotifyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotifyConfig::Webhook { url, .. } => write!(f, "webhook to {url}"),
+        }
+    }
+}
+
+/// `[notifications]`: timing shared by every notifier.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// How long before a pending proposal's expiry "expiring soon" goes
+    /// out (120 s).
+    #[serde(default = "default_expiring_lead_secs")]
+    pub expiring_lead_secs: u64,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        NotificationsConfig {
+            expiring_lead_secs: default_expiring_lead_secs(),
+        }
+    }
+}
+
+fn default_expiring_lead_secs() -> u64 {
+    120
+}
+
+/// Reads a secret from exactly one of `env` and `file`; `what` names the
+/// table in errors. The secret's text never appears in an error.
+fn read_secret(what: &str, env: Option<&str>, file: Option<&PathBuf>) -> Result<String, String> {
+    match (env, file) {
+        (Some(name), None) => std::env::var(name)
+            .map_err(|_| format!("{what}: the environment variable `{name}` is not set")),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map(|text| text.trim().to_owned())
+            .map_err(|e| {
+                format!(
+                    "{what}: cannot read the secret file `{}`: {e}",
+                    path.display()
+                )
+            }),
+        (Some(_), Some(_)) => Err(format!(
+            "{what}: give the secret as `secret_env` or `secret_file`, not both"
+        )),
+        (None, None) => Err(format!(
+            "{what}: give the secret as `secret_env` (an environment variable) or `secret_file`"
+        )),
+    }
+}
+
+/// The notifiers `configs` describe, secrets read.
+pub fn notifiers(configs: &[NotifyConfig]) -> Result<Vec<Arc<dyn ProposalNotifier>>, String> {
+    let mut built: Vec<Arc<dyn ProposalNotifier>> = Vec::with_capacity(configs.len());
+    for (index, config) in configs.iter().enumerate() {
+        let what = format!("`notify[{index}]` (webhook)");
+        match config {
+            NotifyConfig::Webhook {
+                url,
+                secret_env,
+                secret_file,
+            } => {
+                let secret = read_secret(&what, secret_env.as_deref(), secret_file.as_ref())?;
+                let secret = WebhookSecret::parse(&secret).map_err(|e| format!("{what}: {e}"))?;
+                let notifier =
+                    WebhookNotifier::new(url, secret).map_err(|e| format!("{what}: {e}"))?;
+                built.push(Arc::new(notifier));
+            }
+        }
+    }
+    Ok(built)
+}
+
+/// Starts the worker that tells `notifiers` about `store`'s events, each
+/// linking to its approval page under `public`.
+pub fn start(
+    store: Arc<dyn NotifyingStore>,
+    notifiers: Vec<Arc<dyn ProposalNotifier>>,
+    timing: &NotificationsConfig,
+    public: &str,
+) -> WorkerHandle {
+    let pages = format!("{public}/approvals");
+    let options =
+        WorkerOptions::default().expiring_lead(Duration::from_secs(timing.expiring_lead_secs));
+    NotificationWorker::new(
+        store,
+        notifiers,
+        Arc::new(SystemClock),
+        Arc::new(move |id| format!("{pages}{}", ApprovalPages::proposal_path(id))),
+        options,
+    )
+    .spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_comes_from_exactly_one_place() {
+        let what = "`notify[0]` (webhook)";
+        assert_eq!(
+            read_secret(what, None, None).unwrap_err(),
+            "`notify[0]` (webhook): give the secret as `secret_env` (an environment variable) or `secret_file`"
+        );
+        assert_eq!(
+            read_secret(what, Some("X"), Some(&PathBuf::from("/x"))).unwrap_err(),
+            "`notify[0]` (webhook): give the secret as `secret_env` or `secret_file`, not both"
+        );
+        assert_eq!(
+            read_secret(what, Some("COUNTERSIGN_TEST_UNSET_SECRET"), None).unwrap_err(),
+            "`notify[0]` (webhook): the environment variable `COUNTERSIGN_TEST_UNSET_SECRET` is not set"
+        );
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "whsec_abc\n").unwrap();
+        assert_eq!(
+            read_secret(what, None, Some(&file.path().to_path_buf())).unwrap(),
+            "whsec_abc"
+        );
+    }
+
+    #[test]
+    fn a_bad_secret_or_url_is_refused_without_showing_the_secret() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "not-a-secret-at-all").unwrap();
+        let config = |url: &str| NotifyConfig::Webhook {
+            url: url.to_owned(),
+            secret_env: None,
+            secret_file: Some(file.path().to_path_buf()),
+        };
+        let error = notifiers(&[config("https://hooks.example.com/in")])
+            .err()
+            .unwrap();
+        assert_eq!(
+            error,
+            "`notify[0]` (webhook): the webhook secret must be `whsec_` and base64 of at least 24 bytes"
+        );
+        assert!(!error.contains("not-a-secret-at-all"));
+        std::fs::write(file.path(), "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        assert_eq!(
+            notifiers(&[config("http://hooks.example.com/in")])
+                .err()
+                .unwrap(),
+            "`notify[0]` (webhook): the webhook url `http://hooks.example.com/in` must be https (plain http only to a loopback address)"
+        );
+        assert_eq!(
+            notifiers(&[config("https://hooks.example.com/in")])
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}
