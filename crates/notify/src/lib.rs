@@ -66,12 +66,15 @@
 //! # }).unwrap();
 //! ```
 
+mod endpoint;
 mod notice;
+mod slack;
 mod webhook;
 mod worker;
 
 pub use countersign_approval_core::NotificationOutbox;
 pub use notice::{ApprovalLink, NoticeDecision, ProposalNotice};
+pub use slack::{SLACK_API, SlackError, SlackNotifier, SlackToken};
 pub use webhook::{MIN_SECRET_BYTES, SECRET_PREFIX, WebhookError, WebhookNotifier, WebhookSecret};
 pub use worker::{DeliveryRound, NotificationWorker, NotifyingStore, WorkerHandle, WorkerOptions};
 

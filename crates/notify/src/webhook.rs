@@ -4,7 +4,7 @@
 //! `id.timestamp.body` under the shared secret), which a receiver checks
 //! within its tolerance window (5 minutes in the reference libraries).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -12,6 +12,7 @@ use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::endpoint::{endpoint, https_client};
 use crate::notice::ProposalNotice;
 use crate::{NotifyError, ProposalNotifier};
 
@@ -94,37 +95,13 @@ impl WebhookNotifier {
     /// A notifier posting to `url` (https, or plain http to a loopback
     /// address), signing with `secret`.
     pub fn new(url: &str, secret: WebhookSecret) -> Result<WebhookNotifier, WebhookError> {
-        let parsed = url::Url::parse(url).map_err(|_| WebhookError::Url(url.to_owned()))?;
-        let loopback = match parsed.host() {
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            Some(url::Host::Domain(name)) => name == "localhost",
-            None => false,
-        };
-        let allowed = match parsed.scheme() {
-            "https" => parsed.host().is_some(),
-            "http" => loopback,
-            _ => false,
-        };
-        if !allowed {
-            return Err(WebhookError::Url(url.to_owned()));
-        }
+        let url = endpoint(url).ok_or_else(|| WebhookError::Url(url.to_owned()))?;
         Ok(WebhookNotifier {
-            url: parsed,
+            url,
             secret,
-            client: https_client()?,
+            client: https_client().map_err(WebhookError::Client)?,
         })
     }
-}
-
-/// An HTTP client with rustls and the platform's trust roots, no
-/// redirects, and a 10 s bound on each request.
-pub(crate) fn https_client() -> Result<reqwest::Client, WebhookError> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| WebhookError::Client(e.to_string()))
 }
 
 #[async_trait]

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use countersign_approval_core::policy::Policy;
 use countersign_approval_core::{
     ActorId, ApprovalStore, ApproverId, Clock, DecisionOutcome, ManualClock, NotificationKind,
     NotificationOutbox, Proposal, ProposalStore, RunId, Timestamp,
@@ -102,7 +101,6 @@ impl ProposalNotifier for Scripted {
 struct Host {
     store: Arc<InMemoryApprovalStore>,
     clock: ManualClock,
-    policy: Policy,
 }
 
 impl Host {
@@ -110,7 +108,6 @@ impl Host {
         Host {
             store: Arc::new(InMemoryApprovalStore::new().with_notification_outbox()),
             clock: ManualClock::new(START),
-            policy: support::shop_policy(),
         }
     }
 
@@ -130,26 +127,15 @@ impl Host {
 
     /// Proposes filling `input#card` with a value no notice may carry.
     async fn propose(&self) -> Proposal {
-        let url = self
-            .policy
-            .authorize_destination("https://shop.example.com:8443/checkout?step=2")
-            .await
-            .unwrap();
-        let action = self
-            .policy
-            .authorize_action(&json!({"method": "fill", "selector": "input#card", "arguments": {"value": SECRET_VALUE}}))
-            .unwrap();
-        let proposal = Proposal::for_action(
-            ActorId::new("demo-agent").unwrap(),
-            RunId::new("run-7").unwrap(),
-            &url,
-            &action,
+        support::propose_fill(
+            &*self.store,
+            "https://shop.example.com:8443/checkout?step=2",
+            "input#card",
+            SECRET_VALUE,
             TTL,
             self.clock.now(),
         )
-        .unwrap();
-        self.store.propose(proposal.clone()).await.unwrap();
-        proposal
+        .await
     }
 
     async fn approve(&self, proposal: &Proposal, by: &str) {

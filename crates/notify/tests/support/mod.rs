@@ -1,6 +1,7 @@
 //! What both notification test files set up.
 
-#![allow(clippy::unwrap_used)]
+// Each test file uses some of these.
+#![allow(clippy::unwrap_used, dead_code)]
 
 use countersign_approval_core::policy::{Policy, StaticResolver};
 
@@ -13,4 +14,34 @@ pub fn shop_policy() -> Policy {
         ])]))
         .build()
         .unwrap()
+}
+
+/// Stores, for `demo-agent` in `run-7`, a proposal to fill `selector` on
+/// `url` with `value`, made at `now` and pending for `ttl`.
+pub async fn propose_fill(
+    store: &dyn countersign_approval_core::ProposalStore,
+    url: &str,
+    selector: &str,
+    value: &str,
+    ttl: std::time::Duration,
+    now: countersign_approval_core::Timestamp,
+) -> countersign_approval_core::Proposal {
+    let policy = shop_policy();
+    let url = policy.authorize_destination(url).await.unwrap();
+    let action = policy
+        .authorize_action(&serde_json::json!({
+            "method": "fill", "selector": selector, "arguments": {"value": value}
+        }))
+        .unwrap();
+    let proposal = countersign_approval_core::Proposal::for_action(
+        countersign_approval_core::ActorId::new("demo-agent").unwrap(),
+        countersign_approval_core::RunId::new("run-7").unwrap(),
+        &url,
+        &action,
+        ttl,
+        now,
+    )
+    .unwrap();
+    store.propose(proposal.clone()).await.unwrap();
+    proposal
 }

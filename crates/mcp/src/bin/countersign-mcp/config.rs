@@ -47,8 +47,8 @@ pub struct Config {
     /// after an act a rule approved. None unless listed.
     #[serde(default)]
     pub allowed_writes: Vec<AllowedWriteConfig>,
-    /// `[[notify]]`: who is told that a proposal waits (a webhook). None
-    /// unless listed.
+    /// `[[notify]]`: who is told that a proposal waits (a webhook, a Slack
+    /// channel). None unless listed.
     #[serde(default)]
     pub notify: Vec<NotifyConfig>,
     /// `[notifications]`: when "expiring soon" goes out.
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(timed.notifications.expiring_lead_secs, 30);
         assert_eq!(
             error_of(&format!("{MINIMAL}[[notify]]\nkind = \"pager\"\n")),
-            "unknown variant `pager`, expected `webhook`"
+            "unknown variant `pager`, expected `webhook` or `slack`"
         );
         assert_eq!(
             error_of(&format!("{MINIMAL}{webhook}secret = \"whsec_inline\"\n")),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use countersign_approval_core::SystemClock;
 use countersign_approval_web::ApprovalPages;
 use countersign_notify::{
-    NotificationWorker, NotifyingStore, ProposalNotifier, WebhookNotifier, WebhookSecret,
-    WorkerHandle, WorkerOptions,
+    NotificationWorker, NotifyingStore, ProposalNotifier, SlackNotifier, SlackToken,
+    WebhookNotifier, WebhookSecret, WorkerHandle, WorkerOptions,
 };
 use serde::Deserialize;
 
@@ -28,12 +28,25 @@ pub enum NotifyConfig {
         /// The file holding the secret.
         secret_file: Option<PathBuf>,
     },
+    /// A Slack channel (`chat.postMessage`, Block Kit).
+    Slack {
+        /// The channel id (`C0123456789`) or `#name`.
+        channel: String,
+        /// The environment variable holding the bot token (`xoxb-…`).
+        token_env: Option<String>,
+        /// The file holding the bot token.
+        token_file: Option<PathBuf>,
+        /// Another address for Slack's Web API (a proxy); Slack's own by
+        /// default.
+        api: Option<String>,
+    },
 }
 
 impl std::fmt::Debug for NotifyConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             NotifyConfig::Webhook { url, .. } => write!(f, "webhook to {url}"),
+            NotifyConfig::Slack { channel, .. } => write!(f, "slack to {channel}"),
         }
     }
 }
@@ -60,9 +73,15 @@ fn default_expiring_lead_secs() -> u64 {
     120
 }
 
-/// Reads a secret from exactly one of `env` and `file`; `what` names the
-/// table in errors. The secret's text never appears in an error.
-fn read_secret(what: &str, env: Option<&str>, file: Option<&PathBuf>) -> Result<String, String> {
+/// Reads a secret (`noun`: `secret`, `token`) from exactly one of the
+/// keys `<noun>_env` and `<noun>_file`; `what` names the table in errors.
+/// The secret's text never appears in an error.
+fn read_secret(
+    what: &str,
+    noun: &str,
+    env: Option<&str>,
+    file: Option<&PathBuf>,
+) -> Result<String, String> {
     match (env, file) {
         (Some(name), None) => std::env::var(name)
             .map_err(|_| format!("{what}: the environment variable `{name}` is not set")),
@@ -70,15 +89,15 @@ fn read_secret(what: &str, env: Option<&str>, file: Option<&PathBuf>) -> Result<
             .map(|text| text.trim().to_owned())
             .map_err(|e| {
                 format!(
-                    "{what}: cannot read the secret file `{}`: {e}",
+                    "{what}: cannot read the {noun} file `{}`: {e}",
                     path.display()
                 )
             }),
         (Some(_), Some(_)) => Err(format!(
-            "{what}: give the secret as `secret_env` or `secret_file`, not both"
+            "{what}: give the {noun} as `{noun}_env` or `{noun}_file`, not both"
         )),
         (None, None) => Err(format!(
-            "{what}: give the secret as `secret_env` (an environment variable) or `secret_file`"
+            "{what}: give the {noun} as `{noun}_env` (an environment variable) or `{noun}_file`"
         )),
     }
 }
@@ -87,17 +106,34 @@ fn read_secret(what: &str, env: Option<&str>, file: Option<&PathBuf>) -> Result<
 pub fn notifiers(configs: &[NotifyConfig]) -> Result<Vec<Arc<dyn ProposalNotifier>>, String> {
     let mut built: Vec<Arc<dyn ProposalNotifier>> = Vec::with_capacity(configs.len());
     for (index, config) in configs.iter().enumerate() {
-        let what = format!("`notify[{index}]` (webhook)");
         match config {
             NotifyConfig::Webhook {
                 url,
                 secret_env,
                 secret_file,
             } => {
-                let secret = read_secret(&what, secret_env.as_deref(), secret_file.as_ref())?;
+                let what = format!("`notify[{index}]` (webhook)");
+                let secret =
+                    read_secret(&what, "secret", secret_env.as_deref(), secret_file.as_ref())?;
                 let secret = WebhookSecret::parse(&secret).map_err(|e| format!("{what}: {e}"))?;
                 let notifier =
                     WebhookNotifier::new(url, secret).map_err(|e| format!("{what}: {e}"))?;
+                built.push(Arc::new(notifier));
+            }
+            NotifyConfig::Slack {
+                channel,
+                token_env,
+                token_file,
+                api,
+            } => {
+                let what = format!("`notify[{index}]` (slack)");
+                let token = read_secret(&what, "token", token_env.as_deref(), token_file.as_ref())?;
+                let token = SlackToken::parse(&token).map_err(|e| format!("{what}: {e}"))?;
+                let mut notifier =
+                    SlackNotifier::new(token, channel).map_err(|e| format!("{what}: {e}"))?;
+                if let Some(api) = api {
+                    notifier = notifier.with_api(api).map_err(|e| format!("{what}: {e}"))?;
+                }
                 built.push(Arc::new(notifier));
             }
         }
@@ -134,22 +170,50 @@ mod tests {
     fn a_secret_comes_from_exactly_one_place() {
         let what = "`notify[0]` (webhook)";
         assert_eq!(
-            read_secret(what, None, None).unwrap_err(),
+            read_secret(what, "secret", None, None).unwrap_err(),
             "`notify[0]` (webhook): give the secret as `secret_env` (an environment variable) or `secret_file`"
         );
         assert_eq!(
-            read_secret(what, Some("X"), Some(&PathBuf::from("/x"))).unwrap_err(),
+            read_secret(what, "secret", Some("X"), Some(&PathBuf::from("/x"))).unwrap_err(),
             "`notify[0]` (webhook): give the secret as `secret_env` or `secret_file`, not both"
         );
         assert_eq!(
-            read_secret(what, Some("COUNTERSIGN_TEST_UNSET_SECRET"), None).unwrap_err(),
+            read_secret(what, "secret", Some("COUNTERSIGN_TEST_UNSET_SECRET"), None).unwrap_err(),
             "`notify[0]` (webhook): the environment variable `COUNTERSIGN_TEST_UNSET_SECRET` is not set"
         );
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), "whsec_abc\n").unwrap();
         assert_eq!(
-            read_secret(what, None, Some(&file.path().to_path_buf())).unwrap(),
+            read_secret(what, "secret", None, Some(&file.path().to_path_buf())).unwrap(),
             "whsec_abc"
+        );
+    }
+
+    #[test]
+    fn a_slack_table_needs_a_token_and_a_usable_channel() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "xoxb-1234-5678-abcdef\n").unwrap();
+        let slack = |channel: &str, token_file: Option<PathBuf>| NotifyConfig::Slack {
+            channel: channel.to_owned(),
+            token_env: None,
+            token_file,
+            api: None,
+        };
+        assert_eq!(
+            notifiers(&[slack("C0123456789", None)]).err().unwrap(),
+            "`notify[0]` (slack): give the token as `token_env` (an environment variable) or `token_file`"
+        );
+        assert_eq!(
+            notifiers(&[slack("two words", Some(file.path().to_path_buf()))])
+                .err()
+                .unwrap(),
+            "`notify[0]` (slack): the slack channel `two words` must be a channel id or name without spaces"
+        );
+        assert_eq!(
+            notifiers(&[slack("C0123456789", Some(file.path().to_path_buf()))])
+                .unwrap()
+                .len(),
+            1
         );
     }
 
