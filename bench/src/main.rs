@@ -11,6 +11,7 @@ mod harness;
 mod live_bench;
 mod mcp_bench;
 mod memory_bench;
+mod notify_bench;
 mod policy_bench;
 mod postgres_bench;
 mod read_only_bench;
@@ -126,6 +127,11 @@ fn run(quick: bool) -> Result<(), String> {
         for row in live_bench::observe(observe)? {
             push(row);
         }
+    }
+    if wanted("notify") {
+        push(notify_bench::propose_with_a_hanging_notifier(
+            budget.scaled(4),
+        )?);
     }
     if wanted("mcp") {
         // An HTTP round trip through two services per operation: fewer operations.

@@ -66,6 +66,7 @@
 //! # }).unwrap();
 //! ```
 
+mod email;
 mod endpoint;
 mod notice;
 mod slack;
@@ -73,6 +74,7 @@ mod webhook;
 mod worker;
 
 pub use countersign_approval_core::NotificationOutbox;
+pub use email::{EmailError, EmailNotifier, SmtpSecurity};
 pub use notice::{ApprovalLink, NoticeDecision, ProposalNotice};
 pub use slack::{SLACK_API, SlackError, SlackNotifier, SlackToken};
 pub use webhook::{MIN_SECRET_BYTES, SECRET_PREFIX, WebhookError, WebhookNotifier, WebhookSecret};

@@ -14,18 +14,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use countersign_approval_core::{
-    ApproverId, Clock, DecisionOutcome, ManualClock, Proposal, ProposalStore, Timestamp,
-};
+use countersign_approval_core::{ApproverId, Clock, DecisionOutcome, Proposal, ProposalStore};
 use countersign_notify::{
-    DeliveryRound, NotificationWorker, ProposalNotifier, SlackNotifier, SlackToken, WorkerOptions,
+    DeliveryRound, NotificationWorker, SlackNotifier, SlackToken, WorkerOptions,
 };
-use countersign_store_memory::InMemoryApprovalStore;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "xoxb-1111-2222-countersigntest";
 const CHANNEL_ID: &str = "C0123456789";
-const START: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 const TTL: Duration = Duration::from_secs(600);
 const SECRET_VALUE: &str = "4111 1111 1111 1111";
 
@@ -161,27 +157,14 @@ async fn stand_in() -> (Arc<Slack>, String) {
     (slack, format!("http://{address}/api"))
 }
 
-struct Host {
-    store: Arc<InMemoryApprovalStore>,
-    clock: ManualClock,
-}
+use support::Host;
 
 impl Host {
-    fn new() -> Host {
-        Host {
-            store: Arc::new(InMemoryApprovalStore::new().with_notification_outbox()),
-            clock: ManualClock::new(START),
-        }
-    }
-
-    fn worker(&self, notifier: SlackNotifier) -> NotificationWorker {
-        let notifiers: Vec<Arc<dyn ProposalNotifier>> = vec![Arc::new(notifier)];
-        NotificationWorker::new(
-            self.store.clone(),
-            notifiers,
-            Arc::new(self.clock.clone()),
-            Arc::new(|id| format!("https://approve.example.com/proposals/{id}")),
+    fn slack_worker(&self, notifier: SlackNotifier) -> NotificationWorker {
+        self.worker(
+            vec![Arc::new(notifier)],
             WorkerOptions::default().backoff(Duration::from_secs(1), Duration::from_secs(1)),
+            "",
         )
     }
 
@@ -210,7 +193,7 @@ fn notifier(api: &str, token: &str, channel: &str) -> SlackNotifier {
 async fn a_proposal_is_posted_threaded_and_updated_when_decided() {
     let (slack, api) = stand_in().await;
     let host = Host::new();
-    let worker = host.worker(notifier(&api, TOKEN, "#approvals"));
+    let worker = host.slack_worker(notifier(&api, TOKEN, "#approvals"));
     let proposal = host.propose().await;
     assert_eq!(
         worker.deliver_due().await.unwrap(),
@@ -290,7 +273,7 @@ async fn a_bad_token_or_channel_is_given_up_and_a_429_is_retried() {
     let (slack, api) = stand_in().await;
     for (token, channel) in [("xoxb-9999-wrong-token", CHANNEL_ID), (TOKEN, "#elsewhere")] {
         let host = Host::new();
-        let worker = host.worker(notifier(&api, token, channel));
+        let worker = host.slack_worker(notifier(&api, token, channel));
         host.propose().await;
         assert_eq!(
             worker.deliver_due().await.unwrap(),
@@ -303,7 +286,7 @@ async fn a_bad_token_or_channel_is_given_up_and_a_429_is_retried() {
     assert!(slack.calls.lock().unwrap().is_empty());
 
     let host = Host::new();
-    let worker = host.worker(notifier(&api, TOKEN, CHANNEL_ID));
+    let worker = host.slack_worker(notifier(&api, TOKEN, CHANNEL_ID));
     host.propose().await;
     slack.throttle_once.store(true, Ordering::SeqCst);
     assert_eq!(worker.deliver_due().await.unwrap().retried, 1);

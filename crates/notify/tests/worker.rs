@@ -13,16 +13,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActorId, ApprovalStore, ApproverId, Clock, DecisionOutcome, ManualClock, NotificationKind,
-    NotificationOutbox, Proposal, ProposalStore, RunId, Timestamp,
+    ActorId, ApprovalStore, ApproverId, Clock, DecisionOutcome, NotificationKind,
+    NotificationOutbox, Proposal, ProposalStore, RunId,
 };
 use countersign_notify::{
     DeliveryRound, NotificationWorker, NotifyError, ProposalNotice, ProposalNotifier, WorkerOptions,
 };
-use countersign_store_memory::InMemoryApprovalStore;
 use serde_json::json;
 
-const START: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 const TTL: Duration = Duration::from_secs(600);
 const SECRET_VALUE: &str = "hunter2-secret-value";
 
@@ -98,31 +96,15 @@ impl ProposalNotifier for Scripted {
     }
 }
 
-struct Host {
-    store: Arc<InMemoryApprovalStore>,
-    clock: ManualClock,
-}
+use support::{Host, START};
 
 impl Host {
-    fn new() -> Host {
-        Host {
-            store: Arc::new(InMemoryApprovalStore::new().with_notification_outbox()),
-            clock: ManualClock::new(START),
-        }
-    }
-
-    fn worker(
+    fn notified(
         &self,
         notifiers: Vec<Arc<dyn ProposalNotifier>>,
         options: WorkerOptions,
     ) -> NotificationWorker {
-        NotificationWorker::new(
-            self.store.clone(),
-            notifiers,
-            Arc::new(self.clock.clone()),
-            Arc::new(|id| format!("https://approve.example.com/proposals/{id}")),
-            options,
-        )
+        self.worker(notifiers, options, "")
     }
 
     /// Proposes filling `input#card` with a value no notice may carry.
@@ -164,7 +146,7 @@ fn round(delivered: usize, skipped: usize, retried: usize, given_up: usize) -> D
 async fn a_created_notice_holds_the_summary_expiry_and_link_and_never_a_value() {
     let host = Host::new();
     let taker = Scripted::new(&[Script::Take]);
-    let worker = host.worker(vec![taker.clone()], WorkerOptions::default());
+    let worker = host.notified(vec![taker.clone()], WorkerOptions::default());
     let proposal = host.propose().await;
     assert_eq!(worker.deliver_due().await.unwrap(), round(1, 0, 0, 0));
     let notice = taker.taken.lock().unwrap()[0].clone();
@@ -208,7 +190,7 @@ async fn expiring_soon_comes_at_the_lead_and_expired_at_the_expiry() {
     let host = Host::new();
     let taker = Scripted::new(&[Script::Take]);
     let lead = Duration::from_secs(120);
-    let worker = host.worker(
+    let worker = host.notified(
         vec![taker.clone()],
         WorkerOptions::default().expiring_lead(lead),
     );
@@ -243,7 +225,7 @@ async fn expiring_soon_comes_at_the_lead_and_expired_at_the_expiry() {
 async fn a_decided_proposal_says_who_and_never_expires() {
     let host = Host::new();
     let taker = Scripted::new(&[Script::Take]);
-    let worker = host.worker(
+    let worker = host.notified(
         vec![taker.clone()],
         WorkerOptions::default().expiring_lead(Duration::from_secs(30)),
     );
@@ -275,7 +257,7 @@ async fn a_decided_proposal_says_who_and_never_expires() {
 async fn a_rules_decision_names_no_person_and_a_stop_names_the_run() {
     let host = Host::new();
     let taker = Scripted::new(&[Script::Take]);
-    let worker = host.worker(vec![taker.clone()], WorkerOptions::default());
+    let worker = host.notified(vec![taker.clone()], WorkerOptions::default());
     let proposal = host.propose().await;
     host.approve(&proposal, "rule:low-risk-links").await;
     host.store
@@ -302,7 +284,7 @@ async fn a_failing_notifier_is_retried_with_backoff_and_the_others_told_once() {
     let host = Host::new();
     let flaky = Scripted::new(&[Script::Fail, Script::Panic, Script::Take]);
     let steady = Scripted::new(&[Script::Take]);
-    let worker = host.worker(
+    let worker = host.notified(
         vec![flaky.clone(), steady.clone()],
         WorkerOptions::default().backoff(Duration::from_secs(1), Duration::from_secs(60)),
     );
@@ -329,7 +311,7 @@ async fn a_failing_notifier_is_retried_with_backoff_and_the_others_told_once() {
 async fn a_refused_notice_is_given_up_at_once() {
     let host = Host::new();
     let refusing = Scripted::new(&[Script::Refuse]);
-    let worker = host.worker(vec![refusing.clone()], WorkerOptions::default());
+    let worker = host.notified(vec![refusing.clone()], WorkerOptions::default());
     host.propose().await;
     assert_eq!(worker.deliver_due().await.unwrap(), round(0, 0, 0, 1));
     host.clock.advance(Duration::from_secs(3_600));
@@ -342,7 +324,7 @@ async fn a_refused_notice_is_given_up_at_once() {
 async fn a_hanging_notifier_times_out_and_decisions_go_on() {
     let host = Host::new();
     let hanging = Scripted::new(&[Script::Hang]);
-    let worker = Arc::new(host.worker(
+    let worker = Arc::new(host.notified(
         vec![hanging.clone()],
         WorkerOptions::default().delivery_timeout(Duration::from_millis(50)),
     ));
@@ -374,7 +356,7 @@ async fn every_attempt_failing_gives_the_notice_up_after_the_last() {
     let mut options =
         WorkerOptions::default().backoff(Duration::from_secs(1), Duration::from_secs(1));
     options.max_attempts = 3;
-    let worker = host.worker(vec![failing.clone()], options);
+    let worker = host.notified(vec![failing.clone()], options);
     host.propose().await;
     assert_eq!(worker.deliver_due().await.unwrap(), round(0, 0, 1, 0));
     host.clock.advance(Duration::from_secs(1));
@@ -397,7 +379,7 @@ async fn a_worker_that_died_mid_delivery_is_taken_over_after_its_lease() {
         .unwrap();
     assert_eq!(lost.len(), 1);
     let taker = Scripted::new(&[Script::Take]);
-    let restarted = host.worker(vec![taker.clone()], WorkerOptions::default());
+    let restarted = host.notified(vec![taker.clone()], WorkerOptions::default());
     assert_eq!(restarted.deliver_due().await.unwrap(), round(0, 0, 0, 0));
     host.clock.advance(lease);
     assert_eq!(restarted.deliver_due().await.unwrap(), round(1, 0, 0, 0));

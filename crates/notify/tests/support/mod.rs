@@ -45,3 +45,43 @@ pub async fn propose_fill(
     store.propose(proposal.clone()).await.unwrap();
     proposal
 }
+
+/// When every test's clock starts.
+pub const START: countersign_approval_core::Timestamp =
+    countersign_approval_core::Timestamp::from_millis(1_800_000_000_000);
+
+/// An in-memory store with its outbox on, and the injected clock.
+pub struct Host {
+    pub store: std::sync::Arc<countersign_store_memory::InMemoryApprovalStore>,
+    pub clock: countersign_approval_core::ManualClock,
+}
+
+impl Host {
+    pub fn new() -> Host {
+        Host {
+            store: std::sync::Arc::new(
+                countersign_store_memory::InMemoryApprovalStore::new().with_notification_outbox(),
+            ),
+            clock: countersign_approval_core::ManualClock::new(START),
+        }
+    }
+
+    /// A worker over this store and clock, linking each proposal to
+    /// `https://approve.example.com/proposals/<id>` and `link_suffix`.
+    pub fn worker(
+        &self,
+        notifiers: Vec<std::sync::Arc<dyn countersign_notify::ProposalNotifier>>,
+        options: countersign_notify::WorkerOptions,
+        link_suffix: &'static str,
+    ) -> countersign_notify::NotificationWorker {
+        countersign_notify::NotificationWorker::new(
+            self.store.clone(),
+            notifiers,
+            std::sync::Arc::new(self.clock.clone()),
+            std::sync::Arc::new(move |id| {
+                format!("https://approve.example.com/proposals/{id}{link_suffix}")
+            }),
+            options,
+        )
+    }
+}

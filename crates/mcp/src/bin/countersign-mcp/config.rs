@@ -48,7 +48,7 @@ pub struct Config {
     #[serde(default)]
     pub allowed_writes: Vec<AllowedWriteConfig>,
     /// `[[notify]]`: who is told that a proposal waits (a webhook, a Slack
-    /// channel). None unless listed.
+    /// channel, mail). None unless listed.
     #[serde(default)]
     pub notify: Vec<NotifyConfig>,
     /// `[notifications]`: when "expiring soon" goes out.
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(timed.notifications.expiring_lead_secs, 30);
         assert_eq!(
             error_of(&format!("{MINIMAL}[[notify]]\nkind = \"pager\"\n")),
-            "unknown variant `pager`, expected `webhook` or `slack`"
+            "unknown variant `pager`, expected one of `webhook`, `slack`, `email`"
         );
         assert_eq!(
             error_of(&format!("{MINIMAL}{webhook}secret = \"whsec_inline\"\n")),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use countersign_approval_core::SystemClock;
 use countersign_approval_web::ApprovalPages;
 use countersign_notify::{
-    NotificationWorker, NotifyingStore, ProposalNotifier, SlackNotifier, SlackToken,
-    WebhookNotifier, WebhookSecret, WorkerHandle, WorkerOptions,
+    EmailNotifier, NotificationWorker, NotifyingStore, ProposalNotifier, SlackNotifier, SlackToken,
+    SmtpSecurity, WebhookNotifier, WebhookSecret, WorkerHandle, WorkerOptions,
 };
 use serde::Deserialize;
 
@@ -40,6 +40,42 @@ pub enum NotifyConfig {
         /// default.
         api: Option<String>,
     },
+    /// Mail over SMTP, STARTTLS required unless `tls = "none"`.
+    Email {
+        /// The relay's host name.
+        relay: String,
+        /// Its port (587).
+        #[serde(default = "default_smtp_port")]
+        port: u16,
+        /// `starttls` (the default) or `none`.
+        #[serde(default)]
+        tls: SmtpTls,
+        /// The sender.
+        from: String,
+        /// The recipients.
+        to: Vec<String>,
+        /// The relay's user name, when it asks for one.
+        user: Option<String>,
+        /// The environment variable holding the relay's password.
+        password_env: Option<String>,
+        /// The file holding the relay's password.
+        password_file: Option<PathBuf>,
+    },
+}
+
+/// `tls` of an email table.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtpTls {
+    /// STARTTLS, required.
+    #[default]
+    Starttls,
+    /// None: the host trusts the path to the relay.
+    None,
+}
+
+fn default_smtp_port() -> u16 {
+    587
 }
 
 impl std::fmt::Debug for NotifyConfig {
@@ -47,6 +83,7 @@ impl std::fmt::Debug for NotifyConfig {
         match self {
             NotifyConfig::Webhook { url, .. } => write!(f, "webhook to {url}"),
             NotifyConfig::Slack { channel, .. } => write!(f, "slack to {channel}"),
+            NotifyConfig::Email { relay, .. } => write!(f, "email through {relay}"),
         }
     }
 }
@@ -136,6 +173,41 @@ pub fn notifiers(configs: &[NotifyConfig]) -> Result<Vec<Arc<dyn ProposalNotifie
                 }
                 built.push(Arc::new(notifier));
             }
+            NotifyConfig::Email {
+                relay,
+                port,
+                tls,
+                from,
+                to,
+                user,
+                password_env,
+                password_file,
+            } => {
+                let what = format!("`notify[{index}]` (email)");
+                let credentials = match user {
+                    Some(user) => Some((
+                        user.clone(),
+                        read_secret(
+                            &what,
+                            "password",
+                            password_env.as_deref(),
+                            password_file.as_ref(),
+                        )?,
+                    )),
+                    None if password_env.is_some() || password_file.is_some() => {
+                        return Err(format!("{what}: a password needs a `user`"));
+                    }
+                    None => None,
+                };
+                let security = match tls {
+                    SmtpTls::Starttls => SmtpSecurity::StartTlsRequired,
+                    SmtpTls::None => SmtpSecurity::Plain,
+                };
+                let to: Vec<&str> = to.iter().map(String::as_str).collect();
+                let notifier = EmailNotifier::new(relay, *port, security, credentials, from, &to)
+                    .map_err(|e| format!("{what}: {e}"))?;
+                built.push(Arc::new(notifier));
+            }
         }
     }
     Ok(built)
@@ -186,6 +258,45 @@ mod tests {
         assert_eq!(
             read_secret(what, "secret", None, Some(&file.path().to_path_buf())).unwrap(),
             "whsec_abc"
+        );
+    }
+
+    #[test]
+    fn an_email_table_needs_recipients_and_a_user_for_its_password() {
+        let email = |to: Vec<String>, user: Option<String>| NotifyConfig::Email {
+            relay: "smtp.example.com".to_owned(),
+            port: 587,
+            tls: SmtpTls::Starttls,
+            from: "countersign@example.com".to_owned(),
+            to,
+            user,
+            password_env: Some("COUNTERSIGN_TEST_SMTP_PASSWORD_UNSET".to_owned()),
+            password_file: None,
+        };
+        let oncall = || vec!["oncall@example.com".to_owned()];
+        assert_eq!(
+            notifiers(&[email(oncall(), None)]).err().unwrap(),
+            "`notify[0]` (email): a password needs a `user`"
+        );
+        assert_eq!(
+            notifiers(&[email(oncall(), Some("relay-user".to_owned()))])
+                .err()
+                .unwrap(),
+            "`notify[0]` (email): the environment variable `COUNTERSIGN_TEST_SMTP_PASSWORD_UNSET` is not set"
+        );
+        let no_password = NotifyConfig::Email {
+            relay: "smtp.example.com".to_owned(),
+            port: 587,
+            tls: SmtpTls::Starttls,
+            from: "countersign@example.com".to_owned(),
+            to: Vec::new(),
+            user: None,
+            password_env: None,
+            password_file: None,
+        };
+        assert_eq!(
+            notifiers(&[no_password]).err().unwrap(),
+            "`notify[0]` (email): the mail notifier needs at least one recipient"
         );
     }
 
