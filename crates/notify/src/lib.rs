@@ -114,3 +114,9 @@ pub trait ProposalNotifier: Send + Sync {
     /// Delivers `notice`.
     async fn notify(&self, notice: &ProposalNotice) -> Result<(), NotifyError>;
 }
+
+/// The code blocks of `docs/notifications.md`, compiled and run as doc
+/// tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/notifications.md")]
+pub struct NotificationsDoc;
