@@ -466,11 +466,15 @@ macro_rules! __outbox_conformance_tests {
             races [
                 concurrent_claims_hand_each_event_once,
             ]
+            model [
+                outbox_sequences_match_the_model,
+            ]
         }
     };
     (@expand $name:ident, $factory:expr,
         scenarios [$($scenario:ident),* $(,)?]
         races [$($race:ident),* $(,)?]
+        model [$($model:ident),* $(,)?]
     ) => {
         mod $name {
             #[allow(unused_imports)]
@@ -495,6 +499,13 @@ macro_rules! __outbox_conformance_tests {
                         || $factory,
                         |store| async move { $crate::outbox::$race(store).await },
                     )
+                }
+            )*
+
+            $(
+                #[test]
+                fn $model() -> ::core::result::Result<(), $crate::CheckFailure> {
+                    $crate::outbox::$model(|| $factory)
                 }
             )*
         }

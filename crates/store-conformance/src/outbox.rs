@@ -30,6 +30,7 @@ pub const OUTBOX_CHECKS: &[&str] = &[
     "a_retry_comes_back_at_its_time",
     "claims_come_in_order_up_to_the_limit",
     "concurrent_claims_hand_each_event_once",
+    "outbox_sequences_match_the_model",
 ];
 
 /// How long a check's claims hold.
@@ -388,4 +389,203 @@ pub async fn concurrent_claims_hand_each_event_once(
         )));
     }
     Ok(())
+}
+
+/// One step of a generated outbox sequence; times are milliseconds after
+/// the check's start.
+#[derive(Debug, Clone)]
+enum Step {
+    Schedule { event: u64, due: u64 },
+    Claim { at: u64, limit: usize },
+    Finish { claim: usize, at: u64 },
+    Retry { claim: usize, at: u64 },
+}
+
+fn step_strategy() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u64..6, 0u64..30).prop_map(|(event, due)| Step::Schedule { event, due }),
+        (0u64..60, 1usize..4).prop_map(|(at, limit)| Step::Claim { at, limit }),
+        (0usize..8, 0u64..60).prop_map(|(claim, at)| Step::Finish { claim, at }),
+        (0usize..8, 0u64..60).prop_map(|(claim, at)| Step::Retry { claim, at }),
+    ]
+}
+
+/// The contract as a few lines over a list: what every outbox must answer.
+#[derive(Default)]
+struct OutboxModel {
+    /// Waiting events: id, when claimable, recording order, attempts.
+    waiting: Vec<(EventId, u64, u64, u32)>,
+    finished: BTreeSet<EventId>,
+    recorded: u64,
+}
+
+impl OutboxModel {
+    fn schedule(&mut self, id: &EventId, due: u64) -> bool {
+        if self.finished.contains(id) || self.waiting.iter().any(|w| w.0 == *id) {
+            return false;
+        }
+        self.recorded += 1;
+        self.waiting.push((id.clone(), due, self.recorded, 0));
+        true
+    }
+
+    /// (id, attempt, claimed until) of each claimed event, in order.
+    fn claim(&mut self, at: u64, lease: u64, limit: usize) -> Vec<(EventId, u32, u64)> {
+        self.waiting.sort_by_key(|w| (w.1, w.2));
+        let mut claimed = Vec::new();
+        for entry in self.waiting.iter_mut().filter(|w| w.1 <= at).take(limit) {
+            entry.3 += 1;
+            entry.1 = at + lease;
+            claimed.push((entry.0.clone(), entry.3, at + lease));
+        }
+        claimed
+    }
+
+    fn holds(&self, id: &EventId, attempt: u32) -> Option<usize> {
+        self.waiting
+            .iter()
+            .position(|w| w.0 == *id && w.3 == attempt)
+    }
+
+    fn finish(&mut self, id: &EventId, attempt: u32) -> bool {
+        let Some(index) = self.holds(id, attempt) else {
+            return false;
+        };
+        self.waiting.remove(index);
+        self.finished.insert(id.clone());
+        true
+    }
+
+    fn retry(&mut self, id: &EventId, attempt: u32, at: u64) -> bool {
+        let Some(index) = self.holds(id, attempt) else {
+            return false;
+        };
+        self.waiting[index].1 = at;
+        true
+    }
+}
+
+/// Runs `steps` on `store` and on the model; the first answer that
+/// differs fails the case.
+async fn run_steps(store: &dyn OutboxStore, steps: &[Step]) -> Result<(), String> {
+    let cx = Cx::new("outbox_sequences_match_the_model", store)
+        .await
+        .map_err(|e| e.to_string())?;
+    let lease_ms = 5;
+    let lease = Duration::from_millis(lease_ms);
+    let mut model = OutboxModel::default();
+    let mut claims: Vec<countersign_approval_core::ClaimedNotification> = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        let at = |ms: u64| cx.at(ms);
+        let differs = |what: String| Err(format!("step {index} ({step:?}): {what}"));
+        match step {
+            Step::Schedule { event, due } => {
+                let event = cx.event(*event);
+                let expected = model.schedule(&event.id, *due);
+                let got = store
+                    .schedule(event, at(*due))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if got != expected {
+                    return differs(format!("schedule answered {got}, the contract {expected}"));
+                }
+            }
+            Step::Claim { at: now, limit } => {
+                let expected = model.claim(*now, lease_ms, *limit);
+                let got = store
+                    .claim_due(at(*now), lease, *limit)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let seen: Vec<(EventId, u32, u64)> = got
+                    .iter()
+                    .map(|c| {
+                        let until = c
+                            .claimed_until
+                            .as_millis()
+                            .saturating_sub(cx.t0.as_millis());
+                        (c.event.id.clone(), c.attempt, until)
+                    })
+                    .collect();
+                if seen != expected {
+                    return differs(format!("claimed {seen:?}, the contract {expected:?}"));
+                }
+                claims.extend(got);
+            }
+            Step::Finish { claim, at: now } => {
+                let Some(claim) = claims.get(claim % claims.len().max(1)) else {
+                    continue;
+                };
+                let expected = model.finish(&claim.event.id, claim.attempt);
+                let got = store
+                    .finish(claim, at(*now))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if got != expected {
+                    return differs(format!("finish answered {got}, the contract {expected}"));
+                }
+            }
+            Step::Retry { claim, at: when } => {
+                let Some(claim) = claims.get(claim % claims.len().max(1)) else {
+                    continue;
+                };
+                let expected = model.retry(&claim.event.id, claim.attempt, *when);
+                let got = store
+                    .retry_at(claim, at(*when))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if got != expected {
+                    return differs(format!("retry_at answered {got}, the contract {expected}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Generated sequences of schedule, claim, finish and retry (128 cases of
+/// up to 40 steps, six events, a 5 ms lease), each on a fresh store, give
+/// the answers the contract's model gives. Shrunk to the shortest failing
+/// sequence.
+pub fn outbox_sequences_match_the_model<F, Fut, S>(factory: F) -> Result<(), CheckFailure>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<S>>,
+    S: OutboxStore + 'static,
+{
+    use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+    const CHECK: &str = "outbox_sequences_match_the_model";
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CheckFailure::new(CHECK, format!("no runtime: {e}")))?;
+    if rt.block_on(factory()).is_none() {
+        eprintln!("{CHECK}: skipped, the store factory gave no store");
+        return Ok(());
+    }
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        failure_persistence: None,
+        fork: false,
+        timeout: 0,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(step_strategy(), 1..40);
+    let result = runner.run(&strategy, |steps| {
+        rt.block_on(async {
+            let Some(store) = factory().await else {
+                return Err(TestCaseError::fail("the store factory gave no store"));
+            };
+            run_steps(&store, &steps).await.map_err(TestCaseError::fail)
+        })
+    });
+    match result {
+        Ok(()) => Ok(()),
+        Err(TestError::Fail(reason, steps)) => Err(CheckFailure::new(
+            CHECK,
+            format!("{reason}; the shortest failing sequence: {steps:?}"),
+        )),
+        Err(TestError::Abort(reason)) => Err(CheckFailure::new(CHECK, reason.to_string())),
+    }
 }

@@ -78,7 +78,7 @@ fn listed_checks(name: &str) -> Vec<&'static str> {
 fn the_outbox_macro_runs_every_outbox_check() {
     let listed = listed_checks("__outbox_conformance_tests");
     assert_eq!(listed, countersign_store_conformance::OUTBOX_CHECKS);
-    assert_eq!(listed.len(), 6);
+    assert_eq!(listed.len(), 7);
 }
 
 #[test]
