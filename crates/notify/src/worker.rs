@@ -206,10 +206,12 @@ impl NotificationWorker {
             .is_some_and(|s| s.state == ProposalState::Pending);
         if matches!(
             event.kind,
-            NotificationKind::Expiring | NotificationKind::Expired
+            NotificationKind::Created | NotificationKind::Expiring | NotificationKind::Expired
         ) && !pending
         {
-            // Decided (or gone) since: nothing expires.
+            // Decided (or gone) since: nobody needs to be asked, and nothing
+            // expires. A rule's or a standing grant's decision, taken with
+            // the proposal, is told by its own decided notice.
             self.finish(&claim).await?;
             round.skipped += 1;
             return Ok(());

@@ -268,15 +268,21 @@ async fn a_rules_decision_names_no_person_and_a_stop_names_the_run() {
         )
         .await
         .unwrap();
-    assert_eq!(worker.deliver_due().await.unwrap(), round(3, 0, 0, 0));
+    // Decided before anyone was asked: no "approval needed", only the
+    // decision and the stop.
+    assert_eq!(worker.deliver_due().await.unwrap(), round(2, 1, 0, 0));
     let taken = taker.taken.lock().unwrap().clone();
     assert_eq!(
-        taken[1].to_json()["data"]["decision"]["approver"],
+        taker.kinds(),
+        [NotificationKind::Decided, NotificationKind::RunStopped]
+    );
+    assert_eq!(
+        taken[0].to_json()["data"]["decision"]["approver"],
         json!(null)
     );
-    assert!(taken[1].headline().starts_with("approved by a rule: "));
-    assert_eq!(taken[2].headline(), "Run `run-7` of demo-agent was stopped");
-    assert_eq!(taken[2].to_json()["type"], "run.stopped");
+    assert!(taken[0].headline().starts_with("approved by a rule: "));
+    assert_eq!(taken[1].headline(), "Run `run-7` of demo-agent was stopped");
+    assert_eq!(taken[1].to_json()["type"], "run.stopped");
 }
 
 #[tokio::test]
