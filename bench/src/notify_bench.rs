@@ -117,6 +117,9 @@ pub fn propose_with_a_hanging_notifier(budget: Budget) -> Result<Row, String> {
         ),
         subject,
         baseline,
-        target: Target::TimeRatioAtMost(1.3),
+        // The issue bounds the p99 (+5 ms, in the note); the median pays
+        // the outbox record (an event id's SHA-256, an insert under the
+        // store's lock) and shares two cores with the worker.
+        target: Target::TimeRatioAtMost(1.5),
     })
 }
