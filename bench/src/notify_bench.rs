@@ -9,16 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use countersign_act_tool::{Context, Propose};
-use countersign_approval_core::{ActorId, Backend, RunId, SystemClock};
-use countersign_backend_fake::{FakeBackend, FakeElement, FakePage, FakeSite};
+use countersign_act_tool::Propose;
+use countersign_approval_core::SystemClock;
 use countersign_notify::{
     NotificationWorker, NotifyError, ProposalNotice, ProposalNotifier, WorkerHandle, WorkerOptions,
 };
-use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
+use countersign_store_memory::InMemoryApprovalStore;
 
 use crate::harness::{Budget, Row, Target, compare};
-use crate::policy_bench::policy;
+use crate::rules_bench::{docs_next_call, docs_propose_tools};
 
 /// A notifier that never answers.
 struct Hanging;
@@ -49,33 +48,7 @@ pub fn propose_with_a_hanging_notifier(budget: Budget) -> Result<Row, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let home = rt
-        .block_on(policy()?.authorize_destination("https://docs.example.com/"))
-        .map_err(|e| e.to_string())?;
-    let tools = |store: Arc<InMemoryApprovalStore>| -> Result<Propose, String> {
-        let backend = FakeBackend::with_site(
-            FakeSite::new().page(
-                "https://docs.example.com/",
-                FakePage::new("docs").element(
-                    FakeElement::new("button", "Next page")
-                        .selector("button#next")
-                        .tag("button"),
-                ),
-            ),
-        );
-        rt.block_on(backend.navigate(&home))
-            .map_err(|e| e.to_string())?;
-        let context = Context::builder()
-            .actor_id(ActorId::new("bench-actor").map_err(|e| e.to_string())?)
-            .run_id(RunId::new("bench-run").map_err(|e| e.to_string())?)
-            .backend(backend)
-            .source_policy(policy()?)
-            .operation_store(InMemoryOperationStore::new())
-            .proposal_store(store)
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Propose::new(context))
-    };
+    let tools = |store| docs_propose_tools(&rt, store, None);
     let quiet = tools(Arc::new(InMemoryApprovalStore::new()))?;
     let recording = Arc::new(InMemoryApprovalStore::new().with_notification_outbox());
     let notified = tools(Arc::clone(&recording))?;
@@ -91,7 +64,7 @@ pub fn propose_with_a_hanging_notifier(budget: Budget) -> Result<Row, String> {
         )
         .spawn()
     });
-    let call = serde_json::json!({"url": "https://docs.example.com/", "method": "click", "selector": "button#next"});
+    let call = docs_next_call();
     // Per-call times of each side: [none, hanging notifier].
     let calls = std::cell::RefCell::new([Vec::new(), Vec::new()]);
     let run = |side: usize, tools: &Propose, n: u64| {

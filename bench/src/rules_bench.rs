@@ -142,13 +142,24 @@ pub fn decide(budget: Budget) -> Result<Row, String> {
     })
 }
 
-/// A `browser_propose` the default pack approves (`auto`) against the same
-/// proposal left pending (no rules), memory store, fake backend.
-pub fn propose(budget: Budget) -> Result<Row, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
+/// The `browser_propose` call of the propose benches: the "Next page"
+/// button of [`docs_propose_tools`]'s page.
+pub(crate) fn docs_next_call() -> serde_json::Value {
+    serde_json::json!({"url": "https://docs.example.com/", "method": "click", "selector": "button#next"})
+}
+
+/// Propose tools on the fake backend, already on a docs page with one
+/// button ("Next page"), proposing into `store`, decided by `rules` when
+/// given.
+pub(crate) fn docs_propose_tools(
+    rt: &tokio::runtime::Runtime,
+    store: std::sync::Arc<InMemoryApprovalStore>,
+    rules: Option<RuleSet>,
+) -> Result<Propose, String> {
+    let home = rt
+        .block_on(policy()?.authorize_destination("https://docs.example.com/"))
         .map_err(|e| e.to_string())?;
-    let site = || {
+    let backend = FakeBackend::with_site(
         FakeSite::new().page(
             "https://docs.example.com/",
             FakePage::new("docs").element(
@@ -156,26 +167,35 @@ pub fn propose(budget: Budget) -> Result<Row, String> {
                     .selector("button#next")
                     .tag("button"),
             ),
-        )
-    };
-    let home = rt
-        .block_on(policy()?.authorize_destination("https://docs.example.com/"))
+        ),
+    );
+    rt.block_on(backend.navigate(&home))
         .map_err(|e| e.to_string())?;
-    let tools = |rules: Option<RuleSet>| -> Result<Propose, String> {
-        let backend = FakeBackend::with_site(site());
-        rt.block_on(backend.navigate(&home))
-            .map_err(|e| e.to_string())?;
-        let mut context = Context::builder()
-            .actor_id(ActorId::new("bench-actor").map_err(|e| e.to_string())?)
-            .run_id(RunId::new("bench-run").map_err(|e| e.to_string())?)
-            .backend(backend)
-            .source_policy(policy()?)
-            .operation_store(InMemoryOperationStore::new())
-            .proposal_store(InMemoryApprovalStore::new());
-        if let Some(rules) = rules {
-            context = context.rules(rules);
-        }
-        Ok(Propose::new(context.build().map_err(|e| e.to_string())?))
+    let mut context = Context::builder()
+        .actor_id(ActorId::new("bench-actor").map_err(|e| e.to_string())?)
+        .run_id(RunId::new("bench-run").map_err(|e| e.to_string())?)
+        .backend(backend)
+        .source_policy(policy()?)
+        .operation_store(InMemoryOperationStore::new())
+        .proposal_store(store);
+    if let Some(rules) = rules {
+        context = context.rules(rules);
+    }
+    Ok(Propose::new(context.build().map_err(|e| e.to_string())?))
+}
+
+/// A `browser_propose` the default pack approves (`auto`) against the same
+/// proposal left pending (no rules), memory store, fake backend.
+pub fn propose(budget: Budget) -> Result<Row, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let tools = |rules: Option<RuleSet>| {
+        docs_propose_tools(
+            &rt,
+            std::sync::Arc::new(InMemoryApprovalStore::new()),
+            rules,
+        )
     };
     let pending = tools(None)?;
     let auto = tools(Some(
@@ -184,7 +204,7 @@ pub fn propose(budget: Budget) -> Result<Row, String> {
             .build()
             .map_err(|e| e.to_string())?,
     ))?;
-    let call = serde_json::json!({"url": "https://docs.example.com/", "method": "click", "selector": "button#next"});
+    let call = docs_next_call();
     for (tools, expected) in [(&pending, "pending"), (&auto, "approved")] {
         let answer = rt.block_on(tools.propose(&call)).to_json();
         if answer["status"] != expected {
