@@ -786,7 +786,7 @@ async fn the_page_shows_everything_the_grant_binds() {
         "<code id=\"actor\">actor-1</code>",
         "<code id=\"run\">run-1</code>",
         // What approving opens, and what a rule's approval does not.
-        "<p id=\"writes-note\">Approving lets the page write (post a form, pay, save a change) from this action on, until the agent's next action that a rule approved. An action a rule approves runs read-only: the browser refuses every request from the page but GET, HEAD and OPTIONS, except writes the host allows by name.</p>",
+        "<p id=\"writes-note\">Approving lets the page write (post a form, pay, save a change) from this action on, until the agent's next action that a rule approved. An action a rule approves runs read-only: the browser refuses every request from the page but GET, HEAD and OPTIONS, and every new WebSocket, except writes the host allows by name.</p>",
         // Grant lifetime and the expiry it would have if approved now.
         "5 min: approved now, it is usable until <time datetime=\"2026-05-01T12:05:00.000Z\">2026-05-01 12:05:00 UTC</time>",
         // The proposal's own expiry (10 minutes).

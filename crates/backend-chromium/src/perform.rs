@@ -97,6 +97,7 @@ impl Tab {
         self.inner
             .writes
             .enter(&request.operation_id, &request.writes)
+            .await
             .map_err(|reason| {
                 BackendError::not_dispatched(format!(
                     "read-only mode could not be set up ({reason}); nothing was dispatched"

@@ -10,13 +10,22 @@
 //! and only then is it resumed. The browser waits for every client that
 //! asked it to: a frame never runs before this gate holds its requests.
 //!
-//! Not held: WebSockets. Chromium's request interception does not see a
-//! WebSocket's handshake, and blocking by address (`Network.setBlockedURLs`)
-//! did not stop one in Chromium 156; the docs say so.
-//!
 //! Interception is on from the tab's first page: switching the mode is a
 //! change of the decision, not a protocol round trip that a request could
 //! overtake.
+//!
+//! WebSockets are the exception. Chromium's request interception does not
+//! see a WebSocket's handshake, and blocking by address
+//! (`Network.setBlockedURLs`) does not stop one (Chromium 156). What does
+//! is emulating the network as offline for `ws:` and `wss:` addresses
+//! alone (`Network.emulateNetworkConditionsByRule`, which needs the
+//! session's `Network` domain): every new WebSocket then fails with
+//! `ERR_INTERNET_DISCONNECTED` before its handshake leaves the browser,
+//! while every other request is judged as above. It is set on the page and
+//! on every frame and worker session before the act's first input event
+//! (and before a new frame or worker runs), and lifted when a person's act
+//! opens writing. A socket opened earlier stays open: what it carries was
+//! started under the access that opened it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +35,7 @@ use std::time::{Duration, Instant};
 use countersign_approval_core::{OperationId, RefusedWrite, WriteAccess};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -39,6 +48,13 @@ pub const MAX_REMEMBERED_REFUSALS: usize = 256;
 /// How long a protocol command of the gate may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most WebSockets whose address the gate remembers until it learns
+/// whether their handshake was refused.
+const MAX_OPENING_SOCKETS: usize = 256;
+
+/// The error Chromium gives a WebSocket that the offline emulation refused.
+const SOCKET_REFUSED: &str = "ERR_INTERNET_DISCONNECTED";
+
 /// What the gate decides by, shared with its connection's reader.
 struct GateState {
     /// The act whose access holds, and that access; `None` before the
@@ -49,6 +65,39 @@ struct GateState {
     last_request: Option<Instant>,
     /// Why the connection ended, once it has: no act may change the mode.
     broken: Option<String>,
+    /// The page's, its frames' and its workers' sessions.
+    sessions: Vec<String>,
+    /// Whether new WebSockets were last refused on the page (as set, not
+    /// as asked); `None` until it is set, or after setting it failed.
+    page_refuses_sockets: Option<bool>,
+    /// The address of each WebSocket opened while new ones are refused, by
+    /// request id, until its handshake fails (oldest dropped past
+    /// [`MAX_OPENING_SOCKETS`]).
+    opening_sockets: VecDeque<(String, String)>,
+}
+
+impl GateState {
+    /// Whether new WebSockets must be refused: in read-only mode.
+    fn refuses_sockets(&self) -> bool {
+        self.mode
+            .as_ref()
+            .is_some_and(|(_, access)| access.is_read_only())
+    }
+
+    /// Remembers a refused write, on behalf of the act whose mode holds.
+    fn remember(&mut self, refused: RefusedWrite) {
+        tracing::warn!(
+            operation_id = %refused.operation_id,
+            method = %refused.method,
+            address = %refused.address,
+            kind = %refused.kind,
+            "read-only mode refused a write"
+        );
+        self.refused.push_back(refused);
+        while self.refused.len() > MAX_REMEMBERED_REFUSALS {
+            self.refused.pop_front();
+        }
+    }
 }
 
 struct Connection {
@@ -56,12 +105,17 @@ struct Connection {
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>,
     next_id: AtomicU64,
     state: Mutex<GateState>,
+    /// Held while the WebSocket refusal is set on sessions, each setting
+    /// reading the mode under it: the last one set is the current mode's.
+    socket_rule: AsyncMutex<()>,
 }
 
 /// The read-only gate of one tab. Dropping it closes its connection, and
 /// the browser lets held requests go.
 pub(crate) struct WriteGate {
     connection: Arc<Connection>,
+    /// The tab's page session on the gate's connection.
+    page: String,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -106,7 +160,11 @@ impl WriteGate {
                 refused: VecDeque::new(),
                 last_request: None,
                 broken: None,
+                sessions: Vec::new(),
+                page_refuses_sockets: Some(false),
+                opening_sockets: VecDeque::new(),
             }),
+            socket_rule: AsyncMutex::new(()),
         });
         let writer = tokio::spawn(async move {
             while let Some(message) = queue.recv().await {
@@ -132,8 +190,9 @@ impl WriteGate {
             tracing::error!(%reason, "the read-only gate lost its browser connection");
             reader_connection.break_off(reason);
         });
-        let gate = WriteGate {
+        let mut gate = WriteGate {
             connection,
+            page: String::new(),
             tasks: vec![writer, reader],
         };
         let attached = gate
@@ -150,6 +209,7 @@ impl WriteGate {
             .and_then(Value::as_str)
             .ok_or_else(|| failed("no session in Target.attachToTarget's answer".to_owned()))?
             .to_owned();
+        gate.page.clone_from(&session);
         Connection::hold(Arc::clone(&gate.connection), session, "page", false)
             .await
             .map_err(failed)?;
@@ -157,18 +217,41 @@ impl WriteGate {
     }
 
     /// Makes `access` the tab's write access from now on, on behalf of
-    /// `operation`. Refused when the gate has lost its connection: the act
-    /// must then not be performed.
-    pub(crate) fn enter(
+    /// `operation`, WebSockets included once this returns. Refused when
+    /// the gate has lost its connection, or could not refuse WebSockets on
+    /// the page: the act must then not be performed.
+    pub(crate) async fn enter(
         &self,
         operation: &OperationId,
         access: &WriteAccess,
     ) -> Result<(), String> {
-        let mut state = lock(&self.connection.state);
-        if let Some(reason) = &state.broken {
-            return Err(format!("the read-only gate is down ({reason})"));
+        let (sessions, changed) = {
+            let mut state = lock(&self.connection.state);
+            if let Some(reason) = &state.broken {
+                return Err(format!("the read-only gate is down ({reason})"));
+            }
+            state.mode = Some((operation.clone(), access.clone()));
+            let changed = state.page_refuses_sockets != Some(state.refuses_sockets());
+            (state.sessions.clone(), changed)
+        };
+        if !changed {
+            return Ok(());
         }
-        state.mode = Some((operation.clone(), access.clone()));
+        // Until the sockets' rule is lifted, a person's act waits for this
+        // answer; the mode above already refuses every other write.
+        for session in &sessions {
+            let applied = self.connection.apply_socket_rule(session).await;
+            if *session == self.page {
+                let mut state = lock(&self.connection.state);
+                state.page_refuses_sockets = applied.as_ref().ok().copied();
+                if let Err(error) = applied {
+                    return Err(format!("new WebSockets could not be refused ({error})"));
+                }
+            } else if let Err(error) = applied {
+                // A frame or worker that went away meanwhile has no session.
+                tracing::debug!(%error, "a frame's or worker's WebSocket rule was not set");
+            }
+        }
         Ok(())
     }
 
@@ -249,16 +332,62 @@ impl Connection {
         }
     }
 
+    /// Sets the WebSocket refusal on `session` as the current mode asks:
+    /// `Network` and the offline emulation of `ws:` and `wss:` on in
+    /// read-only mode, both off otherwise. Answers which it set.
+    async fn apply_socket_rule(&self, session: &str) -> Result<bool, String> {
+        let _one_at_a_time = self.socket_rule.lock().await;
+        let refuse = lock(&self.state).refuses_sockets();
+        if refuse {
+            let offline = |pattern: &str| {
+                json!({"urlPattern": pattern, "offline": true, "latency": 0,
+                       "downloadThroughput": -1, "uploadThroughput": -1})
+            };
+            self.command(
+                Some(session),
+                "Network.enable",
+                json!({"maxPostDataSize": 0}),
+            )
+            .await?;
+            self.command(
+                Some(session),
+                "Network.emulateNetworkConditionsByRule",
+                json!({"matchedNetworkConditions": [offline("ws://*:*/*"), offline("wss://*:*/*")]}),
+            )
+            .await?;
+        } else {
+            self.command(
+                Some(session),
+                "Network.emulateNetworkConditionsByRule",
+                json!({"matchedNetworkConditions": []}),
+            )
+            .await?;
+            self.command(Some(session), "Network.disable", json!({}))
+                .await?;
+        }
+        Ok(refuse)
+    }
+
     /// Intercepts `session`'s requests (a dedicated worker's are its
-    /// frame's), attaches to what it starts (paused), then lets it run
-    /// when `resume`.
+    /// frame's) and refuses its new WebSockets in read-only mode, attaches
+    /// to what it starts (paused), then lets it run when `resume`.
     async fn hold(
         connection: Arc<Connection>,
         session: String,
         kind: &str,
         resume: bool,
     ) -> Result<(), String> {
+        let refuses_sockets = {
+            let mut state = lock(&connection.state);
+            state.sessions.push(session.clone());
+            state.refuses_sockets()
+        };
         let session = session.as_str();
+        // Registered first: a mode switch from now on sets the rule here
+        // too, and whichever sets it last reads the newest mode.
+        if refuses_sockets {
+            connection.apply_socket_rule(session).await?;
+        }
         if kind != "worker" {
             connection
                 .command(
@@ -306,6 +435,30 @@ impl Connection {
                     self.on_request(session, &params);
                 }
             }
+            Some("Network.webSocketCreated") => {
+                let mut state = lock(&self.state);
+                // The act waits for its refusal as for a held request's.
+                state.last_request = Some(Instant::now());
+                if let (Some(id), Some(url)) = (
+                    params.get("requestId").and_then(Value::as_str),
+                    params.get("url").and_then(Value::as_str),
+                ) {
+                    state
+                        .opening_sockets
+                        .push_back((id.to_owned(), url.to_owned()));
+                    while state.opening_sockets.len() > MAX_OPENING_SOCKETS {
+                        state.opening_sockets.pop_front();
+                    }
+                }
+            }
+            Some("Network.webSocketFrameError" | "Network.webSocketClosed") => {
+                self.on_socket_end(&params);
+            }
+            Some("Target.detachedFromTarget") => {
+                if let Some(child) = params.get("sessionId").and_then(Value::as_str) {
+                    lock(&self.state).sessions.retain(|s| s != child);
+                }
+            }
             // Without a parent session: the gate's own attach to the tab.
             Some("Target.attachedToTarget") if session.is_some() => {
                 if let Some(child) = params.get("sessionId").and_then(Value::as_str) {
@@ -324,6 +477,33 @@ impl Connection {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Remembers a WebSocket whose handshake the offline emulation
+    /// refused, on behalf of the act whose mode holds; forgets one that
+    /// ended otherwise.
+    fn on_socket_end(&self, params: &Value) {
+        let Some(id) = params.get("requestId").and_then(Value::as_str) else {
+            return;
+        };
+        let mut state = lock(&self.state);
+        let Some(at) = state.opening_sockets.iter().position(|(s, _)| s == id) else {
+            return;
+        };
+        let refused = params
+            .get("errorMessage")
+            .and_then(Value::as_str)
+            .is_some_and(|error| error.contains(SOCKET_REFUSED));
+        let Some((_, url)) = state.opening_sockets.remove(at) else {
+            return;
+        };
+        if !refused {
+            return;
+        }
+        if let Some((operation, _)) = &state.mode {
+            let refused = RefusedWrite::new(operation.clone(), "GET", &url, "WebSocket");
+            state.remember(refused);
         }
     }
 
@@ -347,40 +527,26 @@ impl Connection {
         let refused = {
             let mut state = lock(&self.state);
             state.last_request = Some(Instant::now());
-            match &state.mode {
+            let refused = match &state.mode {
                 Some((operation, access)) if !access.permits(method, url) => {
-                    let refused = RefusedWrite::new(operation.clone(), method, url, kind);
-                    state.refused.push_back(refused.clone());
-                    while state.refused.len() > MAX_REMEMBERED_REFUSALS {
-                        state.refused.pop_front();
-                    }
-                    Some(refused)
+                    Some(RefusedWrite::new(operation.clone(), method, url, kind))
                 }
                 _ => None,
-            }
+            };
+            refused.map(|refused| state.remember(refused)).is_some()
         };
-        match refused {
-            Some(refused) => {
-                tracing::warn!(
-                    operation_id = %refused.operation_id,
-                    method = %refused.method,
-                    address = %refused.address,
-                    kind = %refused.kind,
-                    "read-only mode refused a write"
-                );
-                self.send(
-                    Some(session),
-                    "Fetch.failRequest",
-                    json!({"requestId": request_id, "errorReason": "BlockedByClient"}),
-                );
-            }
-            None => {
-                self.send(
-                    Some(session),
-                    "Fetch.continueRequest",
-                    json!({"requestId": request_id}),
-                );
-            }
+        if refused {
+            self.send(
+                Some(session),
+                "Fetch.failRequest",
+                json!({"requestId": request_id, "errorReason": "BlockedByClient"}),
+            );
+        } else {
+            self.send(
+                Some(session),
+                "Fetch.continueRequest",
+                json!({"requestId": request_id}),
+            );
         }
     }
 

@@ -35,6 +35,8 @@ fn read_only_mode_in_headless_chromium() {
             a_cross_site_frame_and_a_worker_cannot_write_either,
             a_person_approved_payment_right_after_goes_through,
             an_allowed_write_goes_through_and_nothing_else,
+            a_new_websocket_is_refused_until_a_person_acts,
+            a_frame_and_a_worker_cannot_open_a_websocket_either,
         ],
     );
 }
@@ -66,22 +68,74 @@ const SHOP: &str = r#"<!doctype html>
 <button id="frame" onclick="const i = document.createElement('iframe'); i.src = FRAME; document.body.append(i)">Details</button>
 <button id="worker" onclick="new Worker('/worker.js')">Compute</button>
 <button id="graphql" onclick="fetch('/graphql', {method: 'POST', body: '{}'}); fetch('/graphql-other', {method: 'POST', body: '{}'})">Load</button>
+<button id="socket" onclick="const s = new WebSocket(SOCKET); s.onopen = () => s.send('amount=5')">Chat</button>
+<button id="frame-socket" onclick="const i = document.createElement('iframe'); i.src = FRAME_SOCKET; document.body.append(i)">Help</button>
+<button id="worker-socket" onclick="new Worker('/socket-worker.js')">Sync</button>
 <button id="pay" onclick="fetch('/pay', {method: 'POST', body: 'amount=5'})">Pay $5</button>
 <p id="got"></p>
 "#;
 
 const FRAME: &str = r#"<!doctype html><p>checkout</p><script>fetch('/frame-pay', {method: 'POST', body: 'amount=5'})</script>"#;
 const WORKER: &str = r#"fetch('/worker-pay', {method: 'POST', body: 'amount=5'});"#;
+/// A frame and a worker that open a WebSocket to where they came from
+/// (`SOCKET` is that host's socket address).
+const FRAME_SOCKET: &str = r#"<!doctype html><p>help</p><script>new WebSocket(SOCKET)</script>"#;
+const WORKER_SOCKET: &str = r#"new WebSocket(SOCKET);"#;
+
+/// Accepts WebSockets on `ip`, recording `WS /path` for each handshake
+/// that reached it; answers the `ws:` address to use.
+async fn serve_sockets(ip: &str, received: Received) -> String {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let received = received.clone();
+            tokio::spawn(async move {
+                // The callback's error type is tungstenite's, not ours.
+                #[allow(clippy::result_large_err)]
+                let record =
+                    |request: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                     response| {
+                        received
+                            .0
+                            .lock()
+                            .unwrap()
+                            .push(format!("WS {}", request.uri().path()));
+                        Ok(response)
+                    };
+                if let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, record).await {
+                    while let Some(Ok(_)) = futures_util::StreamExt::next(&mut socket).await {}
+                }
+            });
+        }
+    });
+    format!("ws://{address}/socket")
+}
 
 async fn serve(ip: &str, other: Option<SocketAddr>, received: Received) -> SocketAddr {
+    let socket = serve_sockets(ip, received.clone()).await;
     let frame_url = other.map_or(String::new(), |o| format!("http://{o}/frame"));
-    let page = SHOP.replace("FRAME", &format!("'{frame_url}'"));
+    let frame_socket_url = other.map_or(String::new(), |o| format!("http://{o}/socket-frame"));
+    let page = SHOP
+        .replace("FRAME_SOCKET", &format!("'{frame_socket_url}'"))
+        .replace("FRAME", &format!("'{frame_url}'"))
+        .replace("SOCKET", &format!("'{socket}'"));
+    let frame_socket = FRAME_SOCKET.replace("SOCKET", &format!("'{socket}'"));
+    let worker_socket = WORKER_SOCKET.replace("SOCKET", &format!("'{socket}'"));
     let app = Router::new()
         .route("/shop", get(move || async move { Html(page) }))
         .route("/frame", get(|| async { Html(FRAME) }))
         .route(
+            "/socket-frame",
+            get(move || async move { Html(frame_socket) }),
+        )
+        .route(
             "/worker.js",
             get(|| async { ([("content-type", "text/javascript")], WORKER) }),
+        )
+        .route(
+            "/socket-worker.js",
+            get(move || async move { ([("content-type", "text/javascript")], worker_socket) }),
         )
         .route(
             "/{*path}",
@@ -284,4 +338,81 @@ async fn an_allowed_write_goes_through_and_nothing_else(f: &Fixture) {
         [format!("POST http://{}/graphql-other (XHR)", shop.site)]
     );
     assert_eq!(shop.received.count("POST /graphql-other"), 0);
+}
+
+async fn a_new_websocket_is_refused_until_a_person_acts(f: &Fixture) {
+    let shop = open_shop(f).await;
+    let socket = click(f, &shop, "#socket", read_only()).await;
+    // Refused before the act was reported, with the socket's address.
+    let refused = f.tab.backend().refused_writes(&socket).await.unwrap();
+    let address = refused
+        .first()
+        .map(|w| w.address.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        refused.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [format!("GET {address} (WebSocket)")]
+    );
+    assert!(
+        address.starts_with(&format!("ws://{SITE_IP}:")) && address.ends_with("/socket"),
+        "{address}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        shop.received.count("WS /socket"),
+        0,
+        "{:?}",
+        shop.received.all()
+    );
+    // A person's act opens writing again, WebSockets included.
+    let person = click(f, &shop, "#socket", WriteAccess::Open).await;
+    eventually("the person's socket", || {
+        shop.received.count("WS /socket") == 1
+    })
+    .await;
+    assert!(
+        f.tab
+            .backend()
+            .refused_writes(&person)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // And the next rule-approved act closes them again.
+    let again = click(f, &shop, "#socket", read_only()).await;
+    assert_eq!(
+        f.tab.backend().refused_writes(&again).await.unwrap().len(),
+        1
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(shop.received.count("WS /socket"), 1);
+}
+
+async fn a_frame_and_a_worker_cannot_open_a_websocket_either(f: &Fixture) {
+    let shop = open_shop(f).await;
+    let frame = click(f, &shop, "#frame-socket", read_only()).await;
+    eventually("the cross-site frame's socket refused", || {
+        f.tab.refused_writes().iter().any(|w| {
+            w.operation_id == frame
+                && w.kind == "WebSocket"
+                && w.address.starts_with(&format!("ws://{OTHER_SITE_IP}:"))
+        })
+    })
+    .await;
+    let worker = click(f, &shop, "#worker-socket", read_only()).await;
+    eventually("the worker's socket refused", || {
+        f.tab.refused_writes().iter().any(|w| {
+            w.operation_id == worker
+                && w.kind == "WebSocket"
+                && w.address.starts_with(&format!("ws://{SITE_IP}:"))
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        shop.received.count("WS /socket"),
+        0,
+        "{:?}",
+        shop.received.all()
+    );
 }
