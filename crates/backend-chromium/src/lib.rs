@@ -96,7 +96,8 @@
 //! behalf, in any tab the backend opened and for as long as it is open:
 //! JavaScript dialogs are dismissed, downloads are denied for the whole
 //! session (`Browser.setDownloadBehavior`), and a tab or popup a page
-//! opens is closed as soon as the browser reports it.
+//! opens is held before it runs, every request of it refused (its first
+//! included), and closed as soon as the browser reports it.
 //!
 //! Its [`observe`](countersign_approval_core::Backend::observe) reads the
 //! main frame's accessibility tree from the browser

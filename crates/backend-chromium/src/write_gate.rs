@@ -14,6 +14,13 @@
 //! change of the decision, not a protocol round trip that a request could
 //! overtake.
 //!
+//! A tab the page opens (a `window.open` popup, a `target=_blank` link or
+//! form) is a page of its own, outside the tab's interception. The gate
+//! auto-attaches to every new page of the browser, paused; one this tab
+//! opened has every request refused (`Fetch` on it before it runs), so
+//! not even its first request leaves, in any mode, until the tab's
+//! watcher closes it; any other page is let run at once.
+//!
 //! WebSockets are the exception. Chromium's request interception does not
 //! see a WebSocket's handshake, and blocking by address
 //! (`Network.setBlockedURLs`) does not stop one (Chromium 156). What does
@@ -67,6 +74,12 @@ struct GateState {
     broken: Option<String>,
     /// The page's, its frames' and its workers' sessions.
     sessions: Vec<String>,
+    /// Whether the gate auto-attaches to new pages: from then on, a page
+    /// attached without a parent session is a new one, not the tab.
+    holds_popups: bool,
+    /// The sessions of pages this tab opened, whose every request is
+    /// refused.
+    popups: Vec<String>,
     /// Whether new WebSockets were last refused on the page (as set, not
     /// as asked); `None` until it is set, or after setting it failed.
     page_refuses_sockets: Option<bool>,
@@ -101,6 +114,8 @@ impl GateState {
 }
 
 struct Connection {
+    /// The tab's target id: the opener of the pages it opens.
+    tab: String,
     outgoing: mpsc::UnboundedSender<Message>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>,
     next_id: AtomicU64,
@@ -152,6 +167,7 @@ impl WriteGate {
         let (mut sink, mut stream) = socket.split();
         let (outgoing, mut queue) = mpsc::unbounded_channel::<Message>();
         let connection = Arc::new(Connection {
+            tab: target.to_owned(),
             outgoing,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -161,6 +177,8 @@ impl WriteGate {
                 last_request: None,
                 broken: None,
                 sessions: Vec::new(),
+                holds_popups: false,
+                popups: Vec::new(),
                 page_refuses_sockets: Some(false),
                 opening_sockets: VecDeque::new(),
             }),
@@ -211,6 +229,16 @@ impl WriteGate {
             .to_owned();
         gate.page.clone_from(&session);
         Connection::hold(Arc::clone(&gate.connection), session, "page", false)
+            .await
+            .map_err(failed)?;
+        lock(&gate.connection.state).holds_popups = true;
+        gate.connection
+            .command(
+                None,
+                "Target.setAutoAttach",
+                json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true,
+                       "filter": [{"type": "page", "exclude": false}, {"exclude": true}]}),
+            )
             .await
             .map_err(failed)?;
         Ok(gate)
@@ -435,6 +463,9 @@ impl Connection {
                     self.on_request(session, &params);
                 }
             }
+            Some("Target.attachedToTarget") if session.is_none() => {
+                self.on_new_page(&params);
+            }
             Some("Network.webSocketCreated") => {
                 let mut state = lock(&self.state);
                 // The act waits for its refusal as for a held request's.
@@ -456,7 +487,9 @@ impl Connection {
             }
             Some("Target.detachedFromTarget") => {
                 if let Some(child) = params.get("sessionId").and_then(Value::as_str) {
-                    lock(&self.state).sessions.retain(|s| s != child);
+                    let mut state = lock(&self.state);
+                    state.sessions.retain(|s| s != child);
+                    state.popups.retain(|s| s != child);
                 }
             }
             // Without a parent session: the gate's own attach to the tab.
@@ -478,6 +511,61 @@ impl Connection {
             }
             _ => {}
         }
+    }
+
+    /// A page attached by the gate's own auto-attach: held with every
+    /// request refused when this tab opened it, let go otherwise.
+    fn on_new_page(self: &Arc<Self>, params: &Value) {
+        let Some(session) = params.get("sessionId").and_then(Value::as_str) else {
+            return;
+        };
+        // Before auto-attach: the gate's own attach to the tab.
+        if !lock(&self.state).holds_popups {
+            return;
+        }
+        let opened_here = params
+            .pointer("/targetInfo/openerId")
+            .and_then(Value::as_str)
+            == Some(self.tab.as_str());
+        let waiting = params
+            .get("waitingForDebugger")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let connection = Arc::clone(self);
+        let session = session.to_owned();
+        tokio::spawn(async move {
+            let held = if opened_here {
+                lock(&connection.state).popups.push(session.clone());
+                connection
+                    .command(
+                        Some(&session),
+                        "Fetch.enable",
+                        json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}),
+                    )
+                    .await
+            } else {
+                Ok(Value::Null)
+            };
+            if let Err(error) = held {
+                // Left paused: a page that never runs sends nothing.
+                tracing::warn!(%error, "a tab the page opened could not be held");
+                return;
+            }
+            if waiting {
+                let _ = connection
+                    .command(Some(&session), "Runtime.runIfWaitingForDebugger", json!({}))
+                    .await;
+            }
+            if !opened_here {
+                let _ = connection
+                    .command(
+                        None,
+                        "Target.detachFromTarget",
+                        json!({"sessionId": session}),
+                    )
+                    .await;
+            }
+        });
     }
 
     /// Remembers a WebSocket whose handshake the offline emulation
@@ -527,13 +615,16 @@ impl Connection {
         let refused = {
             let mut state = lock(&self.state);
             state.last_request = Some(Instant::now());
+            let popup = state.popups.iter().any(|s| s == session);
             let refused = match &state.mode {
                 Some((operation, access)) if !access.permits(method, url) => {
                     Some(RefusedWrite::new(operation.clone(), method, url, kind))
                 }
                 _ => None,
             };
-            refused.map(|refused| state.remember(refused)).is_some()
+            // A page the tab opened sends nothing; only what the mode
+            // itself refuses is a refused write.
+            refused.map(|refused| state.remember(refused)).is_some() || popup
         };
         if refused {
             self.send(

@@ -37,6 +37,7 @@ fn read_only_mode_in_headless_chromium() {
             an_allowed_write_goes_through_and_nothing_else,
             a_new_websocket_is_refused_until_a_person_acts,
             a_frame_and_a_worker_cannot_open_a_websocket_either,
+            a_tab_the_page_opens_sends_nothing,
         ],
     );
 }
@@ -71,6 +72,9 @@ const SHOP: &str = r#"<!doctype html>
 <button id="socket" onclick="const s = new WebSocket(SOCKET); s.onopen = () => s.send('amount=5')">Chat</button>
 <button id="frame-socket" onclick="const i = document.createElement('iframe'); i.src = FRAME_SOCKET; document.body.append(i)">Help</button>
 <button id="worker-socket" onclick="new Worker('/socket-worker.js')">Sync</button>
+<button id="popup" onclick="window.open('/popup-pay?amount=5')">Receipt</button>
+<form method="post" action="/blank-pay" target="_blank"><button id="blank-pay">Confirm</button></form>
+<a id="noopener" href="/noopener-pay?amount=5" target="_blank" rel="noopener">Invoice</a>
 <button id="pay" onclick="fetch('/pay', {method: 'POST', body: 'amount=5'})">Pay $5</button>
 <p id="got"></p>
 "#;
@@ -415,4 +419,32 @@ async fn a_frame_and_a_worker_cannot_open_a_websocket_either(f: &Fixture) {
         "{:?}",
         shop.received.all()
     );
+}
+
+async fn a_tab_the_page_opens_sends_nothing(f: &Fixture) {
+    let shop = open_shop(f).await;
+    // A form posted into a new tab after a rule's act: refused, and said.
+    let blank = click(f, &shop, "#blank-pay", read_only()).await;
+    eventually("the new tab's post refused", || {
+        f.tab.refused_writes().iter().any(|w| {
+            w.operation_id == blank && w.method == "POST" && w.address.ends_with("/blank-pay")
+        })
+    })
+    .await;
+    // A popup and a link into a new tab without an opener, whatever the
+    // mode: the new tab is closed before its first request leaves.
+    click(f, &shop, "#popup", WriteAccess::Open).await;
+    click(f, &shop, "#noopener", WriteAccess::Open).await;
+    click(f, &shop, "#blank-pay", WriteAccess::Open).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let opened: Vec<String> = shop
+        .received
+        .all()
+        .into_iter()
+        .filter(|r| r.contains("-pay"))
+        .collect();
+    assert!(opened.is_empty(), "a new tab's request left: {opened:?}");
+    // The tab itself still works.
+    click(f, &shop, "#more", read_only()).await;
+    eventually("GET /more", || shop.received.count("GET /more") == 1).await;
 }
