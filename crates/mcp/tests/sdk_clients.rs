@@ -449,6 +449,12 @@ fn python_sdk_on_live_chromium() {
     check_flow(&report);
     assert_eq!(report["title"], "countersign demo");
     assert_eq!(report["title_after_act"], "countersign demo: 1 click");
+    // A button 2,500 px down a long page, which the model cannot scroll
+    // to: the proposal scrolls it into view, the act clicks it once.
+    assert_eq!(report["far_proposed"], "pending");
+    assert_eq!(report["far_act"], "ok");
+    assert_eq!(report["far_clicks"], 1);
+    assert_eq!(report["far_title"], "countersign demo: counted far down");
 }
 
 /// A page on 127.0.0.2 whose image comes from a second port of the same

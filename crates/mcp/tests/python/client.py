@@ -227,6 +227,29 @@ async def flow(session, approver_token, report, http_target=None):
     return origin
 
 
+async def far_down(session, approver_token, report):
+    """On a long page, a button 2,500 px down, which the model cannot
+    scroll to: proposed by ref, approved, and clicked exactly once."""
+    long_page = SITE + "long"
+    landed = structured(await session.call_tool("browser_navigate", {"url": long_page}))
+    assert landed["status"] == "ok", landed
+    seen = structured(await session.call_tool("browser_observe", {}))
+    ref = ref_of(seen["page_content"]["snapshot"], "button", "count far down")
+    click = {"url": long_page, "method": "click", "ref": ref, "description": "count far down"}
+    proposed = structured(await session.call_tool("browser_propose", click))
+    report["far_proposed"] = proposed["status"]
+    approve(proposed["approval_url"], approver_token)
+    status = structured(await session.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
+    assert status["status"] == "approved", status
+    before = site_clicks()
+    report["far_act"] = structured(await session.call_tool("browser_act", {**click, "approval_id": status["approval_id"]}))["status"]
+    await wait_for_clicks(before + 1)
+    # Bounded by wait_for_clicks above; a second click would show here.
+    await anyio.sleep(0.3)
+    report["far_clicks"] = site_clicks() - before
+    report["far_title"] = structured(await session.call_tool("browser_observe", {}))["page_content"]["title"]
+
+
 async def concurrent(url, token, approver_token, report):
     """16 sessions act on one approved grant at once: exactly one `ok`."""
     headers = {"authorization": f"Bearer {token}"}
@@ -320,6 +343,8 @@ async def main():
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write, elicitation_callback=accept_everything) as session:
                     await flow(session, approver_token, report, (url, token))
+                    if LIVE:
+                        await far_down(session, approver_token, report)
         report["transport_warnings"] = TRANSPORT_WARNINGS.messages
         if not LIVE:
             await raw_http(url, token, report)

@@ -79,6 +79,21 @@ const DEMO_PAGE: &str = r#"<!doctype html><title>countersign demo</title>
   });
 </script>"#;
 
+/// A long page of the demo site whose one button sits 2,500 px down, out
+/// of the first view, and counts at `/clicks` as the first page's does: a
+/// proposal scrolls it into view for its snapshot, as the act does.
+const LONG_PAGE: &str = r#"<!doctype html><title>countersign demo: a long page</title>
+<h1>A long page</h1>
+<div style="height: 2500px">The button is further down.</div>
+<button id="far">count far down</button>
+<script>
+  document.getElementById("far").addEventListener("click", (event) => {
+    if (!event.isTrusted) return;
+    document.title = "countersign demo: counted far down";
+    fetch("/clicks", { method: "POST" });
+  });
+</script>"#;
+
 /// The demo's site and configuration. The site is on 127.0.0.2 where the
 /// system has it (Linux), so it has an address of its own that the policy
 /// can allow alone, else on 127.0.0.1 (macOS); its port is the only one
@@ -100,6 +115,7 @@ pub(crate) async fn demo_config(backend: DemoBackend) -> Result<(Config, Demo), 
     let counted = Arc::clone(&clicks);
     let page = Router::new()
         .route("/", get(|| async { Html(DEMO_PAGE) }))
+        .route("/long", get(|| async { Html(LONG_PAGE) }))
         .route(
             "/clicks",
             get(move || {
