@@ -32,6 +32,23 @@ pub const ELEMENT_ATTRIBUTES: &[&str] = &[
     "value",
 ];
 
+/// The landmark roles an [`ElementIdentity`] may name as the target's
+/// surroundings, as the accessibility tree reports them. Sorted.
+pub const LANDMARK_ROLES: &[&str] = &[
+    "banner",
+    "complementary",
+    "contentinfo",
+    "form",
+    "main",
+    "navigation",
+    "region",
+    "search",
+];
+
+/// At most this many landmarks around a target are bound, the innermost
+/// first.
+pub const MAX_LANDMARKS: usize = 8;
+
 /// At most this many bytes of a role.
 pub const MAX_ROLE_BYTES: usize = 64;
 /// At most this many bytes of a tag name.
@@ -81,10 +98,18 @@ pub enum ElementIdentityError {
         /// `origin` or `document`.
         field: &'static str,
     },
+    /// A landmark outside [`LANDMARK_ROLES`], or more than
+    /// [`MAX_LANDMARKS`].
+    #[error("element landmarks must be at most 8 of {LANDMARK_LIST}, got `{0}`")]
+    InvalidLandmarks(String),
     /// The text is not the canonical JSON of an identity.
     #[error("element identity is not canonical: {0}")]
     NotCanonical(String),
 }
+
+/// [`LANDMARK_ROLES`] as an error message lists them.
+const LANDMARK_LIST: &str =
+    "`banner`, `complementary`, `contentinfo`, `form`, `main`, `navigation`, `region`, `search`";
 
 /// One frame on the way from the main frame to the target's document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -150,6 +175,10 @@ pub struct ElementIdentity {
     // the canonical one (a `BTreeMap` sorts the attributes).
     attributes: BTreeMap<String, String>,
     frames: Vec<FrameIdentity>,
+    /// The landmarks the target sits in, the innermost first. Absent when
+    /// none, so identities without one keep their canonical form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    landmarks: Vec<String>,
     name: String,
     role: String,
     /// For a target that submits a form: the form data set it would send.
@@ -220,6 +249,7 @@ impl ElementIdentity {
         Ok(ElementIdentity {
             attributes: bounded,
             frames,
+            landmarks: Vec::new(),
             name: folded(name, MAX_ACCESSIBLE_NAME_BYTES),
             role,
             submission: None,
@@ -273,6 +303,35 @@ impl ElementIdentity {
         self.submission.as_ref()
     }
 
+    /// This identity with the landmarks its target sits in (`search`,
+    /// `navigation`, … from [`LANDMARK_ROLES`]), the innermost first, at
+    /// most [`MAX_LANDMARKS`]; a rule can tell a text box in a search
+    /// landmark from one in a payment form.
+    pub fn with_landmarks(
+        mut self,
+        landmarks: Vec<String>,
+    ) -> Result<ElementIdentity, ElementIdentityError> {
+        if landmarks.len() > MAX_LANDMARKS {
+            return Err(ElementIdentityError::InvalidLandmarks(landmarks.join(", ")));
+        }
+        if let Some(unknown) = landmarks
+            .iter()
+            .find(|l| !LANDMARK_ROLES.contains(&l.as_str()))
+        {
+            return Err(ElementIdentityError::InvalidLandmarks(
+                unknown.chars().take(64).collect(),
+            ));
+        }
+        self.landmarks = landmarks;
+        Ok(self)
+    }
+
+    /// The landmarks the target sits in, the innermost first (empty when
+    /// none, or when the backend does not read them).
+    pub fn landmarks(&self) -> &[String] {
+        &self.landmarks
+    }
+
     /// The canonical JSON: keys sorted by bytes at every level, no white
     /// space, strings escaped as `serde_json` escapes them. This is what
     /// stores keep and what [`digest`](Self::digest) hashes.
@@ -308,6 +367,7 @@ impl ElementIdentity {
             read.attributes,
             read.frames,
         )?;
+        rebuilt = rebuilt.with_landmarks(read.landmarks)?;
         if let Some(submission) = read.submission {
             // Deserialising skipped the bounds: check them again.
             let checked = FormSubmission::new(submission.fields().to_vec())
@@ -496,10 +556,62 @@ mod tests {
             frames,
         )
         .unwrap()
-        .with_submission(FormSubmission::new(fields).unwrap());
+        .with_submission(FormSubmission::new(fields).unwrap())
+        .with_landmarks(vec!["complementary".to_owned(); MAX_LANDMARKS])
+        .unwrap();
         let json = big.canonical_json();
         assert!(json.len() <= MAX_ELEMENT_IDENTITY_BYTES, "{}", json.len());
         assert_eq!(ElementIdentity::from_canonical_json(&json).unwrap(), big);
+    }
+
+    #[test]
+    fn landmarks_are_bound_in_order_and_only_when_there_are_some() {
+        let plain = ElementIdentity::new(
+            "textbox",
+            "Search",
+            "input",
+            "",
+            BTreeMap::new(),
+            main_frame(),
+        )
+        .unwrap();
+        let without = plain.canonical_json();
+        assert_eq!(
+            without,
+            r#"{"attributes":{},"frames":[{"document":"LOADER1","origin":"https://shop.example"}],"name":"Search","role":"textbox","tag":"input","text":""}"#
+        );
+        let within = plain
+            .clone()
+            .with_landmarks(vec!["search".to_owned(), "banner".to_owned()])
+            .unwrap();
+        assert_eq!(within.landmarks(), ["search", "banner"]);
+        assert_eq!(
+            within.canonical_json(),
+            r#"{"attributes":{},"frames":[{"document":"LOADER1","origin":"https://shop.example"}],"landmarks":["search","banner"],"name":"Search","role":"textbox","tag":"input","text":""}"#
+        );
+        assert_eq!(
+            ElementIdentity::from_canonical_json(&within.canonical_json()).unwrap(),
+            within
+        );
+        assert_ne!(within.digest(), plain.digest());
+        assert_eq!(
+            plain.clone().with_landmarks(vec!["dialog".to_owned()]),
+            Err(ElementIdentityError::InvalidLandmarks("dialog".to_owned()))
+        );
+        assert!(
+            plain
+                .clone()
+                .with_landmarks(vec!["main".to_owned(); MAX_LANDMARKS + 1])
+                .is_err()
+        );
+        // A stored identity naming an unknown landmark is refused, not
+        // read without it.
+        let forged = without.replace(r#""name""#, r#""landmarks":["dialog"],"name""#);
+        assert!(ElementIdentity::from_canonical_json(&forged).is_err());
+        assert_eq!(
+            ElementIdentityError::InvalidLandmarks("dialog".to_owned()).to_string(),
+            "element landmarks must be at most 8 of `banner`, `complementary`, `contentinfo`, `form`, `main`, `navigation`, `region`, `search`, got `dialog`"
+        );
     }
 
     #[test]

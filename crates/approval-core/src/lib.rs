@@ -65,9 +65,10 @@ pub use backend::{ActionRequest, Backend, BackendError};
 pub use control::{ResumeOutcome, StopOutcome};
 pub use decided::DecidedBy;
 pub use element::{
-    ELEMENT_ATTRIBUTES, ElementIdentity, ElementIdentityError, FrameIdentity,
+    ELEMENT_ATTRIBUTES, ElementIdentity, ElementIdentityError, FrameIdentity, LANDMARK_ROLES,
     MAX_ACCESSIBLE_NAME_BYTES, MAX_ATTRIBUTE_VALUE_BYTES, MAX_ELEMENT_IDENTITY_BYTES,
-    MAX_ELEMENT_TEXT_BYTES, MAX_FRAME_FIELD_BYTES, MAX_FRAMES, MAX_ROLE_BYTES, MAX_TAG_BYTES,
+    MAX_ELEMENT_TEXT_BYTES, MAX_FRAME_FIELD_BYTES, MAX_FRAMES, MAX_LANDMARKS, MAX_ROLE_BYTES,
+    MAX_TAG_BYTES,
 };
 pub use grant::{
     Approval, ApprovalError, Approver, Binding, ConsumeDecision, ConsumeOutcome,

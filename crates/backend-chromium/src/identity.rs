@@ -4,7 +4,8 @@
 //!
 //! Role and accessible name come from Chromium's accessibility tree
 //! (`Accessibility.getPartialAXTree` on the element's node), computed by the
-//! browser and not by a page script; tag, text and the bound attributes
+//! browser and not by a page script, and so do the landmarks around it
+//! (its ancestors' landmark roles, the innermost first); tag, text and the bound attributes
 //! come from a function in an isolated world (`js/identity.js`); the frame
 //! chain from the protocol's frame tree (origin and loader id).
 //!
@@ -16,9 +17,12 @@
 
 use std::collections::BTreeMap;
 
-use chromiumoxide::cdp::browser_protocol::accessibility::{AxValue, GetPartialAxTreeParams};
+use chromiumoxide::cdp::browser_protocol::accessibility::{
+    AxNode, AxValue, GetPartialAxTreeParams,
+};
 use countersign_approval_core::{
-    ElementIdentity, FormField, FormSubmission, FormSubmissionError, FrameIdentity, MAX_FORM_FIELDS,
+    ElementIdentity, FormField, FormSubmission, FormSubmissionError, FrameIdentity, LANDMARK_ROLES,
+    MAX_FORM_FIELDS, MAX_LANDMARKS,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -79,7 +83,8 @@ impl Tab {
     ) -> Result<ElementIdentity, Miss> {
         let params = GetPartialAxTreeParams {
             backend_node_id: Some(target.node),
-            fetch_relatives: Some(false),
+            // Its ancestors, for the landmarks around it.
+            fetch_relatives: Some(true),
             ..GetPartialAxTreeParams::default()
         };
         let tree = self
@@ -96,6 +101,7 @@ impl Tab {
             .ok_or_else(|| "the accessibility tree has no node for the target".to_owned())?;
         let role = text_of(node.role.as_ref());
         let name = text_of(node.name.as_ref());
+        let landmarks = landmarks_around(node, &tree.result.nodes);
         let activation = plan.activation().map_or(Value::Null, Value::from);
         let read: Read = self
             .call_value(
@@ -111,6 +117,7 @@ impl Tab {
         )];
         let identity =
             ElementIdentity::new(role, &name, &read.tag, &read.text, read.attributes, frames)
+                .and_then(|identity| identity.with_landmarks(landmarks))
                 .map_err(|e| Miss::Stale(format!("its identity cannot be bound: {e}")))?;
         match read.submission {
             None => Ok(identity),
@@ -148,6 +155,26 @@ impl Tab {
             .map_err(Miss::Refused)?;
         FormSubmission::new(fields).map_err(unbound)
     }
+}
+
+/// The landmark roles of `node`'s ancestors in `tree`, the innermost
+/// first, at most [`MAX_LANDMARKS`].
+fn landmarks_around(node: &AxNode, tree: &[AxNode]) -> Vec<String> {
+    let mut landmarks = Vec::new();
+    let mut parent = node.parent_id.as_ref();
+    // Bounded: a tree that loops (it should not) ends the walk.
+    for _ in 0..tree.len() {
+        let Some(id) = parent else { break };
+        let Some(ancestor) = tree.iter().find(|n| &n.node_id == id) else {
+            break;
+        };
+        let role = text_of(ancestor.role.as_ref());
+        if LANDMARK_ROLES.contains(&role.as_str()) && landmarks.len() < MAX_LANDMARKS {
+            landmarks.push(role);
+        }
+        parent = ancestor.parent_id.as_ref();
+    }
+    landmarks
 }
 
 /// An accessibility value as text: a string as it is, anything else as

@@ -30,12 +30,14 @@ fn the_default_pack_on_the_labelled_corpus() {
     let case: Case = |f| Box::pin(decide_the_corpus(f, &WRITTEN_BESIDE));
     let sites: Case = |f| Box::pin(decide_the_corpus(f, &AFTER_SITES));
     let roles: Case = |f| Box::pin(each_role_the_pack_names_is_chromiums(f));
+    let landmarks: Case = |f| Box::pin(landmarks_as_chromium_reports_them(f));
     support::run_cases(
         support::options(),
         &[
             ("decide_the_corpus", case),
             ("decide_the_corpus_after_sites", sites),
             ("each_role_the_pack_names_is_chromiums", roles),
+            ("landmarks_as_chromium_reports_them", landmarks),
         ],
     );
 }
@@ -198,6 +200,107 @@ async fn each_role_the_pack_names_is_chromiums(f: &Fixture) {
         assert!(snapshot.target_found, "{role}: the target was not found");
         let element = snapshot.page.element.unwrap();
         assert_eq!(element.role(), *role, "{}", element.summary());
+    }
+}
+
+/// Text boxes and a link in landmarks: what the snapshot binds as the
+/// landmarks around each (the innermost first), and the pack's tier and
+/// rule for typing into it (or following it).
+const LANDMARK_FIXTURES: &[(&str, &str, &[&str], Tier, &str)] = &[
+    (
+        "aria-search",
+        r#"<div role=search><input id=r type=text aria-label="Search the shop"></div>"#,
+        &["search"],
+        Tier::Auto,
+        "default.search-landmark-field",
+    ),
+    (
+        "html-search",
+        r#"<main><search><input id=r aria-label="Find a flight"></search></main>"#,
+        &["search", "main"],
+        Tier::Auto,
+        "default.search-landmark-field",
+    ),
+    (
+        "payment-form",
+        r#"<main><form method=post action="/pay" aria-label="Payment"><input id=r aria-label="Card number"></form></main>"#,
+        &["form", "main"],
+        Tier::Person,
+        "default.post-form-control",
+    ),
+    (
+        "plain",
+        r#"<div><input id=r aria-label="Nickname"></div>"#,
+        &[],
+        Tier::Person,
+        "",
+    ),
+];
+
+/// The landmarks a rule can name are the ones Chromium's tree reports
+/// around a target, bound by the snapshot `browser_propose` takes.
+async fn landmarks_as_chromium_reports_them(f: &Fixture) {
+    let pages: std::collections::HashMap<&str, String> = LANDMARK_FIXTURES
+        .iter()
+        .map(|(name, html, ..)| {
+            (
+                *name,
+                format!(
+                    "<!doctype html><html lang=en><title>{name}</title><body>{html}</body></html>"
+                ),
+            )
+        })
+        .collect();
+    let pages = std::sync::Arc::new(pages);
+    let app = Router::new().route(
+        "/landmarks/{name}",
+        get(move |Path(name): Path<String>| {
+            let pages = pages.clone();
+            async move { Html(pages.get(name.as_str()).cloned().unwrap_or_default()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
+        .await
+        .unwrap();
+    let site = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let rules = RuleSet::builder()
+        .default_pack([support::SITE_IP])
+        .build()
+        .unwrap();
+    for (name, _, landmarks, tier, rule) in LANDMARK_FIXTURES {
+        let url = f
+            .policy
+            .authorize_destination(&format!("http://{site}/landmarks/{name}"))
+            .await
+            .unwrap();
+        f.tab.navigate(&url).await.unwrap();
+        let action = f
+            .policy
+            .authorize_action(&action_for("r", "fill", ""))
+            .unwrap();
+        let snapshot = f
+            .tab
+            .backend()
+            .snapshot(&url, &action)
+            .await
+            .unwrap()
+            .unwrap();
+        let element = snapshot.page.element.as_ref().unwrap();
+        assert_eq!(element.landmarks(), *landmarks, "{name}");
+        let decided = rules.decide(ProposedTarget {
+            url: &url,
+            action: &action,
+            element: Some(element),
+        });
+        assert_eq!(
+            (
+                decided.tier,
+                decided.rule.map(|r| r.id()).unwrap_or_default()
+            ),
+            (*tier, *rule),
+            "{name}"
+        );
     }
 }
 

@@ -85,6 +85,8 @@ pub struct RuleConfig {
     #[serde(default)]
     pub form_methods: Option<Vec<String>>,
     #[serde(default)]
+    pub landmarks: Option<Vec<String>>,
+    #[serde(default)]
     pub link_hosts: Option<Vec<String>>,
     #[serde(default)]
     pub same_host_link: Option<bool>,
@@ -114,6 +116,7 @@ impl RuleConfig {
         rule.when.input_types = self.input_types;
         rule.when.form_action_hosts = self.form_action_hosts;
         rule.when.form_methods = self.form_methods;
+        rule.when.landmarks = self.landmarks;
         rule.when.link_hosts = self.link_hosts;
         rule.when.same_host_link = self.same_host_link;
         rule.when.plain_same_host_link = self.plain_same_host_link;

@@ -28,6 +28,8 @@ pub struct PackRule {
     pub input_types: Option<&'static [&'static str]>,
     /// Form methods, `None` for any.
     pub form_methods: Option<&'static [&'static str]>,
+    /// Landmarks the target sits in, `None` for any.
+    pub landmarks: Option<&'static [&'static str]>,
     /// Whether the target links to the destination's own host.
     pub same_host_link: Option<bool>,
     /// Whether the target is a plain link to the destination's own host.
@@ -54,6 +56,7 @@ const NONE: PackRule = PackRule {
     tags: None,
     input_types: None,
     form_methods: None,
+    landmarks: None,
     same_host_link: None,
     plain_same_host_link: None,
     submits_form: None,
@@ -396,6 +399,16 @@ pub const DEFAULT_PACK: &[PackRule] = &[
         ..NONE
     },
     PackRule {
+        id: "default.search-landmark-field",
+        tier: Tier::Auto,
+        reason: "typing a query into a text box of the page's search landmark only reads",
+        methods: Some(&["fill", "type", "press"]),
+        roles: Some(&["textbox", "combobox"]),
+        landmarks: Some(&["search"]),
+        submits_form: Some(false),
+        ..NONE
+    },
+    PackRule {
         id: "default.search-submit",
         tier: Tier::Auto,
         reason: "running a search only reads",
@@ -454,6 +467,9 @@ impl PackRule {
         }
         if let Some(v) = self.form_methods {
             rule = rule.form_methods(list(v));
+        }
+        if let Some(v) = self.landmarks {
+            rule = rule.landmarks(list(v));
         }
         if let Some(v) = self.submitted_field_kinds {
             rule = rule.submitted_field_kinds(list(v));

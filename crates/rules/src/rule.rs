@@ -78,6 +78,7 @@ pub(crate) struct Conditions {
     pub(crate) input_types: Option<Vec<String>>,
     pub(crate) form_action_hosts: Option<Vec<String>>,
     pub(crate) form_methods: Option<Vec<String>>,
+    pub(crate) landmarks: Option<Vec<String>>,
     pub(crate) link_hosts: Option<Vec<String>>,
     pub(crate) same_host_link: Option<bool>,
     pub(crate) plain_same_host_link: Option<bool>,
@@ -97,6 +98,7 @@ impl Conditions {
             || self.input_types.is_some()
             || self.form_action_hosts.is_some()
             || self.form_methods.is_some()
+            || self.landmarks.is_some()
             || self.link_hosts.is_some()
             || self.same_host_link.is_some()
             || self.plain_same_host_link.is_some()
@@ -219,6 +221,15 @@ impl Rule {
     /// form's).
     pub fn form_methods<I: IntoIterator<Item = S>, S: Into<String>>(mut self, methods: I) -> Rule {
         self.when.form_methods = owned(methods);
+        self
+    }
+
+    /// The target sits in a landmark with one of these roles, at any depth
+    /// (`search`, `navigation`, `main`, … as Chromium's accessibility tree
+    /// reports them): a text box in a `search` landmark is a search field
+    /// even where no form or `type=search` says so.
+    pub fn landmarks<I: IntoIterator<Item = S>, S: Into<String>>(mut self, roles: I) -> Rule {
+        self.when.landmarks = owned(roles);
         self
     }
 

@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use countersign_approval_core::{
-    AllowedWrite, AllowedWriteError, ApproverId, FormFieldKind, RULE_APPROVER_PREFIX,
+    AllowedWrite, AllowedWriteError, ApproverId, FormFieldKind, LANDMARK_ROLES,
+    RULE_APPROVER_PREFIX,
 };
 use regex::{RegexSet, RegexSetBuilder};
 
@@ -144,6 +145,7 @@ struct CompiledRule {
     input_types: Option<Vec<String>>,
     form_action_hosts: Option<Vec<HostPattern>>,
     form_methods: Option<Vec<String>>,
+    landmarks: Option<Vec<String>>,
     link_hosts: Option<Vec<HostPattern>>,
     same_host_link: Option<bool>,
     plain_same_host_link: Option<bool>,
@@ -292,6 +294,12 @@ impl CompiledRule {
             && any_equal(&self.input_types, facts.input_type)
             && any_host(&self.form_action_hosts, facts.form_action_host)
             && any_equal(&self.form_methods, facts.form_method)
+            && self.landmarks.as_ref().is_none_or(|wanted| {
+                identity
+                    .landmarks()
+                    .iter()
+                    .any(|landmark| wanted.contains(landmark))
+            })
             && any_host(&self.link_hosts, facts.link_host)
             && self
                 .same_host_link
@@ -485,6 +493,7 @@ const METHOD: &str =
     "must be 1 to 64 lower-case ascii letters, digits or `-`, as the policy spells methods";
 const FORM_METHOD: &str = "must be `get`, `post` or `dialog`";
 const FIELD_KIND: &str = "must be `text`, `password` or `file`";
+const LANDMARK: &str = "must be `banner`, `complementary`, `contentinfo`, `form`, `main`, `navigation`, `region` or `search`";
 
 fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleError> {
     let id = rule.id.clone();
@@ -600,6 +609,12 @@ fn compile(rule: Rule, patterns: &mut Vec<String>) -> Result<CompiledRule, RuleE
             "form_methods",
             |v| matches!(v, "get" | "post" | "dialog"),
             FORM_METHOD,
+        )?,
+        landmarks: words(
+            &when.landmarks,
+            "landmarks",
+            |v| LANDMARK_ROLES.contains(&v),
+            LANDMARK,
         )?,
         link_hosts: hosts(&when.link_hosts, "link_hosts")?,
         same_host_link: when.same_host_link,

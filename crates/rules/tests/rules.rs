@@ -144,6 +144,61 @@ fn no_element_is_never_auto_and_element_conditions_need_one() {
 }
 
 #[test]
+fn a_landmark_condition_reads_the_landmarks_around_the_target() {
+    let www = url("https://www.shop.example/");
+    let rules = RuleSet::builder()
+        .rule(
+            Rule::auto("in-search", "r")
+                .hosts(["www.shop.example"])
+                .roles(["textbox"])
+                .landmarks(["search"]),
+        )
+        .build()
+        .unwrap();
+    let field = element("textbox", "Search", "input", &[]);
+    let in_search = field
+        .clone()
+        .with_landmarks(vec!["search".to_owned(), "main".to_owned()])
+        .unwrap();
+    let in_form = field
+        .clone()
+        .with_landmarks(vec!["form".to_owned(), "main".to_owned()])
+        .unwrap();
+    // At any depth: the search landmark around a named form counts too.
+    let form_in_search = field
+        .clone()
+        .with_landmarks(vec!["form".to_owned(), "search".to_owned()])
+        .unwrap();
+    assert_eq!(
+        decide(&rules, &www, "fill", Some(&in_search)),
+        (Tier::Auto, Some("in-search"))
+    );
+    assert_eq!(
+        decide(&rules, &www, "fill", Some(&form_in_search)),
+        (Tier::Auto, Some("in-search"))
+    );
+    assert_eq!(
+        decide(&rules, &www, "fill", Some(&in_form)),
+        (Tier::Person, None)
+    );
+    assert_eq!(
+        decide(&rules, &www, "fill", Some(&field)),
+        (Tier::Person, None)
+    );
+    // The pack: typing into a text box of a search landmark reads; the
+    // same box in a payment form does not.
+    let pack = RuleSet::builder()
+        .default_pack(["www.shop.example"])
+        .build()
+        .unwrap();
+    assert_eq!(
+        decide(&pack, &www, "fill", Some(&in_search)),
+        (Tier::Auto, Some("default.search-landmark-field"))
+    );
+    assert_ne!(decide(&pack, &www, "fill", Some(&in_form)).0, Tier::Auto);
+}
+
+#[test]
 fn each_condition_reads_its_own_fact() {
     let www = url("https://www.shop.example/");
     let one = |rule: Rule, method: &str, el: &ElementIdentity| {
@@ -324,6 +379,10 @@ fn a_bad_rule_is_refused_with_a_message_naming_it() {
     assert_eq!(
         refused(Rule::person("x", "r").roles(["push button"])),
         "rule `x`: `roles` value `push button` must be 1 to 64 ascii letters, digits or `-`, starting with a letter, as chromium reports roles"
+    );
+    assert_eq!(
+        refused(Rule::person("x", "r").landmarks(["dialog"])),
+        "rule `x`: `landmarks` value `dialog` must be `banner`, `complementary`, `contentinfo`, `form`, `main`, `navigation`, `region` or `search`"
     );
     assert_eq!(
         refused(Rule::person("x", "r").form_methods(["put"])),

@@ -557,7 +557,7 @@ mod tests {
         let rule = |body: &str| format!("{MINIMAL}[[rules]]\nid = \"x\"\nreason = \"r\"\n{body}");
         assert_eq!(
             error_of(&rule("tier = \"deny\"\nhost = [\"a.example\"]\n")),
-            "rule `x`: unknown field `host`, expected one of `id`, `tier`, `reason`, `hosts`, `methods`, `roles`, `names`, `tags`, `input_types`, `form_action_hosts`, `form_methods`, `link_hosts`, `same_host_link`, `plain_same_host_link`, `submits_form`, `submitted_field_kinds`, `destination_paths`, `destination_queries`, `destination_query_keys`"
+            "rule `x`: unknown field `host`, expected one of `id`, `tier`, `reason`, `hosts`, `methods`, `roles`, `names`, `tags`, `input_types`, `form_action_hosts`, `form_methods`, `landmarks`, `link_hosts`, `same_host_link`, `plain_same_host_link`, `submits_form`, `submitted_field_kinds`, `destination_paths`, `destination_queries`, `destination_query_keys`"
         );
         assert_eq!(
             error_of(&rule("tier = \"person\"\nnames = []\n")),
