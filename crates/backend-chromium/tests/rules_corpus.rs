@@ -152,31 +152,11 @@ async fn each_role_the_pack_names_is_chromiums(f: &Fixture) {
         named, fixtures,
         "every role the pack names has a fixture here"
     );
-    let pages: std::collections::HashMap<&str, String> = ROLE_FIXTURES
-        .iter()
-        .map(|(role, html, _)| {
-            (
-                *role,
-                format!(
-                    "<!doctype html><html lang=en><title>{role}</title><body>{html}</body></html>"
-                ),
-            )
-        })
-        .collect();
-    let pages = std::sync::Arc::new(pages);
-    let served = pages.clone();
-    let app = Router::new().route(
-        "/roles/{role}",
-        get(move |Path(role): Path<String>| {
-            let served = served.clone();
-            async move { Html(served.get(role.as_str()).cloned().unwrap_or_default()) }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
-        .await
-        .unwrap();
-    let site = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let site = serve_fixtures(
+        "roles",
+        ROLE_FIXTURES.iter().map(|(role, html, _)| (*role, *html)),
+    )
+    .await;
     for (role, _, method) in ROLE_FIXTURES {
         let url = f
             .policy
@@ -240,30 +220,13 @@ const LANDMARK_FIXTURES: &[(&str, &str, &[&str], Tier, &str)] = &[
 /// The landmarks a rule can name are the ones Chromium's tree reports
 /// around a target, bound by the snapshot `browser_propose` takes.
 async fn landmarks_as_chromium_reports_them(f: &Fixture) {
-    let pages: std::collections::HashMap<&str, String> = LANDMARK_FIXTURES
-        .iter()
-        .map(|(name, html, ..)| {
-            (
-                *name,
-                format!(
-                    "<!doctype html><html lang=en><title>{name}</title><body>{html}</body></html>"
-                ),
-            )
-        })
-        .collect();
-    let pages = std::sync::Arc::new(pages);
-    let app = Router::new().route(
-        "/landmarks/{name}",
-        get(move |Path(name): Path<String>| {
-            let pages = pages.clone();
-            async move { Html(pages.get(name.as_str()).cloned().unwrap_or_default()) }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
-        .await
-        .unwrap();
-    let site = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let site = serve_fixtures(
+        "landmarks",
+        LANDMARK_FIXTURES
+            .iter()
+            .map(|(name, html, ..)| (*name, *html)),
+    )
+    .await;
     let rules = RuleSet::builder()
         .default_pack([support::SITE_IP])
         .build()
@@ -302,6 +265,38 @@ async fn landmarks_as_chromium_reports_them(f: &Fixture) {
             "{name}"
         );
     }
+}
+
+/// Serves each `(name, body html)` as a page at `/{prefix}/{name}` on the
+/// test site; answers its address.
+async fn serve_fixtures(
+    prefix: &str,
+    fixtures: impl Iterator<Item = (&'static str, &'static str)>,
+) -> std::net::SocketAddr {
+    let pages: std::collections::HashMap<&str, String> = fixtures
+        .map(|(name, html)| {
+            (
+                name,
+                format!(
+                    "<!doctype html><html lang=en><title>{name}</title><body>{html}</body></html>"
+                ),
+            )
+        })
+        .collect();
+    let pages = std::sync::Arc::new(pages);
+    let app = Router::new().route(
+        &format!("/{prefix}/{{name}}"),
+        get(move |Path(name): Path<String>| {
+            let pages = pages.clone();
+            async move { Html(pages.get(name.as_str()).cloned().unwrap_or_default()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
+        .await
+        .unwrap();
+    let site = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    site
 }
 
 fn corpus_dir(corpus: &Corpus) -> PathBuf {
