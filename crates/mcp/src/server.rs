@@ -12,7 +12,8 @@ use countersign_act_tool::{
 use countersign_approval_core::ProposalId;
 use countersign_approval_web::ApprovalPages;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams,
+    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -241,6 +242,81 @@ pub fn annotations(name: &str) -> Option<Value> {
 /// long as a proposal waits by default.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// What the `requestState` of a `browser_propose` that asked for the
+/// approval link's elicitation (protocol 2026-07-28) starts with; the
+/// proposal's id follows. The client's retry is answered with that
+/// proposal, as `browser_proposal_status` answers for the caller, so a
+/// retry never makes a second proposal, and a state naming another
+/// caller's proposal finds nothing.
+const PROPOSAL_STATE_PREFIX: &str = "countersign-proposal:";
+
+/// The key of the approval link's elicitation among a round's input
+/// requests.
+const APPROVAL_LINK_INPUT: &str = "approval_link";
+
+/// The words the client shows with the approval link.
+fn link_message(id: &str) -> String {
+    format!(
+        "A browser action needs your approval. Open the approval page to review proposal {id} and approve or deny it there."
+    )
+}
+
+/// Whether the request runs on a protocol without the initialize
+/// handshake (2026-07-28 and later): the server cannot send a request of
+/// its own, and asks for input through the call's result instead.
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize())
+}
+
+/// Whether the caller declared URL-mode elicitation, in this request's
+/// capabilities or (on 2025-11-25) at initialize.
+fn supports_url_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .and_then(|capabilities| capabilities.elicitation)
+        .is_some_and(|elicitation| elicitation.url.is_some())
+}
+
+/// The pending proposal's id and approval link in `result`, if it is one.
+fn pending_link(result: &Value) -> Option<(&str, url::Url)> {
+    if result.get("status").and_then(Value::as_str) != Some("pending") {
+        return None;
+    }
+    let link = result.get("approval_url").and_then(Value::as_str)?;
+    let id = result.get("proposal_id").and_then(Value::as_str)?;
+    Some((id, url::Url::parse(link).ok()?))
+}
+
+/// On 2026-07-28, the approval link of a pending proposal as a URL
+/// elicitation in an `input_required` result, with the proposal in the
+/// request state, for a client that declared URL-mode elicitation.
+fn link_input_required(
+    context: &RequestContext<RoleServer>,
+    result: &Value,
+) -> Option<InputRequiredResult> {
+    if !supports_url_elicitation(context) {
+        return None;
+    }
+    let (id, url) = pending_link(result)?;
+    let elicitation = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: link_message(id),
+        url: url.to_string(),
+        // 2026-07-28 has no elicitation id: the request's key names it.
+        elicitation_id: String::new(),
+    });
+    let requests = InputRequests::from([(
+        APPROVAL_LINK_INPUT.to_owned(),
+        InputRequest::Elicitation(elicitation),
+    )]);
+    Some(InputRequiredResult::new(
+        Some(requests),
+        Some(format!("{PROPOSAL_STATE_PREFIX}{id}")),
+    ))
+}
+
 /// Asks a client that supports URL-mode elicitation to open the approval
 /// page of a pending proposal, without waiting for its answer.
 ///
@@ -248,31 +324,15 @@ const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// link. A proposal is approved on the approval page, by a person the
 /// host's authentication names, and by nothing a client sends.
 fn offer_link(context: &RequestContext<RoleServer>, result: &Value) {
-    if result.get("status").and_then(Value::as_str) != Some("pending") {
-        return;
-    }
-    let (Some(link), Some(id)) = (
-        result.get("approval_url").and_then(Value::as_str),
-        result.get("proposal_id").and_then(Value::as_str),
-    ) else {
+    let Some((id, url)) = pending_link(result) else {
         return;
     };
-    let supports_url = context
-        .peer
-        .peer_info()
-        .and_then(|info| info.capabilities.elicitation.clone())
-        .is_some_and(|elicitation| elicitation.url.is_some());
-    let Ok(url) = url::Url::parse(link) else {
-        return;
-    };
-    if !supports_url {
+    if !supports_url_elicitation(context) {
         return;
     }
     let peer = context.peer.clone();
     let id = id.to_owned();
-    let message = format!(
-        "A browser action needs your approval. Open the approval page to review proposal {id} and approve or deny it there."
-    );
+    let message = link_message(&id);
     // Not awaited: the tool result (with the same link) must not wait for
     // a person to look.
     tokio::spawn(async move {
@@ -317,21 +377,54 @@ impl ServerHandler for McpServer {
         // backend's answer and its record, so a call runs to its end even
         // when its client cancels or goes away (tests/disconnect.rs fails
         // if it stops early).
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let result = toolset
-            .call(&request.name, &arguments)
-            .await
-            .map_err(|unknown| {
-                ErrorData::invalid_params(format!("unknown tool `{}`", unknown.name()), None)
-            })?;
+        let stateless = is_stateless(&context);
+        let retried = match (&request.request_state, request.name == PROPOSE_TOOL_NAME) {
+            (Some(state), true) if stateless => Some(
+                state
+                    .strip_prefix(PROPOSAL_STATE_PREFIX)
+                    .filter(|id| ProposalId::parse(id).is_some())
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            "the request state is not one this server gave".to_owned(),
+                            None,
+                        )
+                    })?,
+            ),
+            _ => None,
+        };
+        let result = match retried {
+            // The client's retry after the approval link's elicitation:
+            // the first round made the proposal; what the client answered
+            // decides nothing.
+            Some(id) => {
+                tracing::debug!(
+                    responses = ?request.input_responses,
+                    "the client answered the approval link's elicitation"
+                );
+                toolset
+                    .call(PROPOSAL_STATUS_TOOL_NAME, &json!({ "proposal_id": id }))
+                    .await
+            }
+            None => {
+                let arguments = Value::Object(request.arguments.unwrap_or_default());
+                toolset.call(&request.name, &arguments).await
+            }
+        }
+        .map_err(|unknown| {
+            ErrorData::invalid_params(format!("unknown tool `{}`", unknown.name()), None)
+        })?;
         let result =
             if request.name == PROPOSE_TOOL_NAME || request.name == PROPOSAL_STATUS_TOOL_NAME {
                 self.with_link(result)
             } else {
                 result
             };
-        if request.name == PROPOSE_TOOL_NAME {
-            offer_link(&context, &result);
+        if request.name == PROPOSE_TOOL_NAME && retried.is_none() {
+            if !stateless {
+                offer_link(&context, &result);
+            } else if let Some(input) = link_input_required(&context, &result) {
+                return Ok(CallToolResponse::InputRequired(input));
+            }
         }
         // A refusal is the tool's answer, not a protocol failure: the model
         // reads its code and message.

@@ -666,3 +666,66 @@ expiring_lead_secs = 60
     assert_eq!(data["actor_id"], "py-agent");
     assert_eq!(got["id"], data["event_id"]);
 }
+
+/// One proposal through the Python SDK's high-level `Client`, as a new user
+/// would make it, with `mode` (`auto` negotiates 2026-07-28, `legacy`
+/// 2025-11-25) over `transport`: the client that declared URL-mode
+/// elicitation is offered the approval link exactly once, its `accept`
+/// approves nothing, and the run holds exactly the one proposal (on
+/// 2026-07-28 the SDK's retry after the `input_required` result makes no
+/// second one).
+fn elicit_once(mode: &str, transport: &str) {
+    let Some(python) = python() else { return };
+    let config = config();
+    // Kept running until the client is done.
+    let server = (transport == "http").then(|| http_server(&config));
+    let mut args = vec!["elicit", mode, transport];
+    match &server {
+        Some((_, url)) => args.extend([url.as_str(), CLIENT_TOKEN]),
+        None => args.extend([
+            env!("CARGO_BIN_EXE_countersign-mcp"),
+            config.path().to_str().unwrap(),
+        ]),
+    }
+    args.extend([APPROVER_TOKEN, SITE]);
+    let report = run_client(&python, &args);
+    let version = if mode == "auto" {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
+    assert_eq!(report["protocol_version"], version, "{report}");
+    assert_eq!(report["proposed"], "pending", "{report}");
+    assert_eq!(
+        report["elicited"],
+        serde_json::json!([["url", true]]),
+        "{report}"
+    );
+    assert_eq!(report["status_after_accept"], "pending", "{report}");
+    assert_eq!(report["proposal_count"], 1, "{report}");
+    assert_eq!(report["proposals"], true, "{report}");
+    if mode == "auto" {
+        // Invalid params: the request state is not one this server gave.
+        assert_eq!(report["forged_state"], -32602, "{report}");
+    }
+}
+
+#[test]
+fn the_link_is_elicited_once_on_2026_07_28_over_stdio() {
+    elicit_once("auto", "stdio");
+}
+
+#[test]
+fn the_link_is_elicited_once_on_2026_07_28_over_http() {
+    elicit_once("auto", "http");
+}
+
+#[test]
+fn the_link_is_elicited_once_on_2025_11_25_over_stdio() {
+    elicit_once("legacy", "stdio");
+}
+
+#[test]
+fn the_link_is_elicited_once_on_2025_11_25_over_http() {
+    elicit_once("legacy", "http");
+}

@@ -6,11 +6,18 @@ Run by crates/mcp/tests/sdk_clients.rs (and demo.rs), never by hand:
     client.py http <mcp url> <client token> <approver token> <site url>
     client.py live <mcp url> <client token> <approver token> <site url>
     client.py propose <mcp url> <client token> <site url>
+    client.py elicit <auto|legacy> stdio <server binary> <config file> <approver token> <site url>
+    client.py elicit <auto|legacy> http <mcp url> <client token> <approver token> <site url>
 
 `stdio` and `http` run against the fake backend (its action count at
 `/fake-backend/actions`); `live` against Chromium and the demo's site,
 which counts the clicks it receives at `<site url>clicks`; `propose` only
-navigates, observes and proposes, for the screenshot of the approval page.
+navigates, observes and proposes, for the screenshot of the approval page;
+`elicit` proposes through the SDK's high-level `Client` as a new user
+would, in `mode="auto"` (protocol 2026-07-28, where the link comes as an
+`input_required` result and the SDK retries) or `mode="legacy"`
+(2025-11-25, an elicitation request of the server's own), and counts the
+elicitations and the run's proposals.
 
 Checks the whole flow with asserts and prints one JSON object (the tool
 list as the SDK received it, and what happened) on its last line.
@@ -23,7 +30,7 @@ import sys
 
 import anyio
 import httpx2
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -321,13 +328,74 @@ async def propose_only(url, token, report):
                 report["approval_url"] = proposed["approval_url"]
 
 
+def run_proposals(origin, approver_token):
+    """The pending proposals the run's page lists, by id."""
+    with httpx2.Client() as http:
+        page = http.get(
+            origin + "/approvals/runs/py-agent/py-run",
+            headers={"authorization": f"Bearer {approver_token}"},
+        )
+        assert page.status_code == 200, page.status_code
+        return re.findall(r'<code class="proposal-id">([^<]+)</code>', page.text)
+
+
+async def elicit(client, approver_token, report):
+    """One proposal through the high-level Client, which answers every
+    elicitation with accept."""
+    report["protocol_version"] = client.protocol_version
+    click = await look(client, report)
+    proposed = structured(await client.call_tool("browser_propose", click))
+    report["proposed"] = proposed["status"]
+    link = proposed["approval_url"]
+    # On 2025-11-25 the elicitation comes as a request of its own, after
+    # the result; on 2026-07-28 before it. Either way a second one would
+    # arrive within the wait that follows.
+    with anyio.move_on_after(10):
+        while not ELICITED:
+            await anyio.sleep(0.05)
+    await anyio.sleep(0.5)
+    report["elicited"] = [(e.get("mode"), e.get("url") == link) for e in ELICITED]
+    status = structured(await client.call_tool("browser_proposal_status", {"proposal_id": proposed["proposal_id"]}))
+    report["status_after_accept"] = status["status"]
+    if client.protocol_version == "2026-07-28":
+        # A retry whose request state this server never gave is refused,
+        # and makes no proposal.
+        try:
+            await client.session.call_tool(
+                "browser_propose", click, input_responses={}, request_state="forged", allow_input_required=True
+            )
+            report["forged_state"] = "answered"
+        except MCPError as error:
+            report["forged_state"] = error.code
+    origin = re.match(r"(https?://[^/]+)", link).group(1)
+    report["proposals"] = run_proposals(origin, approver_token) == [proposed["proposal_id"]]
+    report["proposal_count"] = len(run_proposals(origin, approver_token))
+
+
+async def elicit_main(report):
+    _, _, mode, transport, *rest = sys.argv
+    if transport == "stdio":
+        binary, config, approver_token, _site = rest
+        server = StdioServerParameters(command=binary, args=["--stdio", "--config", config])
+        async with Client(server, mode=mode, elicitation_callback=accept_everything) as client:
+            await elicit(client, approver_token, report)
+        return
+    url, token, approver_token, _site = rest
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http:
+        server = streamable_http_client(url, http_client=http)
+        async with Client(server, mode=mode, elicitation_callback=accept_everything) as client:
+            await elicit(client, approver_token, report)
+
+
 LIVE = sys.argv[1] == "live"
 
 
 async def main():
     mode = sys.argv[1]
     report = {}
-    if mode == "propose":
+    if mode == "elicit":
+        await elicit_main(report)
+    elif mode == "propose":
         _, _, url, token, _site = sys.argv
         await propose_only(url, token, report)
     elif mode == "stdio":
