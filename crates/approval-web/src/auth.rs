@@ -85,6 +85,11 @@ pub fn same_secret(given: &str, secret: &str) -> bool {
             == 0
 }
 
+/// How long the sign-in cookie of [`TokenApprovers::session_cookie`] is
+/// kept: 30 days.
+pub const SESSION_COOKIE_MAX_AGE: std::time::Duration =
+    std::time::Duration::from_secs(30 * 24 * 60 * 60);
+
 /// Approvers who each hold a secret token, sent as a bearer token
 /// (`Authorization: Bearer <token>`) or in a session cookie that the
 /// host's sign-in link sets ([`session_cookie`](Self::session_cookie)):
@@ -109,7 +114,7 @@ pub fn same_secret(given: &str, secret: &str) -> bool {
 /// // What the host's sign-in route sets once the link's token is known:
 /// assert_eq!(
 ///     approvers.session_cookie("a-long-random-secret-for-alice"),
-///     "countersign-approver=a-long-random-secret-for-alice; HttpOnly; SameSite=Strict; Path=/"
+///     "countersign-approver=a-long-random-secret-for-alice; HttpOnly; SameSite=Lax; Path=/; Max-Age=2592000"
 /// );
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -167,10 +172,22 @@ impl TokenApprovers {
     }
 
     /// The `Set-Cookie` value that signs the holder of `token` in: the
-    /// cookie these approvers read, `HttpOnly`, `SameSite=Strict`, for
-    /// every path of the origin.
+    /// cookie these approvers read, `HttpOnly`, for every path of the
+    /// origin, kept [`SESSION_COOKIE_MAX_AGE`] (a phone signed in once stays
+    /// signed in across browser restarts).
+    ///
+    /// `SameSite=Lax`, not `Strict`: a person opens a proposal from a link
+    /// on another site (a Slack or webmail notice), and a `Strict` cookie
+    /// is not sent on that navigation, so a signed-in person would see
+    /// "Sign-in required". `Lax` still keeps it off every cross-site
+    /// `POST`, and the pages' forms do not rest on it: each decision
+    /// carries a form token and must come from the pages' own origin.
     pub fn session_cookie(&self, token: &str) -> String {
-        format!("{}={token}; HttpOnly; SameSite=Strict; Path=/", self.cookie)
+        format!(
+            "{}={token}; HttpOnly; SameSite=Lax; Path=/; Max-Age={}",
+            self.cookie,
+            SESSION_COOKIE_MAX_AGE.as_secs()
+        )
     }
 
     /// The token `request` carries: its bearer token when it has one (and

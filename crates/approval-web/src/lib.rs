@@ -120,7 +120,7 @@ mod router;
 mod state;
 mod view;
 
-pub use auth::{Approvers, TokenApprovers, same_secret};
+pub use auth::{Approvers, SESSION_COOKIE_MAX_AGE, TokenApprovers, same_secret};
 pub use forms::FORM_KEY_BYTES;
 pub use pages::{ApprovalPages, ApprovalPagesBuilder, ApprovalPagesError, DEFAULT_GRANT_TTL};
 

@@ -726,3 +726,47 @@ async fn the_run_list_fits_a_laptop_and_a_phone_with_long_values() {
     }
     chromium.close().await;
 }
+
+/// A person signed in once (the cookie a host's sign-in route sets with
+/// `TokenApprovers::session_cookie`), who then taps the approval link in
+/// a notification on another site (a Slack or webmail page): the link
+/// opens the proposal, signed in, with Approve on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_from_a_notice_on_another_site_opens_the_proposal_signed_in() {
+    use countersign_approval_web::TokenApprovers;
+    let host = Host::new();
+    let proposal = host.propose(&pay()).await;
+    let cookie = TokenApprovers::new()
+        .cookie_name(support::APPROVER_COOKIE)
+        .session_cookie("alice");
+    let sign_in = Router::new().route(
+        "/sign-in",
+        get(move || async move { ([("set-cookie", cookie)], Html("signed in")) }),
+    );
+    let (site, log) = serve(host.router().merge(sign_in), PAGES_IP).await;
+    let link = format!(
+        "http://{site}{}",
+        ApprovalPages::proposal_path(&proposal.id)
+    );
+    let notice_page = format!(
+        "<!doctype html><title>#approvals</title><p>demo-agent waits for you: <a id=open href=\"{link}\">Review</a></p>"
+    );
+    let (chat, _) = serve(
+        Router::new().route("/", get(move || async move { Html(notice_page) })),
+        OTHER_IP,
+    )
+    .await;
+    let chromium = Chromium::launch().await;
+    let signed = chromium.open(&format!("http://{site}/sign-in")).await;
+    assert_eq!(text(&signed, "body").await, "signed in");
+    let page = chromium.open(&format!("http://{chat}/")).await;
+    click_and_wait(&page, "#open").await;
+    wait_for(&page, "location.href.includes('/proposals/')").await;
+    wait_for(&page, "document.readyState === 'complete'").await;
+    assert_eq!(
+        log.statuses("GET", &ApprovalPages::proposal_path(&proposal.id)),
+        [200],
+        "the proposal page was answered as to a signed-in person"
+    );
+    assert_eq!(text(&page, "#approve").await, "Approve");
+}
