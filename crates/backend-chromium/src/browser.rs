@@ -300,11 +300,15 @@ impl Seen {
     }
 }
 
+/// How long after a tab the page opened was reported the watcher closes
+/// it, should the read-only gate (which closes it within 3 s) not have.
+const POPUP_CLOSE_BACKSTOP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Starts a tab's watchers, for the tab's lifetime: nothing a page opens is
 /// accepted on the model's behalf. Every JavaScript dialog (`alert`,
 /// `confirm`, `prompt`, `beforeunload`) is dismissed as it opens; every
 /// target the tab opens (a `window.open` popup, a `target=_blank` link) is
-/// closed as it is created; downloads the main frame begins are counted
+/// held by the read-only gate with every request refused, and closed; downloads the main frame begins are counted
 /// (the session's download behaviour already refuses them).
 async fn watch(
     chromium: &Chromium,
@@ -353,14 +357,22 @@ async fn watch(
                 continue;
             }
             Seen::note(&popup_seen, |s| s.popups += 1);
-            if let Err(error) = closer
-                .running
-                .browser
-                .execute(CloseTargetParams::new(info.target_id.clone()))
-                .await
-            {
-                tracing::warn!(%error, "a tab the page opened could not be closed");
-            }
+            // The read-only gate holds the tab, refuses its requests and
+            // closes it once its first request is on record; this is the
+            // backstop, should the gate not have.
+            let closer = closer.clone();
+            let opened = info.target_id.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(POPUP_CLOSE_BACKSTOP).await;
+                if let Err(error) = closer
+                    .running
+                    .browser
+                    .execute(CloseTargetParams::new(opened))
+                    .await
+                {
+                    tracing::debug!(%error, "a tab the page opened was closed already");
+                }
+            });
         }
     });
 

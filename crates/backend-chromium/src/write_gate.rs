@@ -18,8 +18,10 @@
 //! form) is a page of its own, outside the tab's interception. The gate
 //! auto-attaches to every new page of the browser, paused; one this tab
 //! opened has every request refused (`Fetch` on it before it runs), so
-//! not even its first request leaves, in any mode, until the tab's
-//! watcher closes it; any other page is let run at once.
+//! not even its first request leaves, in any mode; the gate closes it once
+//! that first request was refused (or after [`POPUP_FIRST_REQUEST_WAIT`]
+//! without one), and the tab's watcher at the latest after its backstop.
+//! Any other page is let run at once.
 //!
 //! WebSockets are the exception. Chromium's request interception does not
 //! see a WebSocket's handshake, and blocking by address
@@ -62,6 +64,11 @@ const MAX_OPENING_SOCKETS: usize = 256;
 /// The error Chromium gives a WebSocket that the offline emulation refused.
 const SOCKET_REFUSED: &str = "ERR_INTERNET_DISCONNECTED";
 
+/// How long a page the tab opened is given to start its first request
+/// (refused, and remembered when the mode refuses it) before the gate
+/// closes it.
+const POPUP_FIRST_REQUEST_WAIT: Duration = Duration::from_secs(3);
+
 /// What the gate decides by, shared with its connection's reader.
 struct GateState {
     /// The act whose access holds, and that access; `None` before the
@@ -78,8 +85,8 @@ struct GateState {
     /// attached without a parent session is a new one, not the tab.
     holds_popups: bool,
     /// The sessions of pages this tab opened, whose every request is
-    /// refused.
-    popups: Vec<String>,
+    /// refused, each with whether one was.
+    popups: Vec<(String, bool)>,
     /// Whether new WebSockets were last refused on the page (as set, not
     /// as asked); `None` until it is set, or after setting it failed.
     page_refuses_sockets: Option<bool>,
@@ -489,7 +496,7 @@ impl Connection {
                 if let Some(child) = params.get("sessionId").and_then(Value::as_str) {
                     let mut state = lock(&self.state);
                     state.sessions.retain(|s| s != child);
-                    state.popups.retain(|s| s != child);
+                    state.popups.retain(|(s, _)| s != child);
                 }
             }
             // Without a parent session: the gate's own attach to the tab.
@@ -531,11 +538,18 @@ impl Connection {
             .get("waitingForDebugger")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        let target = params
+            .pointer("/targetInfo/targetId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let connection = Arc::clone(self);
         let session = session.to_owned();
         tokio::spawn(async move {
             let held = if opened_here {
-                lock(&connection.state).popups.push(session.clone());
+                lock(&connection.state)
+                    .popups
+                    .push((session.clone(), false));
                 connection
                     .command(
                         Some(&session),
@@ -564,6 +578,26 @@ impl Connection {
                         json!({"sessionId": session}),
                     )
                     .await;
+                return;
+            }
+            // Closed once its first request was refused (so a write it
+            // tried is on record), or when it made none in time.
+            let start = Instant::now();
+            while start.elapsed() < POPUP_FIRST_REQUEST_WAIT {
+                let refused = lock(&connection.state)
+                    .popups
+                    .iter()
+                    .any(|(s, refused)| *s == session && *refused);
+                if refused {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if let Err(error) = connection
+                .command(None, "Target.closeTarget", json!({"targetId": target}))
+                .await
+            {
+                tracing::debug!(%error, "a tab the page opened was closed already");
             }
         });
     }
@@ -615,7 +649,12 @@ impl Connection {
         let refused = {
             let mut state = lock(&self.state);
             state.last_request = Some(Instant::now());
-            let popup = state.popups.iter().any(|s| s == session);
+            let popup = state
+                .popups
+                .iter_mut()
+                .find(|(s, _)| s == session)
+                .map(|(_, refused)| *refused = true)
+                .is_some();
             let refused = match &state.mode {
                 Some((operation, access)) if !access.permits(method, url) => {
                     Some(RefusedWrite::new(operation.clone(), method, url, kind))
