@@ -308,8 +308,9 @@ const POPUP_CLOSE_BACKSTOP: std::time::Duration = std::time::Duration::from_secs
 /// accepted on the model's behalf. Every JavaScript dialog (`alert`,
 /// `confirm`, `prompt`, `beforeunload`) is dismissed as it opens; every
 /// target the tab opens (a `window.open` popup, a `target=_blank` link) is
-/// held by the read-only gate with every request refused, and closed; downloads the main frame begins are counted
-/// (the session's download behaviour already refuses them).
+/// held by the read-only gate with every request refused, and closed;
+/// downloads the main frame begins are counted (the session's download
+/// behaviour already refuses them).
 async fn watch(
     chromium: &Chromium,
     page: &Page,

@@ -5,9 +5,10 @@
 //! Role and accessible name come from Chromium's accessibility tree
 //! (`Accessibility.getPartialAXTree` on the element's node), computed by the
 //! browser and not by a page script, and so do the landmarks around it
-//! (its ancestors' landmark roles, the innermost first); tag, text and the bound attributes
-//! come from a function in an isolated world (`js/identity.js`); the frame
-//! chain from the protocol's frame tree (origin and loader id).
+//! (its ancestors' landmark roles, the innermost first); tag, text and the
+//! bound attributes come from a function in an isolated world
+//! (`js/identity.js`); the frame chain from the protocol's frame tree
+//! (origin and loader id).
 //!
 //! For a target whose input would submit a form (see
 //! [`Plan::activation`]), the same function reads the form data set the
@@ -165,11 +166,14 @@ fn landmarks_around(node: &AxNode, tree: &[AxNode]) -> Vec<String> {
     // Bounded: a tree that loops (it should not) ends the walk.
     for _ in 0..tree.len() {
         let Some(id) = parent else { break };
+        if landmarks.len() == MAX_LANDMARKS {
+            break;
+        }
         let Some(ancestor) = tree.iter().find(|n| &n.node_id == id) else {
             break;
         };
         let role = text_of(ancestor.role.as_ref());
-        if LANDMARK_ROLES.contains(&role.as_str()) && landmarks.len() < MAX_LANDMARKS {
+        if LANDMARK_ROLES.contains(&role.as_str()) {
             landmarks.push(role);
         }
         parent = ancestor.parent_id.as_ref();

@@ -367,6 +367,17 @@ impl Connection {
         }
     }
 
+    /// Holds every request `session` starts until [`Connection::on_request`]
+    /// lets it go or refuses it.
+    async fn intercept_requests(&self, session: &str) -> Result<Value, String> {
+        self.command(
+            Some(session),
+            "Fetch.enable",
+            json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}),
+        )
+        .await
+    }
+
     /// Sets the WebSocket refusal on `session` as the current mode asks:
     /// `Network` and the offline emulation of `ws:` and `wss:` on in
     /// read-only mode, both off otherwise. Answers which it set.
@@ -424,13 +435,7 @@ impl Connection {
             connection.apply_socket_rule(session).await?;
         }
         if kind != "worker" {
-            connection
-                .command(
-                    Some(session),
-                    "Fetch.enable",
-                    json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}),
-                )
-                .await?;
+            connection.intercept_requests(session).await?;
         }
         connection
             .command(
@@ -473,22 +478,7 @@ impl Connection {
             Some("Target.attachedToTarget") if session.is_none() => {
                 self.on_new_page(&params);
             }
-            Some("Network.webSocketCreated") => {
-                let mut state = lock(&self.state);
-                // The act waits for its refusal as for a held request's.
-                state.last_request = Some(Instant::now());
-                if let (Some(id), Some(url)) = (
-                    params.get("requestId").and_then(Value::as_str),
-                    params.get("url").and_then(Value::as_str),
-                ) {
-                    state
-                        .opening_sockets
-                        .push_back((id.to_owned(), url.to_owned()));
-                    while state.opening_sockets.len() > MAX_OPENING_SOCKETS {
-                        state.opening_sockets.pop_front();
-                    }
-                }
-            }
+            Some("Network.webSocketCreated") => self.on_socket_created(&params),
             Some("Network.webSocketFrameError" | "Network.webSocketClosed") => {
                 self.on_socket_end(&params);
             }
@@ -499,7 +489,7 @@ impl Connection {
                     state.popups.retain(|(s, _)| s != child);
                 }
             }
-            // Without a parent session: the gate's own attach to the tab.
+            // With a parent session: a frame or worker the tab started.
             Some("Target.attachedToTarget") if session.is_some() => {
                 if let Some(child) = params.get("sessionId").and_then(Value::as_str) {
                     let connection = Arc::clone(self);
@@ -546,23 +536,8 @@ impl Connection {
         let connection = Arc::clone(self);
         let session = session.to_owned();
         tokio::spawn(async move {
-            let held = if opened_here {
-                lock(&connection.state)
-                    .popups
-                    .push((session.clone(), false));
-                connection
-                    .command(
-                        Some(&session),
-                        "Fetch.enable",
-                        json!({"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}),
-                    )
-                    .await
-            } else {
-                Ok(Value::Null)
-            };
-            if let Err(error) = held {
-                // Left paused: a page that never runs sends nothing.
-                tracing::warn!(%error, "a tab the page opened could not be held");
+            if opened_here {
+                connection.hold_popup(&session, &target, waiting).await;
                 return;
             }
             if waiting {
@@ -570,36 +545,68 @@ impl Connection {
                     .command(Some(&session), "Runtime.runIfWaitingForDebugger", json!({}))
                     .await;
             }
-            if !opened_here {
-                let _ = connection
-                    .command(
-                        None,
-                        "Target.detachFromTarget",
-                        json!({"sessionId": session}),
-                    )
-                    .await;
-                return;
-            }
-            // Closed once its first request was refused (so a write it
-            // tried is on record), or when it made none in time.
-            let start = Instant::now();
-            while start.elapsed() < POPUP_FIRST_REQUEST_WAIT {
-                let refused = lock(&connection.state)
-                    .popups
-                    .iter()
-                    .any(|(s, refused)| *s == session && *refused);
-                if refused {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            if let Err(error) = connection
-                .command(None, "Target.closeTarget", json!({"targetId": target}))
-                .await
-            {
-                tracing::debug!(%error, "a tab the page opened was closed already");
-            }
+            let _ = connection
+                .command(
+                    None,
+                    "Target.detachFromTarget",
+                    json!({"sessionId": session}),
+                )
+                .await;
         });
+    }
+
+    /// Refuses every request of the page `target` this tab opened
+    /// (attached as `session`) before letting it run, then closes it once
+    /// its first request was refused, so a write it tried is on record, or
+    /// when it made none within [`POPUP_FIRST_REQUEST_WAIT`].
+    async fn hold_popup(&self, session: &str, target: &str, waiting: bool) {
+        lock(&self.state).popups.push((session.to_owned(), false));
+        if let Err(error) = self.intercept_requests(session).await {
+            // Left paused: a page that never runs sends nothing.
+            tracing::warn!(%error, "a tab the page opened could not be held");
+            return;
+        }
+        if waiting {
+            let _ = self
+                .command(Some(session), "Runtime.runIfWaitingForDebugger", json!({}))
+                .await;
+        }
+        let start = Instant::now();
+        while start.elapsed() < POPUP_FIRST_REQUEST_WAIT {
+            let refused = lock(&self.state)
+                .popups
+                .iter()
+                .any(|(s, refused)| s == session && *refused);
+            if refused {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if let Err(error) = self
+            .command(None, "Target.closeTarget", json!({"targetId": target}))
+            .await
+        {
+            tracing::debug!(%error, "a tab the page opened was closed already");
+        }
+    }
+
+    /// Remembers the address of a WebSocket being opened, until its end
+    /// says whether it was refused; the act waits for that as for a held
+    /// request.
+    fn on_socket_created(&self, params: &Value) {
+        let mut state = lock(&self.state);
+        state.last_request = Some(Instant::now());
+        if let (Some(id), Some(url)) = (
+            params.get("requestId").and_then(Value::as_str),
+            params.get("url").and_then(Value::as_str),
+        ) {
+            state
+                .opening_sockets
+                .push_back((id.to_owned(), url.to_owned()));
+            while state.opening_sockets.len() > MAX_OPENING_SOCKETS {
+                state.opening_sockets.pop_front();
+            }
+        }
     }
 
     /// Remembers a WebSocket whose handshake the offline emulation
@@ -649,21 +656,24 @@ impl Connection {
         let refused = {
             let mut state = lock(&self.state);
             state.last_request = Some(Instant::now());
-            let popup = state
-                .popups
-                .iter_mut()
-                .find(|(s, _)| s == session)
-                .map(|(_, refused)| *refused = true)
-                .is_some();
-            let refused = match &state.mode {
+            // A page the tab opened sends nothing; only what the mode
+            // itself refuses is a refused write.
+            let mut popup = false;
+            if let Some((_, refused)) = state.popups.iter_mut().find(|(s, _)| s == session) {
+                *refused = true;
+                popup = true;
+            }
+            let write = match &state.mode {
                 Some((operation, access)) if !access.permits(method, url) => {
                     Some(RefusedWrite::new(operation.clone(), method, url, kind))
                 }
                 _ => None,
             };
-            // A page the tab opened sends nothing; only what the mode
-            // itself refuses is a refused write.
-            refused.map(|refused| state.remember(refused)).is_some() || popup
+            let refused_write = write.is_some();
+            if let Some(write) = write {
+                state.remember(write);
+            }
+            refused_write || popup
         };
         if refused {
             self.send(

@@ -317,6 +317,17 @@ fn link_input_required(
     ))
 }
 
+/// The proposal a `requestState` of [`link_input_required`] names; any
+/// other state is not one this server gave.
+fn proposal_of_state(state: &str) -> Result<&str, ErrorData> {
+    state
+        .strip_prefix(PROPOSAL_STATE_PREFIX)
+        .filter(|id| ProposalId::parse(id).is_some())
+        .ok_or_else(|| {
+            ErrorData::invalid_params("the request state is not one this server gave", None)
+        })
+}
+
 /// Asks a client that supports URL-mode elicitation to open the approval
 /// page of a pending proposal, without waiting for its answer.
 ///
@@ -378,19 +389,14 @@ impl ServerHandler for McpServer {
         // when its client cancels or goes away (tests/disconnect.rs fails
         // if it stops early).
         let stateless = is_stateless(&context);
-        let retried = match (&request.request_state, request.name == PROPOSE_TOOL_NAME) {
-            (Some(state), true) if stateless => Some(
-                state
-                    .strip_prefix(PROPOSAL_STATE_PREFIX)
-                    .filter(|id| ProposalId::parse(id).is_some())
-                    .ok_or_else(|| {
-                        ErrorData::invalid_params(
-                            "the request state is not one this server gave".to_owned(),
-                            None,
-                        )
-                    })?,
-            ),
-            _ => None,
+        let retried = if stateless && request.name == PROPOSE_TOOL_NAME {
+            request
+                .request_state
+                .as_deref()
+                .map(proposal_of_state)
+                .transpose()?
+        } else {
+            None
         };
         let result = match retried {
             // The client's retry after the approval link's elicitation:
