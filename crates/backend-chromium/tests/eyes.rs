@@ -498,17 +498,7 @@ async fn a_snapshot_by_ref_outlines_and_binds_the_element(f: &Fixture) {
         .authorize_destination(&f.url("/eyes"))
         .await
         .unwrap();
-    let action = f
-        .policy
-        .authorize_action(&click(&pay.to_selector()))
-        .unwrap();
-    let snapshot = f
-        .tab
-        .backend()
-        .snapshot(&url, &action)
-        .await
-        .unwrap()
-        .unwrap();
+    let (action, snapshot) = f.snapshot_of(&url, &click(&pay.to_selector())).await;
     assert!(snapshot.target_found);
     let element = snapshot.page.element.clone().unwrap();
     assert_eq!(element.role(), "button");

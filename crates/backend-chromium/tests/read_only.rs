@@ -300,24 +300,41 @@ async fn a_cross_site_frame_and_a_worker_cannot_write_either(f: &Fixture) {
 async fn a_person_approved_payment_right_after_goes_through(f: &Fixture) {
     let shop = open_shop(f).await;
     click(f, &shop, "#next", read_only()).await;
-    let pay = click(f, &shop, "#pay", WriteAccess::Open).await;
-    eventually("the payment", || shop.received.count("POST /pay") == 1).await;
+    a_person_opens_writing_until_a_rule_act(f, &shop, "#pay", "#next", "POST /pay").await;
+}
+
+/// A person's act on `person` lets its write through (`what` reaches the
+/// shop once, nothing refused), and the next rule-approved act, on `rule`,
+/// closes writing again: one refusal, and `what` still reached it once.
+async fn a_person_opens_writing_until_a_rule_act(
+    f: &Fixture,
+    shop: &Shop,
+    person: &str,
+    rule: &str,
+    what: &str,
+) {
+    let by_person = click(f, shop, person, WriteAccess::Open).await;
+    eventually(what, || shop.received.count(what) == 1).await;
     assert!(
         f.tab
             .backend()
-            .refused_writes(&pay)
+            .refused_writes(&by_person)
             .await
             .unwrap()
             .is_empty()
     );
-    // And the next rule-approved act closes writing again.
-    let next = click(f, &shop, "#next", read_only()).await;
+    let by_rule = click(f, shop, rule, read_only()).await;
     assert_eq!(
-        f.tab.backend().refused_writes(&next).await.unwrap().len(),
+        f.tab
+            .backend()
+            .refused_writes(&by_rule)
+            .await
+            .unwrap()
+            .len(),
         1
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(shop.received.count("POST /pay"), 1);
+    assert_eq!(shop.received.count(what), 1);
 }
 
 async fn an_allowed_write_goes_through_and_nothing_else(f: &Fixture) {
@@ -368,28 +385,9 @@ async fn a_new_websocket_is_refused_until_a_person_acts(f: &Fixture) {
         "{:?}",
         shop.received.all()
     );
-    // A person's act opens writing again, WebSockets included.
-    let person = click(f, &shop, "#socket", WriteAccess::Open).await;
-    eventually("the person's socket", || {
-        shop.received.count("WS /socket") == 1
-    })
-    .await;
-    assert!(
-        f.tab
-            .backend()
-            .refused_writes(&person)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    // And the next rule-approved act closes them again.
-    let again = click(f, &shop, "#socket", read_only()).await;
-    assert_eq!(
-        f.tab.backend().refused_writes(&again).await.unwrap().len(),
-        1
-    );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(shop.received.count("WS /socket"), 1);
+    // A person's act opens writing again, WebSockets included, until the
+    // next rule-approved act.
+    a_person_opens_writing_until_a_rule_act(f, &shop, "#socket", "#socket", "WS /socket").await;
 }
 
 async fn a_frame_and_a_worker_cannot_open_a_websocket_either(f: &Fixture) {

@@ -21,7 +21,6 @@ use axum::extract::Path;
 use axum::response::Html;
 use axum::routing::get;
 use countersign_act_tool::rules::{ProposedTarget, RuleSet, Tier};
-use countersign_approval_core::Backend;
 use serde_json::{Value, json};
 use support::{Case, Fixture};
 
@@ -158,25 +157,10 @@ async fn each_role_the_pack_names_is_chromiums(f: &Fixture) {
     )
     .await;
     for (role, _, method) in ROLE_FIXTURES {
-        let url = f
-            .policy
-            .authorize_destination(&format!("http://{site}/roles/{role}"))
-            .await
-            .unwrap();
-        f.tab.navigate(&url).await.unwrap();
+        let url = f.open(&format!("http://{site}/roles/{role}")).await;
         let option = if *method == "select" { "red" } else { "" };
         let option = if *role == "combobox" { "a" } else { option };
-        let action = f
-            .policy
-            .authorize_action(&action_for("r", method, option))
-            .unwrap();
-        let snapshot = f
-            .tab
-            .backend()
-            .snapshot(&url, &action)
-            .await
-            .unwrap()
-            .unwrap();
+        let (_, snapshot) = f.snapshot_of(&url, &action_for("r", method, option)).await;
         assert!(snapshot.target_found, "{role}: the target was not found");
         let element = snapshot.page.element.unwrap();
         assert_eq!(element.role(), *role, "{}", element.summary());
@@ -232,23 +216,8 @@ async fn landmarks_as_chromium_reports_them(f: &Fixture) {
         .build()
         .unwrap();
     for (name, _, landmarks, tier, rule) in LANDMARK_FIXTURES {
-        let url = f
-            .policy
-            .authorize_destination(&format!("http://{site}/landmarks/{name}"))
-            .await
-            .unwrap();
-        f.tab.navigate(&url).await.unwrap();
-        let action = f
-            .policy
-            .authorize_action(&action_for("r", "fill", ""))
-            .unwrap();
-        let snapshot = f
-            .tab
-            .backend()
-            .snapshot(&url, &action)
-            .await
-            .unwrap()
-            .unwrap();
+        let url = f.open(&format!("http://{site}/landmarks/{name}")).await;
+        let (action, snapshot) = f.snapshot_of(&url, &action_for("r", "fill", "")).await;
         let element = snapshot.page.element.as_ref().unwrap();
         assert_eq!(element.landmarks(), *landmarks, "{name}");
         let decided = rules.decide(ProposedTarget {
@@ -291,6 +260,11 @@ async fn serve_fixtures(
             async move { Html(pages.get(name.as_str()).cloned().unwrap_or_default()) }
         }),
     );
+    serve_site(app).await
+}
+
+/// Serves `app` on the test site's address; answers where.
+async fn serve_site(app: Router) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
         .await
         .unwrap();
@@ -339,11 +313,7 @@ async fn decide_the_corpus(f: &Fixture, corpus: &'static Corpus) {
             Html(text)
         }),
     );
-    let listener = tokio::net::TcpListener::bind((support::SITE_IP, 0))
-        .await
-        .unwrap();
-    let site = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let site = serve_site(app).await;
 
     let rules = RuleSet::builder()
         .default_pack([support::SITE_IP])
@@ -355,12 +325,7 @@ async fn decide_the_corpus(f: &Fixture, corpus: &'static Corpus) {
     let names = pages(corpus);
     assert!(names.len() >= 20, "the corpus has {} pages", names.len());
     for page in &names {
-        let url = f
-            .policy
-            .authorize_destination(&format!("http://{site}/corpus/{page}"))
-            .await
-            .unwrap();
-        f.tab.navigate(&url).await.unwrap();
+        let url = f.open(&format!("http://{site}/corpus/{page}")).await;
         let targets = support::host::read_on(
             &f.tab,
             "[...document.querySelectorAll('[data-label]')].map(e => [e.id, e.dataset.label, e.dataset.method || 'click', e.options ? e.options[0].value : ''])",
@@ -376,17 +341,7 @@ async fn decide_the_corpus(f: &Fixture, corpus: &'static Corpus) {
             );
             // No scroll here: the snapshot brings a target below the fold
             // into view itself, as `browser_propose` relies on.
-            let action = f
-                .policy
-                .authorize_action(&action_for(id, method, option))
-                .unwrap();
-            let snapshot = f
-                .tab
-                .backend()
-                .snapshot(&url, &action)
-                .await
-                .unwrap()
-                .unwrap();
+            let (action, snapshot) = f.snapshot_of(&url, &action_for(id, method, option)).await;
             let element = snapshot.page.element.as_ref();
             if !snapshot.target_found || element.is_none() {
                 missing.push(format!("{page} #{id}"));

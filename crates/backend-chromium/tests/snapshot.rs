@@ -52,13 +52,7 @@ const TARGET_GREEN: Rgb<u8> = Rgb([0, 160, 0]);
 /// A snapshot of `action` on `path` from the fixture's tab.
 async fn snapshot(f: &Fixture, path: &str, action: Value) -> PageSnapshot {
     let url = f.policy.authorize_destination(&f.url(path)).await.unwrap();
-    let action = f.policy.authorize_action(&action).unwrap();
-    f.tab
-        .backend()
-        .snapshot(&url, &action)
-        .await
-        .unwrap()
-        .expect("the chromium backend always answers with a snapshot")
+    f.snapshot_of(&url, &action).await.1
 }
 
 fn click(selector: &str) -> Value {

@@ -11,10 +11,10 @@ use axum::Router;
 use axum::response::{Html, Redirect};
 use axum::routing::{get, post};
 use countersign_approval_core::{
-    ActionRequest, ActorId, ApprovalId, OperationId, RunId, WriteAccess,
+    ActionRequest, ActorId, ApprovalId, Backend, OperationId, PageSnapshot, RunId, WriteAccess,
 };
 use countersign_backend_chromium::{Chromium, ChromiumOptions, Session, Tab};
-use countersign_canonical_policy::{Policy, StaticResolver};
+use countersign_canonical_policy::{Action, AuthorizedUrl, Policy, StaticResolver};
 use countersign_egress_guard::EgressGuard;
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -286,12 +286,29 @@ impl Fixture {
 
     /// Loads `path` afresh in the tab: a new document, every counter at zero.
     pub async fn load(&self, path: &str) {
-        let url = self
-            .policy
-            .authorize_destination(&self.url(path))
-            .await
-            .unwrap();
+        self.open(&self.url(path)).await;
+    }
+
+    /// Loads `address` (on any site the policy allows) in the tab; answers
+    /// it as the policy accepted it.
+    pub async fn open(&self, address: &str) -> AuthorizedUrl {
+        let url = self.policy.authorize_destination(address).await.unwrap();
         self.tab.navigate(&url).await.unwrap();
+        url
+    }
+
+    /// The snapshot `browser_propose` takes of `action` on `url` (the
+    /// tab's page), with the action as the policy canonicalised it.
+    pub async fn snapshot_of(&self, url: &AuthorizedUrl, action: &Value) -> (Action, PageSnapshot) {
+        let action = self.policy.authorize_action(action).unwrap();
+        let snapshot = self
+            .tab
+            .backend()
+            .snapshot(url, &action)
+            .await
+            .unwrap()
+            .expect("the chromium backend always answers with a snapshot");
+        (action, snapshot)
     }
 
     /// An action request for `path` as Act would hand it over.
