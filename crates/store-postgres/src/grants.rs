@@ -5,8 +5,9 @@
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeOutcome, GrantState, IssueError, ResumeOutcome, RevokeOutcome, RunId, StaleReason,
-    StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon, decide_consume, decide_revoke,
+    ConsumeOutcome, GrantState, IssueError, NotificationEvent, ResumeOutcome, RevokeOutcome, RunId,
+    StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp, decide_abandon, decide_consume,
+    decide_revoke,
 };
 use tokio_postgres::types::ToSql;
 
@@ -98,6 +99,13 @@ impl PostgresApprovalStore {
     ) -> Result<StopOutcome, StoreError> {
         let now_ms = clamp_millis(now);
         let statements = &self.shared.statements;
+        // The `run.stopped` event, recorded by the same statement.
+        let event_id = self.shared.outbox.then(|| {
+            NotificationEvent::run_stopped(actor, run, now)
+                .id
+                .as_str()
+                .to_owned()
+        });
         let rows = match run {
             Some(run) => {
                 self.shared
@@ -106,7 +114,7 @@ impl PostgresApprovalStore {
                         &statements.lock_run,
                         &[&actor.as_str(), &run.as_str()],
                         &statements.stop_run,
-                        &[&actor.as_str(), &run.as_str(), &now_ms],
+                        &[&actor.as_str(), &run.as_str(), &now_ms, &event_id],
                     )
                     .await?
             }
@@ -117,7 +125,7 @@ impl PostgresApprovalStore {
                         &statements.lock_actor,
                         &[&actor.as_str()],
                         &statements.stop_actor,
-                        &[&actor.as_str(), &now_ms],
+                        &[&actor.as_str(), &now_ms, &event_id],
                     )
                     .await?
             }

@@ -67,7 +67,11 @@
 //! standing grant is one row of `{prefix}standing_grants`, sealed the same
 //! way, with the generations of its fences when it was issued, its state,
 //! its failed attempts, the attempts holding a use (oldest first) and the
-//! attempts given back.
+//! attempts given back. With
+//! [`PostgresStoreOptions::notification_outbox`] on, each notification
+//! event waits in `{prefix}notifications`, written in the same statement or
+//! transaction as the step it tells of, and workers claim it `FOR UPDATE
+//! SKIP LOCKED`.
 //!
 //! # Atomic steps
 //!
@@ -140,6 +144,7 @@ mod error;
 mod grants;
 mod oplog;
 mod options;
+mod outbox;
 mod pool;
 mod proposal_record;
 mod proposals;

@@ -78,6 +78,7 @@ pub struct PostgresStoreOptions {
     pub(crate) statement_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) schema_setup: SchemaSetup,
+    pub(crate) notification_outbox: bool,
 }
 
 impl PostgresStoreOptions {
@@ -97,6 +98,7 @@ impl PostgresStoreOptions {
             statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             schema_setup: SchemaSetup::Apply,
+            notification_outbox: false,
         }
     }
 
@@ -111,8 +113,9 @@ impl PostgresStoreOptions {
     /// A prefix for the table and index names (default none): up to
     /// [`MAX_TABLE_PREFIX_BYTES`] bytes of `a-z`, `0-9` and `_`, not starting
     /// with a digit. Tables are `{prefix}grants`, `{prefix}proposals`,
-    /// `{prefix}operations`, `{prefix}run_fences`, `{prefix}actor_fences`
-    /// and `{prefix}schema_version`.
+    /// `{prefix}operations`, `{prefix}run_fences`, `{prefix}actor_fences`,
+    /// `{prefix}standing_grants`, `{prefix}notifications` and
+    /// `{prefix}schema_version`.
     pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.table_prefix = prefix.into();
         self
@@ -150,6 +153,18 @@ impl PostgresStoreOptions {
     /// Who creates and upgrades the tables (default [`SchemaSetup::Apply`]).
     pub fn schema_setup(mut self, setup: SchemaSetup) -> Self {
         self.schema_setup = setup;
+        self
+    }
+
+    /// Whether the store records notification events in its outbox, the
+    /// `{prefix}notifications` table, in the same statement or transaction
+    /// as the step each tells of (default off: an outbox nobody drains only
+    /// grows). With it on, the store is a
+    /// [`NotificationOutbox`](countersign_approval_core::NotificationOutbox)
+    /// for a delivery worker to drain; with it off, every outbox call
+    /// answers [`StoreError::Unsupported`](countersign_approval_core::StoreError).
+    pub fn notification_outbox(mut self, on: bool) -> Self {
+        self.notification_outbox = on;
         self
     }
 

@@ -29,18 +29,22 @@ pub(crate) struct Shared {
     pub(crate) names: Names,
     pub(crate) statements: Statements,
     statement_limit: Duration,
+    /// Whether steps record notification events in the outbox.
+    pub(crate) outbox: bool,
 }
 
 impl Shared {
     /// Shares `pool` for the schema `names` names, each statement bounded
-    /// on the client side by `statement_limit`.
-    pub(crate) fn new(pool: Pool, names: Names, statement_limit: Duration) -> Shared {
+    /// on the client side by `statement_limit`, recording notification
+    /// events when `outbox`.
+    pub(crate) fn new(pool: Pool, names: Names, statement_limit: Duration, outbox: bool) -> Shared {
         let statements = Statements::new(&names);
         Shared {
             pool,
             names,
             statements,
             statement_limit,
+            outbox,
         }
     }
 

@@ -7,14 +7,16 @@
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApproveError, ApproverId, AttemptId, Decision,
-    DecisionOutcome, IssueError, MAX_LISTED_PROPOSALS, Proposal, ProposalId, ProposalStore,
-    ProposeError, RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome, StoreError,
-    StoredProposal, StoredStanding, Timestamp, UseOutcome, decide_proposal,
+    DecisionOutcome, IssueError, MAX_LISTED_PROPOSALS, NotificationEvent, Proposal, ProposalId,
+    ProposalStore, ProposeError, RunId, StandingGrant, StandingId, StandingKey,
+    StandingRevokeOutcome, StoreError, StoredProposal, StoredStanding, Timestamp, UseOutcome,
+    decide_proposal,
 };
 use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 
 use crate::grants::{Fenced, IssueArgs, insert_fenced};
+use crate::outbox::EventRow;
 use crate::pool::TransactionBody;
 use crate::proposal_record;
 use crate::record::clamp_millis;
@@ -23,9 +25,10 @@ use crate::statements::{InsertReply, Statements};
 use crate::store::PostgresApprovalStore;
 
 /// How many statement limits a decision's transaction gets on the client
-/// side: it runs three statements (lock and read, issue, decide), each
+/// side: it runs four statements (lock and read, issue, decide, record its
+/// event), each
 /// bounded by the server's `statement_timeout`.
-const DECISION_STATEMENTS: u32 = 3;
+const DECISION_STATEMENTS: u32 = 4;
 
 impl PostgresApprovalStore {
     /// Decides proposal `id` in one READ COMMITTED transaction (whatever
@@ -54,6 +57,7 @@ impl PostgresApprovalStore {
             decision,
             grant,
             now,
+            outbox: self.shared.outbox,
         };
         self.shared
             .read_committed(what, DECISION_STATEMENTS, &body)
@@ -68,6 +72,8 @@ struct Deciding<'a> {
     decision: Decision<'a>,
     grant: Option<IssueArgs<'a>>,
     now: Timestamp,
+    /// Whether the decision records its `proposal.decided` event.
+    outbox: bool,
 }
 
 #[async_trait]
@@ -86,6 +92,7 @@ impl TransactionBody for Deciding<'_> {
             self.decision,
             self.grant.as_ref(),
             self.now,
+            self.outbox,
         )
         .await
     }
@@ -95,7 +102,9 @@ impl TransactionBody for Deciding<'_> {
 /// [`PostgresApprovalStore::decide`]): the answer, and whether the
 /// transaction wrote the decision and must commit (otherwise it changed
 /// nothing and rolls back). Driver errors come back as errors, for the
-/// caller to judge; a refusal or a corrupt row is an answer.
+/// caller to judge; a refusal or a corrupt row is an answer. When
+/// `outbox`, the decision's `proposal.decided` event is recorded in the
+/// same transaction.
 async fn decide_in(
     tx: &Transaction<'_>,
     statements: &Statements,
@@ -103,6 +112,7 @@ async fn decide_in(
     decision: Decision<'_>,
     grant: Option<&IssueArgs<'_>>,
     now: Timestamp,
+    outbox: bool,
 ) -> Result<(Result<DecisionOutcome, ApproveError>, bool), tokio_postgres::Error> {
     let refuse = |error: ApproveError| Ok((Err(error), false));
     let lock = tx.prepare_cached(&statements.lock_proposal).await?;
@@ -182,6 +192,12 @@ async fn decide_in(
             .into(),
         );
     }
+    if outbox {
+        let event = NotificationEvent::decided(&read.stored.proposal, now);
+        let record = tx.prepare_cached(&statements.schedule_event).await?;
+        let row = EventRow::of(&event, event.occurred_at);
+        tx.query(&record, &row.params()).await?;
+    }
     Ok((Ok(ruled.outcome), true))
 }
 
@@ -195,7 +211,12 @@ impl ProposalStore for PostgresApprovalStore {
             proposal.actor_id.as_str(),
             proposal.run_id.as_str(),
         );
-        let params: [&(dyn ToSql + Sync); 14] = [
+        // The `proposal.created` event, recorded by the same statement.
+        let event_id = self
+            .shared
+            .outbox
+            .then(|| NotificationEvent::created(&proposal).id.as_str().to_owned());
+        let params: [&(dyn ToSql + Sync); 15] = [
             &id,
             &actor,
             &run,
@@ -210,6 +231,7 @@ impl ProposalStore for PostgresApprovalStore {
             &row.screenshot_png,
             &row.target_found,
             &row.element,
+            &event_id,
         ];
         let statement = &self.shared.statements.propose;
         match insert_fenced(&self.shared, what, statement, &params).await? {

@@ -7,7 +7,7 @@ use crate::options::{InvalidOptions, PostgresStoreOptions};
 use crate::record;
 
 /// The schema version this library reads and writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// One step of the schema: its version, what it does, and its SQL with
 /// placeholders.
@@ -44,6 +44,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "standing grants",
         sql: include_str!("sql/0005_standing_grants.sql"),
     },
+    Migration {
+        version: 6,
+        description: "notification outbox",
+        sql: include_str!("sql/0006_notifications.sql"),
+    },
 ];
 
 /// The version table, created before any step.
@@ -71,6 +76,8 @@ pub(crate) struct Names {
     pub(crate) proposals: String,
     /// `"schema"."{prefix}standing_grants"`.
     pub(crate) standing_grants: String,
+    /// `"schema"."{prefix}notifications"`: the notification outbox.
+    pub(crate) notifications: String,
     /// `"schema"."{prefix}schema_version"`.
     pub(crate) schema_version: String,
 }
@@ -89,6 +96,7 @@ impl Names {
             actor_fences: table("actor_fences"),
             proposals: table("proposals"),
             standing_grants: table("standing_grants"),
+            notifications: table("notifications"),
             schema_version: table("schema_version"),
             schema,
             prefix,
@@ -195,8 +203,9 @@ pub fn schema_sql(options: &PostgresStoreOptions) -> Result<String, InvalidOptio
 /// Run it in one transaction. From version 1, stop every host on the older
 /// library first (the version 2 step converts every grant row); the
 /// version 3 step only adds the proposals table, the version 4 step only
-/// adds the nullable `element` columns and the version 5 step only adds
-/// the standing grants table, so hosts already running the previous
+/// adds the nullable `element` columns, the version 5 step only adds
+/// the standing grants table and the version 6 step only adds the
+/// notification outbox's table, so hosts already running the previous
 /// library keep working while any of them is applied (see
 /// `docs/postgres.md`).
 ///
@@ -254,13 +263,14 @@ mod tests {
                 "outside the schema: {altered}"
             );
         }
-        assert_eq!(sql.matches("CREATE TABLE").count(), 7);
-        assert_eq!(sql.matches("CREATE INDEX").count(), 8);
+        assert_eq!(sql.matches("CREATE TABLE").count(), 8);
+        assert_eq!(sql.matches("CREATE INDEX").count(), 10);
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (1, 'grants and operations');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (2, 'host controls: fences, attempt cap, approver');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (3, 'proposals');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (4, 'element-bound grants and proposals');"));
         assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (5, 'standing grants');"));
+        assert!(sql.contains("INSERT INTO \"s1\".\"p_schema_version\" (version, description) VALUES (6, 'notification outbox');"));
         assert!(
             sql.contains("encode(sha256("),
             "the seal placeholders are filled"
@@ -290,7 +300,7 @@ mod tests {
         // From version 3 the element columns are added (and then the
         // standing grants table created): no row is rewritten.
         let upgrade = names.setup_sql(3);
-        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 1);
+        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 2);
         assert!(upgrade.contains("CREATE TABLE \"countersign\".\"standing_grants\" ("));
         assert!(
             upgrade.contains("ALTER TABLE \"countersign\".\"grants\" ADD COLUMN element text;")
@@ -301,15 +311,24 @@ mod tests {
         assert!(!upgrade.contains("UPDATE "));
         assert!(upgrade.contains("VALUES (4, "));
         assert!(!upgrade.contains("VALUES (3, "));
-        // From version 4 only the standing grants table is created: no
-        // other table is altered and no row is rewritten.
+        // From version 4 only the standing grants and the notifications
+        // tables are created: no other table is altered and no row is
+        // rewritten.
         let upgrade = names.setup_sql(4);
-        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 1);
+        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 2);
         assert!(upgrade.contains("CREATE TABLE \"countersign\".\"standing_grants\" ("));
         assert!(!upgrade.contains("ALTER TABLE"));
         assert!(!upgrade.contains("UPDATE "));
         assert!(upgrade.contains("VALUES (5, "));
         assert!(!upgrade.contains("VALUES (4, "));
+        // From version 5 only the notifications table is created.
+        let upgrade = names.setup_sql(5);
+        assert_eq!(upgrade.matches("CREATE TABLE \"").count(), 1);
+        assert!(upgrade.contains("CREATE TABLE \"countersign\".\"notifications\" ("));
+        assert!(!upgrade.contains("ALTER TABLE"));
+        assert!(!upgrade.contains("UPDATE "));
+        assert!(upgrade.contains("VALUES (6, "));
+        assert!(!upgrade.contains("VALUES (5, "));
     }
 
     #[test]

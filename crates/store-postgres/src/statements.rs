@@ -2,7 +2,7 @@
 //! rendered once for the configured names, and the reply of the fenced
 //! insert that issue, propose and an approval share.
 
-use countersign_approval_core::{MAX_ABANDONED_ATTEMPTS, StoreError};
+use countersign_approval_core::{MAX_ABANDONED_ATTEMPTS, NotificationKind, StoreError};
 use tokio_postgres::Row;
 
 use crate::proposal_record;
@@ -39,7 +39,9 @@ fn actor_lock_key(ns: &str, actor: &str) -> String {
 /// generation 0 when missing), and inserts unless `table` has the id `$1`.
 /// Its one row answers: inserted, run fences seen, actor fences seen,
 /// stopped, and whether the id was already taken in its snapshot. Issue and
-/// propose are this statement.
+/// propose are this statement. `also` is more common table expressions
+/// (each starting with a comma) run in the same statement, which may read
+/// `ins`, the rows inserted.
 fn fenced_insert(
     ns: &str,
     runs: &str,
@@ -47,6 +49,7 @@ fn fenced_insert(
     table: &str,
     values: &str,
     insert: &str,
+    also: &str,
 ) -> String {
     format!(
         "WITH v AS ({values}), \
@@ -66,7 +69,7 @@ fn fenced_insert(
          ON CONFLICT DO NOTHING RETURNING gen, stopped), \
          r AS (SELECT gen, stopped FROM rf UNION ALL SELECT gen, stopped FROM rn), \
          a AS (SELECT gen, stopped FROM af UNION ALL SELECT gen, stopped FROM an), \
-         ins AS ({insert} ON CONFLICT (id) DO NOTHING RETURNING 1) \
+         ins AS ({insert} ON CONFLICT (id) DO NOTHING RETURNING 1){also} \
          SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM r), \
          (SELECT count(*) FROM a), \
          coalesce((SELECT bool_or(stopped) FROM r), false) \
@@ -185,6 +188,11 @@ pub(crate) struct Statements {
     pub(crate) records_for_run: String,
     pub(crate) purge_operations: String,
     pub(crate) purge_operations_beyond_bound: String,
+    pub(crate) schedule_event: String,
+    pub(crate) claim_events: String,
+    pub(crate) forget_finished_events: String,
+    pub(crate) finish_event: String,
+    pub(crate) retry_event: String,
 }
 
 impl Statements {
@@ -196,6 +204,7 @@ impl Statements {
         let actors = &names.actor_fences;
         let p = &names.proposals;
         let st = &names.standing_grants;
+        let n = &names.notifications;
         let ns = names.lock_namespace();
         let seal = record::seal_sql();
         let columns = record::select_columns();
@@ -300,6 +309,7 @@ impl Statements {
                      WHERE NOT r.stopped AND NOT a.stopped",
                     active = state::ACTIVE
                 ),
+                "",
             ),
             // Propose: the same shape as issue (the fences' shared locks,
             // the fences read `FOR SHARE` or created, the insert only if
@@ -328,6 +338,16 @@ impl Statements {
                      WHERE NOT r.stopped AND NOT a.stopped",
                     proposal_format = proposal_record::FORMAT,
                     pending = proposal_record::state::PENDING
+                ),
+                // The proposal's `proposal.created` event (`$15`, its id;
+                // null when the outbox is off), only when it was inserted.
+                &format!(
+                    ", ob AS (INSERT INTO {n} (event_id, kind, actor_id, run_id, proposal_id, \
+                     occurred_at, claimable_at, attempt) SELECT $15::text, '{created}', \
+                     v.actor_id, v.run_id, v.id, v.proposed_at, v.proposed_at, 0 FROM v \
+                     WHERE $15::text IS NOT NULL AND EXISTS (SELECT 1 FROM ins) \
+                     ON CONFLICT (event_id) DO NOTHING)",
+                    created = NotificationKind::Created.as_str()
                 ),
             ),
             get_proposal: fenced_select(runs, actors, p, &proposal_columns, "p.id = $1"),
@@ -391,6 +411,7 @@ impl Statements {
                     standing_format = standing_record::FORMAT,
                     active = state::ACTIVE
                 ),
+                "",
             ),
             get_standing: fenced_select(runs, actors, st, &standing_columns, "p.id = $1"),
             // The usable standing grants of one run (active, unexpired,
@@ -492,11 +513,15 @@ impl Statements {
                  AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)), \
                  s AS (SELECT count(*) AS n FROM {st} WHERE actor_id = $1 AND run_id = $2 \
                  AND {usable} \
-                 AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)) \
+                 AND run_gen = (SELECT gen FROM old) AND actor_gen = (SELECT gen FROM a)), \
+                 ob AS (INSERT INTO {n} (event_id, kind, actor_id, run_id, proposal_id, \
+                 occurred_at, claimable_at, attempt) SELECT $4::text, '{stopped}', $1, $2, NULL, \
+                 $3, $3, 0 WHERE $4::text IS NOT NULL ON CONFLICT (event_id) DO NOTHING) \
                  SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
                  (SELECT count(*) FROM ins) + (SELECT count(*) FROM up), (SELECT n FROM s)",
                 active = state::ACTIVE,
                 usable = usable_standing_row("", "$3"),
+                stopped = NotificationKind::RunStopped.as_str(),
             ),
             lock_actor: format!(
                 "SELECT pg_advisory_xact_lock({actor_key}) AS actor_lock",
@@ -515,11 +540,15 @@ impl Statements {
                  s AS (SELECT count(*) AS n FROM {st} sg JOIN {runs} f \
                  ON f.actor_id = sg.actor_id AND f.run_id = sg.run_id \
                  WHERE sg.actor_id = $1 AND {usable} \
-                 AND sg.actor_gen = (SELECT gen FROM old) AND sg.run_gen = f.gen) \
+                 AND sg.actor_gen = (SELECT gen FROM old) AND sg.run_gen = f.gen), \
+                 ob AS (INSERT INTO {n} (event_id, kind, actor_id, run_id, proposal_id, \
+                 occurred_at, claimable_at, attempt) SELECT $3::text, '{stopped}', $1, NULL, NULL, \
+                 $2, $2, 0 WHERE $3::text IS NOT NULL ON CONFLICT (event_id) DO NOTHING) \
                  SELECT coalesce((SELECT stopped FROM old), false), (SELECT n FROM n), \
                  (SELECT count(*) FROM ins) + (SELECT count(*) FROM up), (SELECT n FROM s)",
                 active = state::ACTIVE,
                 usable = usable_standing_row("sg.", "$2"),
+                stopped = NotificationKind::RunStopped.as_str(),
             ),
             // A resume takes the exclusive lock too (so consumes in flight
             // cannot hold it off), then clears the flag.
@@ -556,6 +585,41 @@ impl Statements {
             purge_operations_beyond_bound: format!(
                 "WITH gone AS (DELETE FROM {o} WHERE seq IN (SELECT seq FROM {o} \
                  WHERE seq < {newest} LIMIT $1) RETURNING 1) SELECT count(*) FROM gone"
+            ),
+            // An event due at `$7`, unless one with its id is waiting or
+            // finished and not yet forgotten; also a decision's event, in
+            // the decision's transaction.
+            schedule_event: format!(
+                "INSERT INTO {n} (event_id, kind, actor_id, run_id, proposal_id, occurred_at, \
+                 claimable_at, attempt) VALUES ($1, $2, $3, $4, $5, $6, $7, 0) \
+                 ON CONFLICT (event_id) DO NOTHING RETURNING 1"
+            ),
+            // Up to `$3` events claimable at `$1`, in the order they became
+            // claimable then were recorded, each claimed until `$2` as its
+            // next attempt. Rows another claim holds locked are skipped,
+            // so concurrent claims never wait on, nor hand out, the same
+            // event. Answers each event with when it was claimable and its
+            // order, to sort by (`RETURNING` keeps no order).
+            claim_events: format!(
+                "WITH c AS (SELECT event_id, claimable_at, seq FROM {n} \
+                 WHERE finished_at IS NULL AND claimable_at <= $1 \
+                 ORDER BY claimable_at, seq LIMIT $3 FOR UPDATE SKIP LOCKED) \
+                 UPDATE {n} o SET attempt = least(o.attempt + 1, {u32_max}), claimable_at = $2 \
+                 FROM c WHERE o.event_id = c.event_id \
+                 RETURNING o.event_id, o.kind, o.actor_id, o.run_id, o.proposal_id, \
+                 o.occurred_at, o.attempt, c.claimable_at, c.seq"
+            ),
+            forget_finished_events: format!(
+                "DELETE FROM {n} WHERE event_id IN (SELECT event_id FROM {n} \
+                 WHERE finished_at <= $1 LIMIT $2)"
+            ),
+            finish_event: format!(
+                "UPDATE {n} SET finished_at = $3 WHERE event_id = $1 AND attempt = $2 \
+                 AND finished_at IS NULL RETURNING 1"
+            ),
+            retry_event: format!(
+                "UPDATE {n} SET claimable_at = $3 WHERE event_id = $1 AND attempt = $2 \
+                 AND finished_at IS NULL RETURNING 1"
             ),
         }
     }

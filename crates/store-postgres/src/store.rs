@@ -100,6 +100,7 @@ impl PostgresApprovalStore {
             pool,
             names,
             options.statement_timeout + Duration::from_secs(1),
+            options.notification_outbox,
         );
         let setup_limit = options.connect_timeout + options.statement_timeout;
         let warnings = tokio::time::timeout(setup_limit, probe_and_setup(&shared, &options))

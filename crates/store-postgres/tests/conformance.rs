@@ -1,7 +1,8 @@
 //! The PostgreSQL store passes the whole conformance kit, the proposal
 //! checks included, at READ COMMITTED (the server default), REPEATABLE READ
 //! and SERIALIZABLE, on a server this test binary starts; each store gets a
-//! fresh schema. The operation log passes the
+//! fresh schema. The notification outbox passes the outbox checks at READ
+//! COMMITTED and SERIALIZABLE. The operation log passes the
 //! operation-log kit at READ COMMITTED and SERIALIZABLE.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -40,6 +41,26 @@ countersign_store_conformance::proposal_store_conformance_tests!(
 countersign_store_conformance::proposal_store_conformance_tests!(
     serializable_proposals,
     serializable()
+);
+
+/// A fresh store with its notification outbox on, in a schema of its own.
+async fn with_outbox(isolation: Isolation) -> PostgresApprovalStore {
+    PostgresApprovalStore::connect(
+        support::options_for(shared_server(), "kit_outbox", isolation).notification_outbox(true),
+    )
+    .await
+    .expect("store connects")
+}
+
+// The outbox checks: a claim is its own READ COMMITTED transaction, the
+// other calls run at the session's level.
+countersign_store_conformance::outbox_conformance_tests!(
+    read_committed_outbox,
+    with_outbox(Isolation::ReadCommitted)
+);
+countersign_store_conformance::outbox_conformance_tests!(
+    serializable_outbox,
+    with_outbox(Isolation::Serializable)
 );
 
 /// The connection strings above really set the isolation level the kit

@@ -1192,8 +1192,8 @@ async fn a_version_2_schema_is_upgraded_in_place_to_the_current_version() {
         .await
         .unwrap();
     let versions = support::schema_versions(&admin, &schema).await;
-    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(SCHEMA_VERSION, 6);
     let grants_after: String = admin
         .query_one(
             &format!("SELECT string_agg((row_to_json(g)::jsonb - 'element')::text, ',' ORDER BY id) FROM \"{schema}\".grants g"),
@@ -1316,7 +1316,7 @@ async fn a_version_3_schema_gains_the_element_columns_and_its_rows_bind_no_eleme
         .await
         .unwrap();
     let versions = support::schema_versions(&admin, &schema).await;
-    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
     let read = store.get(&old.id).await.unwrap().unwrap();
     assert_eq!(read, StoredGrant::issued(old.clone()));
     assert_eq!(read.approval.element, None);

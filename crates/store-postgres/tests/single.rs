@@ -1366,7 +1366,7 @@ async fn a_version_1_schema_is_upgraded_in_place_at_connect() {
         .await
         .unwrap();
     let versions = support::schema_versions(&admin, &schema).await;
-    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
     let formats: Vec<(String, i16)> = admin
         .query(
             &format!("SELECT id, format FROM \"{schema}\".grants ORDER BY id"),

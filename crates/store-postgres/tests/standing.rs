@@ -476,7 +476,7 @@ async fn a_version_4_schema_gains_the_standing_grants_table_and_keeps_its_rows()
         .unwrap();
     assert_eq!(
         support::schema_versions(&admin, &schema).await,
-        vec![1, 2, 3, 4, 5]
+        vec![1, 2, 3, 4, 5, 6]
     );
     assert_eq!(grants_text(&admin, &schema).await, before);
     assert_eq!(
