@@ -122,6 +122,47 @@ impl NotificationEvent {
         Self::of_proposal(proposal, NotificationKind::Expired, proposal.expires_at)
     }
 
+    /// Reads back an event a store recorded, from the text of its parts:
+    /// its id, kind name ([`NotificationKind::as_str`]), actor, run,
+    /// proposal and Unix milliseconds. The reason (for a
+    /// [`StoreError::Corrupt`]) when a part is not what a store writes: an
+    /// id of another shape, an unknown kind, a stop that names a proposal,
+    /// another event that names no proposal or no run.
+    pub fn from_stored(
+        id: &str,
+        kind: &str,
+        actor: &str,
+        run: Option<&str>,
+        proposal: Option<&str>,
+        occurred_at: u64,
+    ) -> Result<NotificationEvent, String> {
+        let id = EventId::parse(id).ok_or("id is not an event id")?;
+        let kind = NotificationKind::parse(kind).ok_or(format!("kind `{kind}` is unknown"))?;
+        let actor_id = ActorId::new(actor).map_err(|_| "actor is not an actor id")?;
+        let run_id = run
+            .map(|run| RunId::new(run).map_err(|_| "run is not a run id"))
+            .transpose()?;
+        let proposal_id = proposal
+            .map(|p| ProposalId::parse(p).ok_or("proposal is not a proposal id"))
+            .transpose()?;
+        // A stop names no proposal; every other event names one, and its run.
+        let shaped = match kind {
+            NotificationKind::RunStopped => proposal_id.is_none(),
+            _ => proposal_id.is_some() && run_id.is_some(),
+        };
+        if !shaped {
+            return Err("names the wrong ids for its kind".to_owned());
+        }
+        Ok(NotificationEvent {
+            id,
+            kind,
+            actor_id,
+            run_id,
+            proposal_id,
+            occurred_at: Timestamp::from_millis(occurred_at),
+        })
+    }
+
     /// `run` of `actor` (every run when `None`) was stopped at `at`. A run
     /// stopped, resumed and stopped again at another instant is another
     /// event.
@@ -187,7 +228,10 @@ pub struct ClaimedNotification {
 ///    the order they were recorded or scheduled (so that a proposal's
 ///    events of one millisecond, created then decided, come in order). Each claim counts one
 ///    attempt and holds until `now + lease`. Among concurrent claims, an
-///    event is handed to one claimer per attempt.
+///    event is handed to one claimer per attempt. A store that shards its
+///    outbox by actor (Redis Cluster keeps each actor's events in the
+///    actor's slot) keeps this order among each actor's events, and
+///    claims across actors roughly by time.
 /// 4. **`finish`** removes the event of `claim` for good when `claim` is
 ///    still its latest claim (`true`); a claim that lapsed and was
 ///    claimed again since changes nothing (`false`). A finished event's
@@ -272,6 +316,35 @@ mod tests {
             assert_eq!(NotificationKind::parse(kind.as_str()), Some(kind));
         }
         assert_eq!(NotificationKind::parse("proposal.approved"), None);
+    }
+
+    #[test]
+    fn stored_events_read_back_only_in_their_shape() {
+        let actor = ActorId::new("a").unwrap();
+        let run = RunId::new("r").unwrap();
+        let stop = NotificationEvent::run_stopped(&actor, Some(&run), Timestamp::from_millis(9));
+        let read = |kind: &str, run: Option<&str>, proposal: Option<&str>| {
+            NotificationEvent::from_stored(stop.id.as_str(), kind, "a", run, proposal, 9)
+        };
+        assert_eq!(read("run.stopped", Some("r"), None), Ok(stop.clone()));
+        let proposal = "prp_0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            read("run.stopped", Some("r"), Some(proposal)).unwrap_err(),
+            "names the wrong ids for its kind"
+        );
+        assert_eq!(
+            read("proposal.created", None, Some(proposal)).unwrap_err(),
+            "names the wrong ids for its kind"
+        );
+        assert!(read("proposal.created", Some("r"), Some(proposal)).is_ok());
+        assert_eq!(
+            read("proposal.approved", Some("r"), None).unwrap_err(),
+            "kind `proposal.approved` is unknown"
+        );
+        assert_eq!(
+            NotificationEvent::from_stored("evt x", "run.stopped", "a", None, None, 9).unwrap_err(),
+            "id is not an event id"
+        );
     }
 
     #[test]

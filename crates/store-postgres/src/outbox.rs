@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
-    ActorId, ClaimedNotification, EventId, FINISHED_EVENT_RETENTION, NotificationEvent,
-    NotificationKind, NotificationOutbox, ProposalId, RunId, StoreError, Timestamp,
+    ClaimedNotification, FINISHED_EVENT_RETENTION, NotificationEvent, NotificationOutbox,
+    ProposalId, RunId, StoreError, Timestamp,
 };
 use deadpool_postgres::Transaction;
 use tokio_postgres::Row;
@@ -115,28 +115,25 @@ fn decode_claim(
             .map_err(|_| corrupt(what))
     };
     let number = |i: usize, what: &str| row.try_get::<_, i64>(i).map_err(|_| corrupt(what));
-    let id = EventId::parse(&key).ok_or_else(|| corrupt("id is not an event id"))?;
-    let kind_text = text(1, "kind is unreadable")?;
-    let kind = NotificationKind::parse(&kind_text)
-        .ok_or_else(|| corrupt(&format!("kind `{kind_text}` is unknown")))?;
-    let actor_id = ActorId::new(text(2, "actor is unreadable")?)
-        .map_err(|_| corrupt("actor is not an actor id"))?;
-    let run_id = optional(3, "run is unreadable")?
-        .map(|run| RunId::new(run).map_err(|_| corrupt("run is not a run id")))
-        .transpose()?;
-    let proposal_id = optional(4, "proposal is unreadable")?
-        .map(|p| ProposalId::parse(&p).ok_or_else(|| corrupt("proposal is not a proposal id")))
-        .transpose()?;
-    // A stop names no proposal; every other event names one, and its run.
-    let shaped = match kind {
-        NotificationKind::RunStopped => proposal_id.is_none(),
-        _ => proposal_id.is_some() && run_id.is_some(),
-    };
-    if !shaped {
-        return Err(corrupt("names the wrong ids for its kind"));
-    }
+    let (kind, actor) = (
+        text(1, "kind is unreadable")?,
+        text(2, "actor is unreadable")?,
+    );
+    let (run, proposal) = (
+        optional(3, "run is unreadable")?,
+        optional(4, "proposal is unreadable")?,
+    );
     let occurred_at = u64::try_from(number(5, "time is unreadable")?)
         .map_err(|_| corrupt("time is before 1970"))?;
+    let event = NotificationEvent::from_stored(
+        &key,
+        &kind,
+        &actor,
+        run.as_deref(),
+        proposal.as_deref(),
+        occurred_at,
+    )
+    .map_err(|reason| corrupt(&reason))?;
     let attempt = u32::try_from(number(6, "attempt is unreadable")?)
         .ok()
         .filter(|attempt| *attempt >= 1)
@@ -145,14 +142,6 @@ fn decode_claim(
         number(7, "claim time is unreadable")?,
         number(8, "order is unreadable")?,
     );
-    let event = NotificationEvent {
-        id,
-        kind,
-        actor_id,
-        run_id,
-        proposal_id,
-        occurred_at: Timestamp::from_millis(occurred_at),
-    };
     Ok((
         order,
         ClaimedNotification {

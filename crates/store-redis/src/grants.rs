@@ -8,9 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApprovalId, ApprovalStore, AttemptId, Binding,
-    ConsumeDecision, ConsumeOutcome, GrantState, IssueError, MAX_ATTEMPT_LIMIT, ResumeOutcome,
-    RevokeOutcome, RunId, StaleReason, StopOutcome, StoreError, StoredGrant, Timestamp,
-    decide_abandon, decide_consume, decide_revoke,
+    ConsumeDecision, ConsumeOutcome, GrantState, IssueError, MAX_ATTEMPT_LIMIT, NotificationEvent,
+    ResumeOutcome, RevokeOutcome, RunId, StaleReason, StopOutcome, StoreError, StoredGrant,
+    Timestamp, decide_abandon, decide_consume, decide_revoke,
 };
 use redis::Value;
 
@@ -248,6 +248,9 @@ impl RedisApprovalStore {
         now: Timestamp,
     ) -> Result<StopOutcome, StoreError> {
         let slot = self.slot(actor);
+        let event = self
+            .step_event(&slot, || NotificationEvent::run_stopped(actor, run, now))
+            .await?;
         let now_text = now.as_millis().to_string();
         let (actor_fence, runs) = (slot.actor_fence_key(), slot.runs_key());
         let (mut keys, mut args) = (
@@ -261,10 +264,11 @@ impl RedisApprovalStore {
         if let Some(run) = run {
             keys.push(slot.run_fence_key(run));
             keys.push(slot.live_key(run));
-            args.push(run.as_str().to_owned());
         }
+        args.push(run.map_or("", RunId::as_str).to_owned());
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
+        let mut args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
+        args.extend(event.args());
         let (reply, wait) = self.run(GrantScript::Stop, &keys, &args, true).await?;
         let fence = keys.get(2).copied().unwrap_or(&actor_fence);
         let outcome = match (reply.status.as_str(), reply.items.as_slice()) {
@@ -284,6 +288,7 @@ impl RedisApprovalStore {
             ("corrupt", [_] | [_, _]) => return Err(corrupt_reply(fence, &reply)),
             _ => return Err(unexpected_reply(GrantScript::Stop, fence)),
         };
+        self.hint_step(&slot, &event).await;
         tracing::info!(
             target: "countersign_store_redis",
             actor_id = %actor,

@@ -168,6 +168,7 @@ mod grants;
 mod keys;
 mod oplog;
 mod options;
+mod outbox;
 mod pointer;
 mod probe;
 mod proposal_record;
@@ -188,6 +189,7 @@ pub use options::{
     DEFAULT_KEY_PREFIX, DEFAULT_RETENTION, Durability, InvalidOptions, MAX_FAILOVER_TIMEOUT,
     MAX_KEY_PREFIX_BYTES, MAX_RETENTION, RedisStoreOptions,
 };
+pub use outbox::OUTBOX_SWEEP_INTERVAL;
 pub use record::{RECORD_FIELDS, RecordField, record_fields, record_from_fields};
 pub use scripts::GrantScript;
 pub use store::RedisApprovalStore;

@@ -92,6 +92,7 @@ pub struct RedisStoreOptions {
     pub(crate) durability: Option<Durability>,
     pub(crate) allow_non_durable_persistence: bool,
     pub(crate) allow_unverified_persistence: bool,
+    pub(crate) notification_outbox: bool,
 }
 
 impl RedisStoreOptions {
@@ -106,6 +107,7 @@ impl RedisStoreOptions {
             durability: None,
             allow_non_durable_persistence: false,
             allow_unverified_persistence: false,
+            notification_outbox: false,
         }
     }
 
@@ -215,6 +217,18 @@ impl RedisStoreOptions {
     /// describes. The store still warns at start-up.
     pub fn allow_unverified_persistence(mut self) -> Self {
         self.allow_unverified_persistence = true;
+        self
+    }
+
+    /// Whether the store records notification events in an outbox (default
+    /// off: an outbox nobody drains only grows). With it on, propose, a
+    /// decision and a stop each record their event in their own script, in
+    /// the actor's slot, and the store is a
+    /// [`NotificationOutbox`](countersign_approval_core::NotificationOutbox)
+    /// for a delivery worker to drain; with it off, every outbox call
+    /// answers [`StoreError::Unsupported`](countersign_approval_core::StoreError).
+    pub fn notification_outbox(mut self, on: bool) -> Self {
+        self.notification_outbox = on;
         self
     }
 

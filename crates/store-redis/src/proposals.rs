@@ -19,9 +19,10 @@
 use async_trait::async_trait;
 use countersign_approval_core::{
     AbandonOutcome, ActorId, Approval, ApproveError, ApproverId, AttemptId, Decision,
-    DecisionOutcome, IssueError, Proposal, ProposalId, ProposalState, ProposalStore, ProposeError,
-    RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome, StoreError,
-    StoredProposal, StoredStanding, Timestamp, UseOutcome, decide_proposal,
+    DecisionOutcome, IssueError, NotificationEvent, Proposal, ProposalId, ProposalState,
+    ProposalStore, ProposeError, RunId, StandingGrant, StandingId, StandingKey,
+    StandingRevokeOutcome, StoreError, StoredProposal, StoredStanding, Timestamp, UseOutcome,
+    decide_proposal,
 };
 use redis::Value;
 
@@ -287,7 +288,11 @@ impl RedisApprovalStore {
             let expires_at = approval.expires_at.as_millis().to_string();
             let grant_slot = self.slot_prefix(actor);
             let approver = approval.approver.as_ref().map_or("", |a| a.id.as_str());
-            let args: [&[u8]; 15] = [
+            let event = self
+                .step_event(slot, || NotificationEvent::decided(proposal, now))
+                .await?;
+            let [event_id, event_body, event_due] = event.args();
+            let args: [&[u8]; 18] = [
                 id.as_str().as_bytes(),
                 now_text.as_bytes(),
                 read.fingerprint.as_bytes(),
@@ -304,6 +309,9 @@ impl RedisApprovalStore {
                 expires_at.as_bytes(),
                 grant_slot.as_bytes(),
                 &grant_record,
+                event_id,
+                event_body,
+                event_due,
             ];
             // Until the answer says otherwise, the grant may be stored.
             set_keep(claim, true);
@@ -327,6 +335,7 @@ impl RedisApprovalStore {
             return match answer {
                 Answer::GrantExists => Err(ApproveError::GrantExists(approval.id.clone())),
                 Answer::Outcome(DecisionOutcome::Approved) => {
+                    self.hint_step(slot, &event).await;
                     if let Some(at) = seen.moved {
                         self.keep_proposal_pointer(id, slot, at).await;
                     }
@@ -367,12 +376,21 @@ impl RedisApprovalStore {
             }
             let key = slot.proposal_key(id);
             let pending = slot.pending_key(&read.stored.proposal.run_id);
-            let args: [&[u8]; 5] = [
+            let event = self
+                .step_event(slot, || {
+                    NotificationEvent::decided(&read.stored.proposal, now)
+                })
+                .await?;
+            let [event_id, event_body, event_due] = event.args();
+            let args: [&[u8]; 8] = [
                 id.as_str().as_bytes(),
                 now_text.as_bytes(),
                 read.fingerprint.as_bytes(),
                 slot.prefix.as_bytes(),
                 by_text.as_bytes(),
+                event_id,
+                event_body,
+                event_due,
             ];
             let (reply, wait) = self.run(script, &[&key, &pending], &args, true).await?;
             match reply.status.as_str() {
@@ -387,6 +405,7 @@ impl RedisApprovalStore {
             let (answer, _) = read_answer(script, id, &key, &reply, Decision::Deny(by), now)?;
             return match answer {
                 Answer::Outcome(DecisionOutcome::Denied) => {
+                    self.hint_step(slot, &event).await;
                     self.confirm(wait)?;
                     Ok(DecisionOutcome::Denied)
                 }
@@ -419,7 +438,11 @@ impl ProposalStore for RedisApprovalStore {
             slot.pending_key(run),
         ];
         let proposed_at = proposal.proposed_at.as_millis().to_string();
-        let args: [&[u8]; 8] = [
+        let event = self
+            .step_event(&slot, || NotificationEvent::created(&proposal))
+            .await?;
+        let [event_id, event_body, event_due] = event.args();
+        let args: [&[u8]; 11] = [
             proposal.id.as_str().as_bytes(),
             run.as_str().as_bytes(),
             slot.prefix.as_bytes(),
@@ -428,6 +451,9 @@ impl ProposalStore for RedisApprovalStore {
             proposed_at.as_bytes(),
             &new.fixed,
             &new.screenshot,
+            event_id,
+            event_body,
+            event_due,
         ];
         let created = self
             .create(NewRecord {
@@ -442,7 +468,10 @@ impl ProposalStore for RedisApprovalStore {
             })
             .await?;
         match created {
-            Created::Stored => Ok(()),
+            Created::Stored => {
+                self.hint_step(&slot, &event).await;
+                Ok(())
+            }
             Created::Exists => Err(ProposeError::AlreadyExists(proposal.id)),
             Created::Stopped => Err(ProposeError::Stopped),
         }

@@ -4,6 +4,9 @@
 use redis::{Cmd, Script};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
+/// The notification outbox's functions, after the prelude in every script:
+/// a step records its event in its own script.
+const OUTBOX_PRELUDE: &str = include_str!("lua/outbox_prelude.lua");
 
 /// A proposal script's body: the proposal prelude, then the script (the
 /// grant prelude goes before both, as before every script).
@@ -75,11 +78,17 @@ pub enum GrantScript {
     GiveBack,
     /// Revokes a standing grant (`revoke_standing`).
     RevokeStanding,
+    /// Schedules, claims, finishes or retries notification events in one
+    /// actor's outbox (`NotificationOutbox`).
+    Outbox,
+    /// Finds the actors whose outboxes hold due events, in a slot of its
+    /// own.
+    OutboxDirectory,
 }
 
 impl GrantScript {
     /// Every script.
-    pub const ALL: [GrantScript; 19] = [
+    pub const ALL: [GrantScript; 21] = [
         GrantScript::Issue,
         GrantScript::Get,
         GrantScript::Revoke,
@@ -99,12 +108,15 @@ impl GrantScript {
         GrantScript::UseStanding,
         GrantScript::GiveBack,
         GrantScript::RevokeStanding,
+        GrantScript::Outbox,
+        GrantScript::OutboxDirectory,
     ];
 
     /// The script's name: `issue`, `get`, `revoke`, `consume`, `abandon`,
     /// `stop`, `resume`, `pointer`, `propose`, `get_proposal`,
     /// `list_proposals`, `approve`, `deny`, `issue_standing`, `get_standing`,
-    /// `list_standing`, `use_standing`, `give_back` or `revoke_standing`.
+    /// `list_standing`, `use_standing`, `give_back`, `revoke_standing`,
+    /// `outbox` or `outbox_directory`.
     pub fn name(self) -> &'static str {
         match self {
             GrantScript::Issue => "issue",
@@ -126,6 +138,8 @@ impl GrantScript {
             GrantScript::UseStanding => "use_standing",
             GrantScript::GiveBack => "give_back",
             GrantScript::RevokeStanding => "revoke_standing",
+            GrantScript::Outbox => "outbox",
+            GrantScript::OutboxDirectory => "outbox_directory",
         }
     }
 
@@ -159,6 +173,8 @@ impl GrantScript {
             GrantScript::UseStanding => standing_script!("lua/standing_use.lua"),
             GrantScript::GiveBack => standing_script!("lua/standing_give_back.lua"),
             GrantScript::RevokeStanding => standing_script!("lua/standing_revoke.lua"),
+            GrantScript::Outbox => include_str!("lua/outbox.lua"),
+            GrantScript::OutboxDirectory => include_str!("lua/outbox_directory.lua"),
         }
     }
 }
@@ -172,7 +188,7 @@ pub(crate) struct LoadedScript {
 
 impl LoadedScript {
     fn new(kind: GrantScript) -> Self {
-        let source = format!("{PRELUDE}\n{}", kind.body());
+        let source = format!("{PRELUDE}\n{OUTBOX_PRELUDE}\n{}", kind.body());
         let sha = Script::new(&source).get_hash().to_owned();
         LoadedScript { source, sha }
     }
@@ -250,6 +266,8 @@ impl Scripts {
             GrantScript::UseStanding => 16,
             GrantScript::GiveBack => 17,
             GrantScript::RevokeStanding => 18,
+            GrantScript::Outbox => 19,
+            GrantScript::OutboxDirectory => 20,
         };
         &self.loaded[index]
     }

@@ -14,6 +14,7 @@ use crate::conn::{Connection, is_lost_connection};
 use crate::error::{connect_error, is_noscript, redis_error, timed};
 use crate::keys::{self, Slot};
 use crate::options::{ConnectError, Durability, RedisStoreOptions, Topology};
+use crate::outbox::OutboxState;
 use crate::probe::{check_seeds, probe};
 use crate::reply::{Reply, corrupt_reply, parse_reply, unexpected_reply};
 use crate::scripts::{GrantScript, Scripts};
@@ -43,6 +44,9 @@ pub struct RedisApprovalStore {
     /// What this store learnt lately of grants, by id: their slots, and
     /// the fingerprints of fixed fields it validated.
     pub(crate) slots: SlotCache,
+    /// The notification outbox's state in this process, when the store
+    /// keeps one.
+    pub(crate) outbox: Option<OutboxState>,
 }
 
 impl fmt::Debug for RedisApprovalStore {
@@ -111,6 +115,7 @@ impl RedisApprovalStore {
             scripts,
             startup_warnings,
             slots: SlotCache::default(),
+            outbox: options.notification_outbox.then(OutboxState::default),
         })
     }
 

@@ -23,6 +23,12 @@ countersign_store_conformance::proposal_store_conformance_tests!(
     cluster_proposal_conformance,
     conformance_store()
 );
+countersign_store_conformance::outbox_conformance_tests!(
+    cluster_outbox_conformance,
+    support::cluster_store_with(shared_cluster(), "outbox-kit", |options| {
+        options.notification_outbox(true)
+    })
+);
 
 /// A grant of `actor` in `RUN`, as `support::grant` makes them for `ACTOR`.
 async fn grant_of(actor: &ActorId, selector: &str, t0: Timestamp) -> Approval {

@@ -31,6 +31,15 @@ countersign_store_conformance::proposal_store_conformance_tests!(
     single_proposal_conformance,
     conformance_store()
 );
+async fn outbox_store() -> RedisApprovalStore {
+    RedisApprovalStore::connect(
+        support::options_for(shared_server(), "outbox-kit").notification_outbox(true),
+    )
+    .await
+    .expect("store connects")
+}
+
+countersign_store_conformance::outbox_conformance_tests!(single_outbox_conformance, outbox_store());
 
 fn attempt() -> AttemptId {
     AttemptId::generate().unwrap()

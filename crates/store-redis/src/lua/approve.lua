@@ -7,7 +7,9 @@
 -- ARGV[2] = caller's now (ms), ARGV[3] = the fingerprint of the proposal's
 -- fixed fields as the library read and validated them, ARGV[4] = the slot
 -- prefix, ARGV[5] = retention ms, ARGV[6] = the grant's id, ARGV[7] = its
--- approver's id ('' for none), ARGV[8..15] = issue's ARGV[1..8].
+-- approver's id ('' for none), ARGV[8..15] = issue's ARGV[1..8],
+-- ARGV[16..18] = the `proposal.decided` event (id, body, due; an empty id
+-- without an outbox), recorded only when the proposal turns approved.
 -- A record whose fixed fields changed since answers 'changed'. Then, in
 -- the order of decide_proposal: decided, expired, stopped since proposed
 -- answer with nothing written; a grant id already present answers
@@ -20,6 +22,8 @@ local key, id, now, slot = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 local err = check_proposal_key(key, slot, id)
 if err then return err end
 if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
+local bad_event = outbox_check(ARGV, 16)
+if bad_event then return bad_event end
 local status, p = load_proposal(key, id)
 if status == 'missing' then return {'unknown'} end
 if status == 'corrupt' then return {'corrupt', p} end
@@ -61,4 +65,5 @@ local moved = save_decision(key, p, APPROVED, ARGV[6], by, now, keep)
 redis.call('ZREM', KEYS[2], pending_member(p))
 keep_fence(KEYS[4], keep)
 keep_fence(KEYS[5], keep)
+outbox_record(slot, ARGV, 16)
 return {'approved', seen, issued[2] or '', meta(stopped, moved)}

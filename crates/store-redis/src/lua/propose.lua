@@ -3,7 +3,9 @@
 -- slot); ARGV[1] = id, ARGV[2] = run id, ARGV[3] = the slot prefix, ARGV[4]
 -- = retention ms, ARGV[5] = max(expires_at, proposed_at), ARGV[6] =
 -- proposed_at, ARGV[7] = the head's fields up to the generations, as the
--- library encoded them, ARGV[8] = the screenshot field.
+-- library encoded them, ARGV[8] = the screenshot field, ARGV[9..11] = the
+-- `proposal.created` event (id, body, due; an empty id without an outbox),
+-- recorded only when the proposal is.
 -- Never overwrites: an existing key answers 'exists'. A stopped run or
 -- actor answers 'stopped' and nothing is written; the check and the write
 -- are one step, so a propose racing a stop is either before it (and
@@ -19,6 +21,8 @@ end
 if not is_u64(ARGV[6]) then
   return redis.error_reply('ERR countersign: proposed_at is not a decimal integer')
 end
+local bad_event = outbox_check(ARGV, 9)
+if bad_event then return bad_event end
 if redis.call('EXISTS', key) == 1 then return {'exists'} end
 local refused, a, r, make_fences = fences_for_new(slot, run)
 if refused ~= nil then return refused end
@@ -49,4 +53,5 @@ extend(KEYS[4], at)
 -- The fences must outlive every record that holds their generations.
 keep_fence(KEYS[2], at)
 keep_fence(KEYS[3], at)
+outbox_record(slot, ARGV, 9)
 return {'proposed'}

@@ -2,7 +2,9 @@
 -- actor (ARGV[1] = 'actor'). KEYS[1] = the actor's fence, KEYS[2] = the
 -- actor's run set; for a run also KEYS[3] = the run's fence and KEYS[4] =
 -- the run's live set (all in the actor's slot). ARGV[2] = caller's now
--- (ms), ARGV[3] = the slot prefix, ARGV[4] = the run id (for a run).
+-- (ms), ARGV[3] = the slot prefix, ARGV[4] = the run id (for a run; empty
+-- for an actor), ARGV[5..7] = the `run.stopped` event (id, body, due; an
+-- empty id without an outbox), recorded with the stop.
 -- Counts the grants that were usable until now (active, not stopped, not
 -- expired at now), drops them from the live sets, then moves the fence's
 -- generation on and sets its stopped flag: every grant issued before has
@@ -15,6 +17,8 @@
 -- is refused before anything is written.
 local mode, now, slot = ARGV[1], ARGV[2], ARGV[3]
 if not is_u64(now) then return redis.error_reply('ERR countersign: now is not a decimal integer') end
+local bad_event = outbox_check(ARGV, 5)
+if bad_event then return bad_event end
 
 -- The usable grants of one live set, at the fences' generations. A member
 -- whose key is not a record of its id counts as not usable.
@@ -101,4 +105,5 @@ elseif mode == 'actor' then
 else
   return redis.error_reply('ERR countersign: unknown stop')
 end
+outbox_record(slot, ARGV, 5)
 return {'stopped', fmt(count), was and '1' or '0', fmt(standing)}

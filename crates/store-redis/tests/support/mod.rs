@@ -406,11 +406,20 @@ pub async fn store_on(server: &RedisServer, tag: &str) -> RedisApprovalStore {
 }
 
 pub async fn cluster_store(cluster: &RedisCluster, tag: &str) -> RedisApprovalStore {
-    RedisApprovalStore::connect(
+    cluster_store_with(cluster, tag, |options| options).await
+}
+
+/// A cluster store with a fresh prefix and the options `more` adds.
+pub async fn cluster_store_with(
+    cluster: &RedisCluster,
+    tag: &str,
+    more: impl FnOnce(RedisStoreOptions) -> RedisStoreOptions,
+) -> RedisApprovalStore {
+    RedisApprovalStore::connect(more(
         RedisStoreOptions::cluster(cluster.urls())
             .key_prefix(fresh_prefix(tag))
             .allow_non_durable_persistence(),
-    )
+    ))
     .await
     .expect("cluster store connects")
 }
