@@ -34,28 +34,6 @@ use serde_json::Value;
 const CLIENT_TOKEN: &str = "client-token-0123456789";
 const APPROVER_TOKEN: &str = "approver-token-0123456789";
 
-fn python() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("COUNTERSIGN_MCP_PYTHON") {
-        let path = PathBuf::from(path);
-        assert!(
-            path.exists(),
-            "COUNTERSIGN_MCP_PYTHON names `{}`, which does not exist",
-            path.display()
-        );
-        return Some(path);
-    }
-    let default =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python");
-    if default.exists() {
-        return Some(default);
-    }
-    eprintln!(
-        "SKIPPED: no Python MCP SDK at `{}`; `cargo xtask ci` creates it (python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp)",
-        default.display()
-    );
-    None
-}
-
 /// The TypeScript SDK's test package, when its modules are installed.
 fn node_package() -> Option<PathBuf> {
     support::npm_package(
@@ -233,7 +211,9 @@ impl Drop for Server {
 
 #[test]
 fn python_sdk_over_stdio() {
-    let Some(python) = python() else { return };
+    let Some(python) = support::python() else {
+        return;
+    };
     let config = config();
     let report = run_client(
         &python,
@@ -326,7 +306,9 @@ fn typescript_sdk_over_streamable_http() {
 
 #[test]
 fn python_sdk_over_streamable_http() {
-    let Some(python) = python() else { return };
+    let Some(python) = support::python() else {
+        return;
+    };
     let config = config();
     let (server, url) = http_server(&config);
     let report = run_client(&python, &["http", &url, CLIENT_TOKEN, APPROVER_TOKEN, SITE]);
@@ -432,7 +414,9 @@ impl Demo {
 /// exactly one click on the page.
 #[test]
 fn python_sdk_on_live_chromium() {
-    let Some(python) = python() else { return };
+    let Some(python) = support::python() else {
+        return;
+    };
     let demo = Demo::start("chromium");
     assert!(
         demo.lines
@@ -557,7 +541,9 @@ run = "py-run"
 #[test]
 fn the_binary_chromium_goes_through_the_egress_guard() {
     use std::sync::atomic::Ordering;
-    let Some(python) = python() else { return };
+    let Some(python) = support::python() else {
+        return;
+    };
     let beacon = Beacon::serve();
     for (guard, expected) in [(true, 0), (false, 1)] {
         let config = beacon.config(guard);
@@ -576,52 +562,11 @@ fn the_binary_chromium_goes_through_the_egress_guard() {
     }
 }
 
-/// The webhook receiver of countersign-notify's tests (the reference
-/// Standard Webhooks library verifies each request), and its first line.
-struct Receiver {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    port: String,
-}
-
-impl Receiver {
-    fn start(python: &PathBuf, secret: &str) -> Receiver {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../notify/tests/receiver.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .args([secret, "204"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let port = first.strip_prefix("listening ").unwrap().to_owned();
-        let (send, received) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Receiver {
-            child,
-            lines: received,
-            port,
-        }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_configured_webhook_hears_of_a_proposal_with_its_link() {
-    let Some(python) = python() else { return };
+    let Some(python) = support::python() else {
+        return;
+    };
     let ready = Command::new(&python)
         .args(["-c", "import standardwebhooks"])
         .status()
@@ -631,7 +576,7 @@ fn a_configured_webhook_hears_of_a_proposal_with_its_link() {
         return;
     }
     let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    let receiver = Receiver::start(&python, secret);
+    let receiver = support::Receiver::start(&python, secret);
     let secret_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(secret_file.path(), format!("{secret}\n")).unwrap();
     let config = config_with(&format!(
@@ -675,7 +620,9 @@ expiring_lead_secs = 60
 /// 2026-07-28 the SDK's retry after the `input_required` result makes no
 /// second one).
 fn elicit_once(mode: &str, transport: &str) {
-    let Some(python) = python() else { return };
+    let Some(python) = support::python() else {
+        return;
+    };
     let config = config();
     // Kept running until the client is done.
     let server = (transport == "http").then(|| http_server(&config));

@@ -3,7 +3,8 @@
 //! through one process is approved on the other's approval page and acted
 //! on once; a run stopped through either refuses acts on both. With one
 //! form key (`http.form_key`) a form rendered by one process is taken by
-//! the other.
+//! the other. With one webhook configured in both, each event reaches it
+//! once, whichever process delivers it.
 //!
 //! Each test starts its own store server on a free loopback port; without
 //! `redis-server` or `initdb` it says `SKIPPED` (see `support`).
@@ -256,4 +257,96 @@ async fn a_shared_form_key_lets_either_process_take_a_form() {
     );
     assert_eq!(a.fake_actions().await, 1);
     assert_eq!(b.fake_actions().await, 0);
+}
+
+/// Two processes with one webhook on one store: a proposal made through A
+/// and approved on B's page is told once each (`proposal.created`, then
+/// `proposal.decided` naming alice), whichever process's worker delivers
+/// it, each signed as Standard Webhooks receivers check.
+async fn two_processes_notify_once(store_url: &str) {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let ready = std::process::Command::new(&python)
+        .args(["-c", "import standardwebhooks"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        eprintln!("SKIPPED: no `standardwebhooks` in the test venv; `cargo xtask ci` installs it");
+        return;
+    }
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let receiver = support::Receiver::start(&python, secret);
+    let secret_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret_file.path(), format!("{secret}\n")).unwrap();
+    let notify = format!(
+        "\n[[notify]]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/hooks\"\nsecret_file = \"{}\"\n",
+        receiver.port,
+        secret_file.path().display()
+    );
+    let a = Process::start_with(store_url, &notify);
+    let b = Process::start_with(store_url, &notify);
+    let mut on_a = Session::open(&a.mcp).await;
+    let proposal = propose(&mut on_a, "button#notified").await;
+    let hear = |within: u64| -> Option<Value> {
+        let line = receiver
+            .lines
+            .recv_timeout(std::time::Duration::from_secs(within))
+            .ok()?;
+        Some(serde_json::from_str(&line).unwrap())
+    };
+    // The person hears of it, then approves it (a proposal decided before
+    // its notice went out is not announced as waiting).
+    let mut heard: Vec<Value> = hear(15).into_iter().collect();
+    let form = approve_form(&b.origin, &proposal).await;
+    assert_eq!(post_form(&b.origin, &form).await.0, StatusCode::SEE_OTHER);
+    heard.extend(hear(15));
+    // Quiet for a while after: no second delivery from the other process.
+    heard.extend(hear(2));
+    let told: Vec<(String, String, bool)> = heard
+        .iter()
+        .map(|got| {
+            (
+                got["payload"]["type"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                got["payload"]["data"]["proposal_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                got["verified"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("proposal.created".to_owned(), proposal.clone(), true),
+            ("proposal.decided".to_owned(), proposal.clone(), true),
+        ],
+        "{heard:?}"
+    );
+    let decision = &heard[1]["payload"]["data"]["decision"];
+    assert_eq!(
+        (decision["outcome"].as_str(), decision["approver"].as_str()),
+        (Some("approved"), Some("alice")),
+        "{decision}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_redis_notify_once() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    two_processes_notify_once(&redis.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_postgres_notify_once() {
+    let Some(postgres) = PgServer::start() else {
+        return;
+    };
+    two_processes_notify_once(&postgres.url()).await;
 }

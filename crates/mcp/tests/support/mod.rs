@@ -704,3 +704,74 @@ pub async fn post_form(origin: &str, form: &PageForm) -> (StatusCode, String) {
         .unwrap_or_default();
     (answer.status(), location)
 }
+
+/// The Python of the test venv (`COUNTERSIGN_MCP_PYTHON`, or
+/// `target/mcp-venv`), or `None` (the test says SKIPPED) without one.
+pub fn python() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("COUNTERSIGN_MCP_PYTHON") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.exists(),
+            "COUNTERSIGN_MCP_PYTHON names `{}`, which does not exist",
+            path.display()
+        );
+        return Some(path);
+    }
+    let default =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python");
+    if default.exists() {
+        return Some(default);
+    }
+    eprintln!(
+        "SKIPPED: no Python MCP SDK at `{}`; `cargo xtask ci` creates it (python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp)",
+        default.display()
+    );
+    None
+}
+
+/// The webhook receiver of countersign-notify's tests (the reference
+/// Standard Webhooks library verifies each request), and its first line.
+pub struct Receiver {
+    child: Child,
+    /// Each line the receiver printed after its first, as it comes.
+    pub lines: std::sync::mpsc::Receiver<String>,
+    /// The port it listens on.
+    pub port: String,
+}
+
+impl Receiver {
+    /// Starts the receiver answering 204 to each request it verifies with
+    /// `secret`.
+    pub fn start(python: &PathBuf, secret: &str) -> Receiver {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../notify/tests/receiver.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .args([secret, "204"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let port = first.strip_prefix("listening ").unwrap().to_owned();
+        let (send, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Receiver {
+            child,
+            lines: received,
+            port,
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

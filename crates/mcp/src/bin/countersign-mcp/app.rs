@@ -55,9 +55,9 @@ fn policy(config: &PolicyConfig) -> Result<Policy, String> {
         .map_err(|e| format!("the `[policy]` is not usable: {e}"))
 }
 
-/// The grant/proposal store the URL names, its notification outbox when
-/// `outbox` (the configuration's check allows it for `memory` only), and
-/// the operation log.
+/// The grant/proposal store the URL names, with its notification outbox
+/// on (and handed back for the worker to drain) when `outbox`, and the
+/// operation log.
 async fn stores(
     url: &str,
     outbox: bool,
@@ -79,29 +79,34 @@ async fn stores(
             outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
         return Ok((store, notifying, Arc::new(InMemoryOperationStore::new())));
     }
-    if outbox {
-        return Err(format!(
-            "the store `{url}` keeps no notification outbox yet: use `memory` with `notify`"
-        ));
-    }
     if url.starts_with("redis://") {
         use countersign_store_redis::{
             OperationLogRetention, RedisApprovalStore, RedisOperationLog, RedisStoreOptions,
         };
-        let store = RedisApprovalStore::connect(RedisStoreOptions::single(url))
-            .await
-            .map_err(|e| format!("cannot use the Redis store: {e}"))?;
+        let options = RedisStoreOptions::single(url).notification_outbox(outbox);
+        let store = Arc::new(
+            RedisApprovalStore::connect(options)
+                .await
+                .map_err(|e| format!("cannot use the Redis store: {e}"))?,
+        );
         let log = RedisOperationLog::for_store(&store, OperationLogRetention::default())
             .await
             .map_err(|e| format!("cannot use the Redis operation log: {e}"))?;
-        return Ok((Arc::new(store), None, Arc::new(log)));
+        let notifying: Option<Arc<dyn NotifyingStore>> =
+            outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+        return Ok((store, notifying, Arc::new(log)));
     }
     use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
-    let store = PostgresApprovalStore::connect(PostgresStoreOptions::new(url))
-        .await
-        .map_err(|e| format!("cannot use the PostgreSQL store: {e}"))?;
+    let options = PostgresStoreOptions::new(url).notification_outbox(outbox);
+    let store = Arc::new(
+        PostgresApprovalStore::connect(options)
+            .await
+            .map_err(|e| format!("cannot use the PostgreSQL store: {e}"))?,
+    );
     let log = store.operation_log();
-    Ok((Arc::new(store), None, Arc::new(log)))
+    let notifying: Option<Arc<dyn NotifyingStore>> =
+        outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+    Ok((store, notifying, Arc::new(log)))
 }
 
 /// The application: approval pages, sign-in, the MCP endpoint; and the

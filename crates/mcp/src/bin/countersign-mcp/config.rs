@@ -346,12 +346,6 @@ fn check(config: &Config) -> Result<(), String> {
         ));
     }
     check_backend(&config.backend)?;
-    if !config.notify.is_empty() && url != "memory" {
-        return Err(
-            "`notify` needs a store that keeps a notification outbox: only `store.url = \"memory\"` does yet"
-                .into(),
-        );
-    }
     let mut seen = HashSet::new();
     let secrets = config
         .tokens
@@ -609,12 +603,12 @@ mod tests {
             error_of(&format!("{MINIMAL}{webhook}secret = \"whsec_inline\"\n")),
             "unknown field `secret`, expected one of `url`, `secret_env`, `secret_file`"
         );
-        assert_eq!(
-            error_of(&format!(
-                "{MINIMAL}{webhook}[store]\nurl = \"redis://127.0.0.1:6379\"\n"
-            )),
-            "`notify` needs a store that keeps a notification outbox: only `store.url = \"memory\"` does yet"
-        );
+        // Every store keeps an outbox: notifications with Redis and
+        // PostgreSQL parse.
+        for url in ["redis://127.0.0.1:6379", "postgres://app@127.0.0.1/app"] {
+            let config = parse(&format!("{MINIMAL}{webhook}[store]\nurl = \"{url}\"\n")).unwrap();
+            assert_eq!((config.store.url.as_str(), config.notify.len()), (url, 1));
+        }
     }
 
     fn error_of(text: &str) -> String {
