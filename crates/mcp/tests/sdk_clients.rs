@@ -564,21 +564,12 @@ fn the_binary_chromium_goes_through_the_egress_guard() {
 
 #[test]
 fn a_configured_webhook_hears_of_a_proposal_with_its_link() {
+    let Some((receiver, secret_file)) = support::Receiver::with_secret_file() else {
+        return;
+    };
     let Some(python) = support::python() else {
         return;
     };
-    let ready = Command::new(&python)
-        .args(["-c", "import standardwebhooks"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ready {
-        eprintln!("SKIPPED: no `standardwebhooks` in the test venv; `cargo xtask ci` installs it");
-        return;
-    }
-    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    let receiver = support::Receiver::start(&python, secret);
-    let secret_file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(secret_file.path(), format!("{secret}\n")).unwrap();
     let config = config_with(&format!(
         r#"
 [[notify]]

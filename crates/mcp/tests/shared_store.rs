@@ -264,21 +264,9 @@ async fn a_shared_form_key_lets_either_process_take_a_form() {
 /// `proposal.decided` naming alice), whichever process's worker delivers
 /// it, each signed as Standard Webhooks receivers check.
 async fn two_processes_notify_once(store_url: &str) {
-    let Some(python) = support::python() else {
+    let Some((receiver, secret_file)) = support::Receiver::with_secret_file() else {
         return;
     };
-    let ready = std::process::Command::new(&python)
-        .args(["-c", "import standardwebhooks"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ready {
-        eprintln!("SKIPPED: no `standardwebhooks` in the test venv; `cargo xtask ci` installs it");
-        return;
-    }
-    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    let receiver = support::Receiver::start(&python, secret);
-    let secret_file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(secret_file.path(), format!("{secret}\n")).unwrap();
     let notify = format!(
         "\n[[notify]]\nkind = \"webhook\"\nurl = \"http://127.0.0.1:{}/hooks\"\nsecret_file = \"{}\"\n",
         receiver.port,

@@ -740,6 +740,28 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// A receiver of a fixed secret, and the secret in a file for a
+    /// `[[notify]]` table's `secret_file`; `None` (the test says SKIPPED)
+    /// without the test venv or its `standardwebhooks`.
+    pub fn with_secret_file() -> Option<(Receiver, tempfile::NamedTempFile)> {
+        let python = python()?;
+        let ready = Command::new(&python)
+            .args(["-c", "import standardwebhooks"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ready {
+            eprintln!(
+                "SKIPPED: no `standardwebhooks` in the test venv; `cargo xtask ci` installs it"
+            );
+            return None;
+        }
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let receiver = Receiver::start(&python, secret);
+        let secret_file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(secret_file.path(), format!("{secret}\n")).unwrap();
+        Some((receiver, secret_file))
+    }
+
     /// Starts the receiver answering 204 to each request it verifies with
     /// `secret`.
     pub fn start(python: &PathBuf, secret: &str) -> Receiver {
