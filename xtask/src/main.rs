@@ -24,6 +24,7 @@
 //! cargo xtask redis         starts a throw-away redis-server on a free loopback port
 //! ```
 
+mod settings;
 mod test_binaries;
 
 use std::env;
@@ -63,7 +64,7 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String
     eprintln!("\n$ {} {}", program, args.join(" "));
     let status = Command::new(program)
         .args(args)
-        .env(INCREMENTAL.0, INCREMENTAL.1)
+        .env(settings::INCREMENTAL.0, settings::INCREMENTAL.1)
         .envs(envs.iter().copied())
         .current_dir(root())
         .status()
@@ -77,10 +78,6 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String
         ))
     }
 }
-
-/// What every program xtask starts is given: no incremental caches. They
-/// were 4 GB of a test build's 15 GB, and a CI run builds each crate once.
-pub(crate) const INCREMENTAL: (&str, &str) = ("CARGO_INCREMENTAL", "0");
 
 fn cargo(args: &[&str]) -> Result<(), String> {
     run(&cargo_program(), args, &[])

@@ -37,7 +37,10 @@ pub fn build(cargo: &str, root: &Path) -> Result<Vec<TestBinary>, String> {
     eprintln!("\n$ {cargo} {}", args.join(" "));
     let output = Command::new(cargo)
         .args(args)
-        .env(crate::INCREMENTAL.0, crate::INCREMENTAL.1)
+        .env(
+            crate::settings::INCREMENTAL.0,
+            crate::settings::INCREMENTAL.1,
+        )
         .current_dir(root)
         .stderr(Stdio::inherit())
         .output()

@@ -461,18 +461,61 @@ fn the_circle_check_finds_circles_however_they_are_written() {
         ("c", ""),
     ]);
     assert!(circles_in(&[fine]).is_empty());
+    // Through code after a test module, whose braces hide in strings,
+    // characters and raw strings.
+    let after_tests = made_up(&[
+        ("", lib),
+        (
+            "a",
+            "pub struct Alpha;\n#[cfg(test)]\nmod tests {\n    fn t() { let _ = (\"{\", '{', r#\"}\"#); }\n}\n\nfn after() { crate::b::Beta; }",
+        ),
+        ("b", "use crate::a::Alpha;\npub struct Beta;"),
+        ("c", ""),
+    ]);
+    assert_eq!(circles_in(&[after_tests]), ["a.rs <-> b.rs"]);
+    // A parent naming its child inline, the child going back by `super::`.
+    let inline_child = made_up(&[
+        ("", "mod run;\npub struct Root;\nfn f() { run::stop(); }\n"),
+        ("run", "pub fn stop() { let _ = super::Root; }"),
+    ]);
+    assert_eq!(circles_in(&[inline_child]), [".rs <-> run.rs"]);
+    // A glob of the crate root takes in every module the root re-exports.
+    let glob = made_up(&[
+        ("", lib),
+        ("a", "use crate::*;\npub struct Alpha;"),
+        ("b", "use crate::a::Alpha;\npub struct Beta;"),
+        ("c", ""),
+    ]);
+    assert_eq!(circles_in(&[glob]), ["a.rs <-> b.rs"]);
+    // A child of the same name as a local is no path into it unless it is
+    // one: `x.run::<T>()` and `my_run::f()` name no module.
+    let not_paths = made_up(&[
+        ("", "mod run;\nfn f() { x.run::<u8>(); my_run::g(); }\n"),
+        ("run", "pub fn stop() { let _ = super::f; }"),
+    ]);
+    assert!(circles_in(&[not_paths]).is_empty());
+    // A macro's body is code for the crate that expands it.
+    let in_a_macro = made_up(&[
+        ("", lib),
+        (
+            "a",
+            "macro_rules! m {\n    () => { use super::*; $crate::b::Beta; };\n}\npub struct Alpha;",
+        ),
+        ("b", "use crate::a::Alpha;\npub struct Beta;"),
+        ("c", ""),
+    ]);
+    assert!(circles_in(&[in_a_macro]).is_empty());
 }
 
-/// In these crates a module imports a sibling by its module path, never
-/// through the crate root's re-export, which hides the dependency (and the
-/// circles it makes) behind `lib.rs`.
-const SIBLINGS_BY_MODULE_PATH: &[&str] = &["backend-chromium", "act-tool"];
-
+/// In every package a module imports a sibling by its module path, never
+/// through the crate root's re-export (nor all of the root at once with
+/// `use crate::*`), which hides the dependency (and the circles it makes)
+/// behind `lib.rs`.
 #[test]
 fn siblings_are_imported_by_module_path_not_through_lib_rs() {
     let mut found = Vec::new();
-    for name in SIBLINGS_BY_MODULE_PATH {
-        for tree in ModuleTree::of_package(&root().join("crates").join(name)) {
+    for package in packages() {
+        for tree in ModuleTree::of_package(&package) {
             for (file, path) in tree.imports_through_root() {
                 found.push(format!("{file}: `{path}`"));
             }
@@ -494,13 +537,14 @@ fn the_root_reexport_check_tells_a_reexport_from_the_roots_own_items() {
         ("a", "pub struct Alpha;"),
         (
             "b",
-            "use crate::Alpha;\nuse crate::{ROOT, Outside};\nuse crate::a::Alpha as Direct;\nfn f() { crate::Alpha; }",
+            "use crate::Alpha;\nuse crate::{ROOT, Outside};\nuse crate::a::Alpha as Direct;\nfn f() { crate::Alpha; }\nuse crate::*;\nuse crate::a::*;",
         ),
     ]);
     assert_eq!(
         tree.imports_through_root(),
         [
             ("b.rs".to_owned(), "crate::Alpha".to_owned()),
+            ("b.rs".to_owned(), "crate::*".to_owned()),
             ("b.rs".to_owned(), "crate::Alpha".to_owned())
         ]
     );

@@ -1,7 +1,7 @@
 //! Giving back a consume whose answer was lost: the rules of
 //! [`ApprovalStore::abandon`](crate::ApprovalStore::abandon).
 
-use crate::{AttemptId, GrantState, StoredGrant, Timestamp};
+use crate::{grant::GrantState, grant::StoredGrant, ids::AttemptId, time::Timestamp};
 
 /// Most attempts one grant remembers as abandoned. Abandoning one more
 /// attempt than this revokes the grant (or, when another attempt consumed

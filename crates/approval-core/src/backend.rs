@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::{
-    ActorId, ApprovalId, Navigation, ObservedPage, OperationId, PageBinding, PageSnapshot,
-    RefusedWrite, RunId, WriteAccess,
+    ids::ActorId, ids::ApprovalId, ids::OperationId, ids::RunId, observe::Navigation,
+    observe::ObservedPage, page::PageBinding, proposal::PageSnapshot, writes::RefusedWrite,
+    writes::WriteAccess,
 };
 
 /// One approved action, handed to a backend after its grant was consumed.

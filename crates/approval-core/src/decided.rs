@@ -1,6 +1,6 @@
 //! Who decided a proposal, as the model is told.
 
-use crate::ApproverId;
+use crate::ids::ApproverId;
 
 /// Who decided a proposal, as the model is told: never which rule, nor
 /// which person.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::FormSubmission;
+use crate::submission::FormSubmission;
 
 /// The attributes an [`ElementIdentity`] may bind: the ones that decide
 /// where a click leads or what an input submits. Sorted.
@@ -434,7 +434,7 @@ fn cut(text: &str, max: usize) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::{FormField, MAX_FORM_BYTES, MAX_FORM_FIELDS};
+    use crate::{submission::FormField, submission::MAX_FORM_BYTES, submission::MAX_FORM_FIELDS};
 
     fn main_frame() -> Vec<FrameIdentity> {
         vec![FrameIdentity::new("https://shop.example", "LOADER1")]

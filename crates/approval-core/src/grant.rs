@@ -5,7 +5,8 @@ use std::time::Duration;
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 
 use crate::{
-    ActorId, ApprovalId, ApproverId, AttemptId, ElementIdentity, RandomnessError, RunId, Timestamp,
+    element::ElementIdentity, ids::ActorId, ids::ApprovalId, ids::ApproverId, ids::AttemptId,
+    ids::RandomnessError, ids::RunId, time::Timestamp,
 };
 
 /// Longest grant lifetime.

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{ActorId, EventId, Proposal, ProposalId, RunId, StoreError, Timestamp};
+use crate::{
+    ids::ActorId, ids::EventId, ids::ProposalId, ids::RunId, proposal::Proposal,
+    store_error::StoreError, time::Timestamp,
+};
 
 /// How long after its delivery an event's id is remembered, so that
 /// scheduling it again (a worker that crashed after delivering and

@@ -45,7 +45,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::PageBinding;
+use crate::page::PageBinding;
 
 /// The prefix of a selector that names an element by ref.
 pub const REF_SELECTOR_PREFIX: &str = "aria-ref=";

@@ -5,7 +5,10 @@ use std::fmt;
 use async_trait::async_trait;
 use countersign_canonical_policy::{ActionDigest, quote_untrusted};
 
-use crate::{ActorId, ApprovalId, ApproverId, OperationId, RunId, StoreError, Timestamp};
+use crate::{
+    ids::ActorId, ids::ApprovalId, ids::ApproverId, ids::OperationId, ids::RunId,
+    store_error::StoreError, time::Timestamp,
+};
 
 /// The outcome of one Act call, as the model sees its code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

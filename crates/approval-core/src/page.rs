@@ -1,6 +1,6 @@
 //! Page-bound grants: the page a live backend acts on, bound into a grant.
 
-use crate::{Approval, ApprovalError, ElementIdentity};
+use crate::{element::ElementIdentity, grant::Approval, grant::ApprovalError};
 
 /// Longest session, target or revision id, in bytes.
 pub const MAX_PAGE_ID_BYTES: usize = 256;

@@ -12,8 +12,9 @@ use std::time::Duration;
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 
 use crate::{
-    ActorId, Approval, ApprovalError, ApprovalId, ApproverId, Binding, PageBinding, ProposalId,
-    RandomnessError, RunId, Timestamp,
+    grant::Approval, grant::ApprovalError, grant::Binding, ids::ActorId, ids::ApprovalId,
+    ids::ApproverId, ids::ProposalId, ids::RandomnessError, ids::RunId, page::PageBinding,
+    time::Timestamp,
 };
 
 /// Largest screenshot a proposal keeps, in bytes.
@@ -166,7 +167,7 @@ pub struct Proposal {
 impl Proposal {
     /// The target element the snapshot bound: `None` without a snapshot,
     /// when the target was not found, or when none was bound.
-    pub fn bound_element(&self) -> Option<&crate::ElementIdentity> {
+    pub fn bound_element(&self) -> Option<&crate::element::ElementIdentity> {
         self.snapshot
             .as_ref()
             .filter(|snapshot| snapshot.target_found)

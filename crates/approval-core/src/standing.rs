@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::{
-    AbandonOutcome, ActorId, Approver, AttemptId, ElementIdentity, MAX_ABANDONED_ATTEMPTS,
-    RandomnessError, RunId, StaleReason, StandingId, Timestamp,
+    abandon::AbandonOutcome, abandon::MAX_ABANDONED_ATTEMPTS, element::ElementIdentity,
+    grant::Approver, grant::StaleReason, ids::ActorId, ids::AttemptId, ids::RandomnessError,
+    ids::RunId, ids::StandingId, time::Timestamp,
 };
 
 /// Most uses a standing grant may carry.
@@ -118,7 +119,7 @@ impl StandingScope {
 
     /// The scope of `proposal`'s action on the element its snapshot bound;
     /// `None` when it bound none (a standing grant never covers a guess).
-    pub fn of_proposal(proposal: &crate::Proposal) -> Option<StandingScope> {
+    pub fn of_proposal(proposal: &crate::proposal::Proposal) -> Option<StandingScope> {
         let element = proposal.bound_element()?;
         StandingScope::of(&proposal.url, proposal.action.method(), element).ok()
     }
@@ -327,13 +328,13 @@ impl StandingGrant {
             issued_at: now,
             expires_at,
             approver,
-            attempt_limit: crate::DEFAULT_ATTEMPT_LIMIT,
+            attempt_limit: crate::grant::DEFAULT_ATTEMPT_LIMIT,
         })
     }
 
     /// Sets how many presentations of another scope lock it (1 to 100).
     pub fn with_attempt_limit(mut self, limit: u32) -> Result<StandingGrant, StandingError> {
-        if limit == 0 || limit > crate::MAX_ATTEMPT_LIMIT {
+        if limit == 0 || limit > crate::grant::MAX_ATTEMPT_LIMIT {
             return Err(StandingError::InvalidAttemptLimit(limit));
         }
         self.attempt_limit = limit;

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use crate::{Approver, StandingError, StandingGrant, StandingScope, Timestamp};
+use crate::{
+    grant::Approver, standing::StandingError, standing::StandingGrant, standing::StandingScope,
+    time::Timestamp,
+};
 
 /// [`approve_standing`] failed before or while deciding; nothing is
 /// usable that was not before.
@@ -22,16 +25,16 @@ pub enum StandingApproveError {
     Invalid(#[from] StandingError),
     /// The grant for the proposal could not be made.
     #[error("the grant could not be made: {0}")]
-    Grant(#[from] crate::ApprovalError),
+    Grant(#[from] crate::grant::ApprovalError),
     /// Issuing the standing grant failed (a stopped run, the store).
     #[error(transparent)]
-    Issue(#[from] crate::IssueError),
+    Issue(#[from] crate::store::IssueError),
     /// Approving the proposal failed.
     #[error(transparent)]
-    Approve(#[from] crate::ApproveError),
+    Approve(#[from] crate::proposal::ApproveError),
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] crate::StoreError),
+    Store(#[from] crate::store_error::StoreError),
 }
 
 /// What a person's "approve up to N times until T" decides: the proposal's
@@ -39,7 +42,7 @@ pub enum StandingApproveError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StandingApproval {
     /// The proposal's decision.
-    pub outcome: crate::DecisionOutcome,
+    pub outcome: crate::proposal::DecisionOutcome,
     /// The standing grant, when the proposal was approved.
     pub standing: Option<StandingGrant>,
 }
@@ -54,8 +57,8 @@ pub struct StandingApproval {
 /// standing grant is revoked before the answer, so it never covers
 /// anything.
 pub async fn approve_standing(
-    store: &dyn crate::ProposalStore,
-    id: &crate::ProposalId,
+    store: &dyn crate::store::ProposalStore,
+    id: &crate::ids::ProposalId,
     uses: u32,
     ttl: Duration,
     grant_ttl: Duration,
@@ -83,7 +86,7 @@ pub async fn approve_standing(
     let grant = proposal.grant(
         grant_ttl.min(ttl),
         now,
-        Some(crate::ApproverId::for_standing(&standing.id)),
+        Some(crate::ids::ApproverId::for_standing(&standing.id)),
     )?;
     store.issue_standing(standing.clone()).await?;
     let outcome = match store.approve_proposal(id, grant, now).await {
@@ -93,7 +96,7 @@ pub async fn approve_standing(
             return Err(error.into());
         }
     };
-    if outcome != crate::DecisionOutcome::Approved {
+    if outcome != crate::proposal::DecisionOutcome::Approved {
         store.revoke_standing(&standing.id).await?;
         return Ok(StandingApproval {
             outcome,

@@ -5,10 +5,13 @@ use async_trait::async_trait;
 
 use crate::store_error::StoreError;
 use crate::{
-    AbandonOutcome, ActorId, Approval, ApprovalId, ApproveError, ApproverId, AttemptId, Binding,
-    ConsumeOutcome, DecisionOutcome, Proposal, ProposalId, ProposeError, ResumeOutcome,
-    RevokeOutcome, RunId, StandingGrant, StandingId, StandingKey, StandingRevokeOutcome,
-    StopOutcome, StoredGrant, StoredProposal, StoredStanding, Timestamp, UseOutcome,
+    abandon::AbandonOutcome, control::ResumeOutcome, control::StopOutcome, grant::Approval,
+    grant::Binding, grant::ConsumeOutcome, grant::RevokeOutcome, grant::StoredGrant, ids::ActorId,
+    ids::ApprovalId, ids::ApproverId, ids::AttemptId, ids::ProposalId, ids::RunId, ids::StandingId,
+    proposal::ApproveError, proposal::DecisionOutcome, proposal::Proposal, proposal::ProposeError,
+    proposal::StoredProposal, standing::StandingGrant, standing::StandingKey,
+    standing::StandingRevokeOutcome, standing::StoredStanding, standing::UseOutcome,
+    time::Timestamp,
 };
 
 /// [`ApprovalStore::issue`] failed.

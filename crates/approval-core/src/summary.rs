@@ -1,7 +1,7 @@
 //! What a person reads first about a proposal, from its bound facts: the
 //! approval page's opening sentence and every notification's.
 
-use crate::Proposal;
+use crate::proposal::Proposal;
 
 /// Who wants to do what to which element where, without any argument
 /// value: safe to send to a chat or a mailbox, where the approval page's

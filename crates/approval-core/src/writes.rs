@@ -11,7 +11,7 @@ use std::fmt;
 
 use url::Url;
 
-use crate::OperationId;
+use crate::ids::OperationId;
 
 /// The methods read-only mode lets through: the ones HTTP defines as safe.
 pub const READ_ONLY_METHODS: [&str; 3] = ["GET", "HEAD", "OPTIONS"];

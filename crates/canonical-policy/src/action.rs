@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::Denial;
+use crate::denial::Denial;
 
 /// Methods allowed when the policy builder is not given its own set.
 pub const DEFAULT_METHODS: &[&str] = &[

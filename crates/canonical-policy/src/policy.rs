@@ -9,7 +9,7 @@ use serde_json::Value;
 use url::{Host, Url};
 
 use crate::action::{DEFAULT_METHODS, canonicalise, quote_untrusted};
-use crate::{Action, Denial, Resolver, is_public};
+use crate::{action::Action, address::is_public, denial::Denial, resolver::Resolver};
 
 /// A mistake in building a [`Policy`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -109,7 +109,7 @@ pub use system::SystemResolver;
 
 #[cfg(feature = "system-resolver")]
 mod system {
-    use super::{ResolveError, Resolver};
+    use crate::resolver::{ResolveError, Resolver};
     use async_trait::async_trait;
     use std::net::IpAddr;
     use std::time::Duration;

@@ -15,7 +15,7 @@ use countersign_approval_core::{
 };
 use countersign_canonical_policy::{Action, ActionDigest};
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
 
 /// The records each log is asked to keep at most, unless a check says otherwise.
 pub const DEFAULT_MAX_RECORDS: usize = 1_000;

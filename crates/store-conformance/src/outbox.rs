@@ -14,7 +14,7 @@ use countersign_approval_core::{
     Proposal, ProposalStore, ProposeError, RunId, SystemClock, Timestamp,
 };
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
 use crate::fixtures::{Fixtures, TTL, unique_actor_and_runs};
 
 /// A store that keeps proposals and records their notifications.

@@ -15,7 +15,7 @@ use countersign_approval_core::{
 };
 use countersign_approval_core::{AttemptId, Clock};
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
 use crate::fixtures::{Fixtures, TTL, TTL_MS, unique_actor_and_runs};
 
 /// The names of the proposal checks, in the order the macro runs them.

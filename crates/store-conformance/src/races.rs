@@ -11,7 +11,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Barrier;
 use tokio::task::JoinHandle;
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
 use crate::fixtures::{Fixtures, TTL};
 
 /// How hard the race checks push.
@@ -747,7 +747,7 @@ pub async fn concurrent_mismatches_lock_once(
     store: Arc<dyn ApprovalStore>,
     config: &RaceConfig,
 ) -> Result<(), CheckFailure> {
-    use crate::BindingField;
+    use crate::model::BindingField;
     const LIMIT: u32 = 5;
     let race = Race::new("concurrent_mismatches_lock_once", store, config).await?;
     let contenders = LIMIT as usize + 11;

@@ -11,7 +11,7 @@ use countersign_approval_core::{
 };
 
 use crate::fixtures::{Ctx, TTL_MS};
-use crate::{BindingField, CheckFailure};
+use crate::{failure::CheckFailure, model::BindingField};
 
 const OK: ConsumeOutcome = ConsumeOutcome::Consumed { replay: false };
 const REPLAY: ConsumeOutcome = ConsumeOutcome::Consumed { replay: true };

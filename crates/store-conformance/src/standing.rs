@@ -16,7 +16,7 @@ use countersign_approval_core::{
     SystemClock, Timestamp, UseOutcome,
 };
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
 
 /// The names of the standing-grant checks, in the order the macro runs them.
 pub const STANDING_CHECKS: &[&str] = &[

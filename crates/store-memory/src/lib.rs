@@ -40,6 +40,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+mod expiry;
+mod fences;
 mod oplog;
 mod outbox;
 mod standing;
@@ -96,14 +98,6 @@ struct ProposalEntry {
     kept_until: Timestamp,
 }
 
-/// A run's or an actor's stop fence. Every stop moves `generation` on, so a
-/// grant issued before any stop is stopped for good, also after a resume.
-#[derive(Debug, Default, Clone, Copy)]
-struct Fence {
-    generation: u64,
-    stopped: bool,
-}
-
 #[derive(Debug, Default)]
 struct Grants {
     entries: HashMap<ApprovalId, Entry>,
@@ -111,9 +105,8 @@ struct Grants {
     /// the store. A grant is consumed only before it expires, so its
     /// expiry is also the last instant it mattered.
     by_expiry: BTreeSet<(Timestamp, ApprovalId)>,
-    /// Run fences by actor, then run: looked up with borrowed ids.
-    runs: HashMap<ActorId, HashMap<RunId, Fence>>,
-    actors: HashMap<ActorId, Fence>,
+    /// The stop fences of runs and actors.
+    fences: fences::Fences,
     proposals: HashMap<ProposalId, ProposalEntry>,
     /// Every held proposal by the last instant it matters, for purges.
     proposals_by_expiry: BTreeSet<(Timestamp, ProposalId)>,
@@ -137,40 +130,10 @@ impl Grants {
 }
 
 impl Grants {
-    /// Whether a run or actor stop came since these generations were taken.
-    fn stopped_since(
-        &self,
-        actor: &ActorId,
-        run: &RunId,
-        run_generation: u64,
-        actor_generation: u64,
-    ) -> bool {
-        fence_moved(
-            &self.runs,
-            &self.actors,
-            actor,
-            run,
-            run_generation,
-            actor_generation,
-        )
-    }
-
-    fn run_fence(&self, actor: &ActorId, run: &RunId) -> Fence {
-        self.runs
-            .get(actor)
-            .and_then(|runs| runs.get(run))
-            .copied()
-            .unwrap_or_default()
-    }
-
-    fn actor_fence(&self, actor: &ActorId) -> Fence {
-        self.actors.get(actor).copied().unwrap_or_default()
-    }
-
     /// Whether the grant's run or actor was stopped since it was issued.
     fn is_stopped(&self, entry: &Entry) -> bool {
         let approval = &entry.grant.approval;
-        self.stopped_since(
+        self.fences.stopped_since(
             &approval.actor_id,
             &approval.run_id,
             entry.run_generation,
@@ -180,7 +143,7 @@ impl Grants {
 
     fn is_proposal_stopped(&self, entry: &ProposalEntry) -> bool {
         let proposal = &entry.stored.proposal;
-        self.stopped_since(
+        self.fences.stopped_since(
             &proposal.actor_id,
             &proposal.run_id,
             entry.run_generation,
@@ -193,8 +156,8 @@ impl Grants {
         if self.entries.contains_key(&approval.id) {
             return Err(IssueError::AlreadyExists(approval.id));
         }
-        let run = self.run_fence(&approval.actor_id, &approval.run_id);
-        let actor = self.actor_fence(&approval.actor_id);
+        let run = self.fences.run(&approval.actor_id, &approval.run_id);
+        let actor = self.fences.actor(&approval.actor_id);
         if run.stopped || actor.stopped {
             return Err(IssueError::Stopped);
         }
@@ -321,12 +284,12 @@ impl InMemoryApprovalStore {
             standing,
             ..
         } = &mut *grants;
-        let dropped = drop_oldest(by_expiry, now, retention, limit, |id| {
+        let dropped = expiry::drop_oldest(by_expiry, now, retention, limit, |id| {
             entries.remove(&id);
         });
         // Proposals go in the same bounded step: a purge never holds the
         // lock for more than `limit` records of each kind.
-        drop_oldest(proposals_by_expiry, now, retention, limit, |id| {
+        expiry::drop_oldest(proposals_by_expiry, now, retention, limit, |id| {
             proposals.remove(&id);
         });
         standing.purge(now, retention, limit);
@@ -368,18 +331,13 @@ impl ApprovalStore for InMemoryApprovalStore {
         // One lookup, held mutably beside the fences: consumes serialise on
         // this lock, so hashing the id twice would be paid by every one.
         let Grants {
-            entries,
-            runs,
-            actors,
-            ..
+            entries, fences, ..
         } = &mut *grants;
         let Some(entry) = entries.get_mut(id) else {
             return Ok(ConsumeOutcome::Unknown);
         };
         let approval = &entry.grant.approval;
-        let stopped = fence_moved(
-            runs,
-            actors,
+        let stopped = fences.stopped_since(
             &approval.actor_id,
             &approval.run_id,
             entry.run_generation,
@@ -433,15 +391,17 @@ impl ApprovalStore for InMemoryApprovalStore {
     ) -> Result<StopOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         let stopped_grants = grants.usable(now, |a| a.actor_id == *actor && a.run_id == *run);
-        let stopped_standing =
-            grants.usable_standing(now, |g| g.actor_id == *actor && g.run_id == *run);
+        let stopped_standing = grants.standing.usable(&grants.fences, now, |g| {
+            g.actor_id == *actor && g.run_id == *run
+        });
         let fence = grants
+            .fences
             .runs
             .entry(actor.clone())
             .or_default()
             .entry(run.clone())
             .or_default();
-        let outcome = stop(fence, stopped_grants, stopped_standing);
+        let outcome = fence.stop(stopped_grants, stopped_standing);
         grants.notify(|| NotificationEvent::run_stopped(actor, Some(run), now));
         Ok(outcome)
     }
@@ -449,17 +409,20 @@ impl ApprovalStore for InMemoryApprovalStore {
     async fn stop_actor(&self, actor: &ActorId, now: Timestamp) -> Result<StopOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
         let stopped_grants = grants.usable(now, |a| a.actor_id == *actor);
-        let stopped_standing = grants.usable_standing(now, |g| g.actor_id == *actor);
-        let fence = grants.actors.entry(actor.clone()).or_default();
-        let outcome = stop(fence, stopped_grants, stopped_standing);
+        let stopped_standing = grants
+            .standing
+            .usable(&grants.fences, now, |g| g.actor_id == *actor);
+        let fence = grants.fences.actors.entry(actor.clone()).or_default();
+        let outcome = fence.stop(stopped_grants, stopped_standing);
         grants.notify(|| NotificationEvent::run_stopped(actor, None, now));
         Ok(outcome)
     }
 
     async fn resume_run(&self, actor: &ActorId, run: &RunId) -> Result<ResumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        Ok(resume(
+        Ok(fences::resume(
             grants
+                .fences
                 .runs
                 .get_mut(actor)
                 .and_then(|runs| runs.get_mut(run)),
@@ -468,7 +431,7 @@ impl ApprovalStore for InMemoryApprovalStore {
 
     async fn resume_actor(&self, actor: &ActorId) -> Result<ResumeOutcome, StoreError> {
         let mut grants = lock(&self.grants)?;
-        Ok(resume(grants.actors.get_mut(actor)))
+        Ok(fences::resume(grants.fences.actors.get_mut(actor)))
     }
 }
 
@@ -497,32 +460,6 @@ fn listed(stored: &StoredProposal) -> StoredProposal {
     }
 }
 
-/// Takes up to `limit` of the oldest entries of `by_expiry` whose instant
-/// plus `retention` is at or before `now`, handing each id to `remove`;
-/// returns how many it took.
-fn drop_oldest<Id: Ord>(
-    by_expiry: &mut BTreeSet<(Timestamp, Id)>,
-    now: Timestamp,
-    retention: Duration,
-    limit: usize,
-    mut remove: impl FnMut(Id),
-) -> usize {
-    let mut dropped = 0;
-    while dropped < limit {
-        let Some((expires_at, _)) = by_expiry.first() else {
-            break;
-        };
-        if expires_at.saturating_add(retention) > now {
-            break;
-        }
-        if let Some((_, id)) = by_expiry.pop_first() {
-            remove(id);
-            dropped += 1;
-        }
-    }
-    dropped
-}
-
 #[async_trait]
 impl ProposalStore for InMemoryApprovalStore {
     async fn propose(&self, proposal: Proposal) -> Result<(), ProposeError> {
@@ -530,8 +467,8 @@ impl ProposalStore for InMemoryApprovalStore {
         if grants.proposals.contains_key(&proposal.id) {
             return Err(ProposeError::AlreadyExists(proposal.id));
         }
-        let run = grants.run_fence(&proposal.actor_id, &proposal.run_id);
-        let actor = grants.actor_fence(&proposal.actor_id);
+        let run = grants.fences.run(&proposal.actor_id, &proposal.run_id);
+        let actor = grants.fences.actor(&proposal.actor_id);
         if run.stopped || actor.stopped {
             return Err(ProposeError::Stopped);
         }
@@ -665,11 +602,13 @@ impl ProposalStore for InMemoryApprovalStore {
     }
 
     async fn issue_standing(&self, grant: StandingGrant) -> Result<(), IssueError> {
-        lock(&self.grants)?.issue_standing(grant)
+        let grants = &mut *lock(&self.grants)?;
+        grants.standing.issue(&grants.fences, grant)
     }
 
     async fn get_standing(&self, id: &StandingId) -> Result<Option<StoredStanding>, StoreError> {
-        Ok(lock(&self.grants)?.get_standing(id))
+        let grants = lock(&self.grants)?;
+        Ok(grants.standing.get(&grants.fences, id))
     }
 
     async fn standing_grants(
@@ -678,7 +617,10 @@ impl ProposalStore for InMemoryApprovalStore {
         run: &RunId,
         now: Timestamp,
     ) -> Result<Vec<StoredStanding>, StoreError> {
-        Ok(lock(&self.grants)?.standing_grants(actor, run, now))
+        let grants = lock(&self.grants)?;
+        Ok(grants
+            .standing
+            .usable_of_run(&grants.fences, actor, run, now))
     }
 
     async fn use_standing(
@@ -688,7 +630,10 @@ impl ProposalStore for InMemoryApprovalStore {
         now: Timestamp,
         attempt: &AttemptId,
     ) -> Result<UseOutcome, StoreError> {
-        Ok(lock(&self.grants)?.use_standing(id, key, now, attempt))
+        let grants = &mut *lock(&self.grants)?;
+        Ok(grants
+            .standing
+            .use_one(&grants.fences, id, key, now, attempt))
     }
 
     async fn give_back_use(
@@ -697,58 +642,13 @@ impl ProposalStore for InMemoryApprovalStore {
         attempt: &AttemptId,
         now: Timestamp,
     ) -> Result<AbandonOutcome, StoreError> {
-        Ok(lock(&self.grants)?.give_back_use(id, attempt, now))
+        let grants = &mut *lock(&self.grants)?;
+        Ok(grants.standing.give_back(&grants.fences, id, attempt, now))
     }
 
     async fn revoke_standing(&self, id: &StandingId) -> Result<StandingRevokeOutcome, StoreError> {
-        Ok(lock(&self.grants)?.revoke_standing(id))
-    }
-}
-
-/// Whether a run or actor stop came since these generations were taken,
-/// read from the fence maps alone (so a caller may hold a grant mutably).
-fn fence_moved(
-    runs: &HashMap<ActorId, HashMap<RunId, Fence>>,
-    actors: &HashMap<ActorId, Fence>,
-    actor: &ActorId,
-    run: &RunId,
-    run_generation: u64,
-    actor_generation: u64,
-) -> bool {
-    // No stop ever: nothing to look up on the hot path.
-    if runs.is_empty() && actors.is_empty() {
-        return false;
-    }
-    let run_now = runs
-        .get(actor)
-        .and_then(|runs| runs.get(run))
-        .map_or(0, |fence| fence.generation);
-    let actor_now = actors.get(actor).map_or(0, |fence| fence.generation);
-    run_now != run_generation || actor_now != actor_generation
-}
-
-/// Stops a fence: moves its generation on (every grant issued before is
-/// stopped for good) and marks it stopped.
-fn stop(fence: &mut Fence, stopped_grants: u64, stopped_standing: u64) -> StopOutcome {
-    let was_stopped = fence.stopped;
-    fence.generation += 1;
-    fence.stopped = true;
-    StopOutcome {
-        stopped_grants,
-        stopped_standing,
-        was_stopped,
-    }
-}
-
-/// Clears a fence's stop, keeping its generation (stopped grants stay
-/// stopped).
-fn resume(fence: Option<&mut Fence>) -> ResumeOutcome {
-    match fence {
-        Some(fence) if fence.stopped => {
-            fence.stopped = false;
-            ResumeOutcome::Resumed
-        }
-        _ => ResumeOutcome::NotStopped,
+        let grants = &mut *lock(&self.grants)?;
+        Ok(grants.standing.revoke(&grants.fences, id))
     }
 }
 

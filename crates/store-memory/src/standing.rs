@@ -10,7 +10,8 @@ use countersign_approval_core::{
     UseOutcome, decide_give_back, decide_use,
 };
 
-use crate::{Grants, drop_oldest};
+use crate::expiry::drop_oldest;
+use crate::fences::Fences;
 
 /// One standing grant, the attempts given back on it, and the generations
 /// of its run and actor when it was issued.
@@ -40,57 +41,43 @@ impl StandingGrants {
             entries.remove(&id);
         });
     }
-}
 
-impl Grants {
     /// How many standing grants `which` selects are usable at `now`
     /// (active, not stopped, unexpired, a use left): what a stop ends.
-    pub(crate) fn usable_standing(
+    pub(crate) fn usable(
         &self,
+        fences: &Fences,
         now: Timestamp,
         which: impl Fn(&StandingGrant) -> bool,
     ) -> u64 {
         let usable = self
-            .standing
             .entries
             .values()
             .filter(|entry| which(&entry.stored.grant))
             // Read in place: a stopped grant is one whose stored state is
             // active and whose fence moved, so it is not usable either.
-            .filter(|entry| !self.standing_stopped(entry) && entry.stored.is_usable_at(now))
+            .filter(|entry| !stopped(fences, entry) && entry.stored.is_usable_at(now))
             .count();
         u64::try_from(usable).unwrap_or(u64::MAX)
     }
 
-    fn standing_stopped(&self, entry: &StandingEntry) -> bool {
-        let grant = &entry.stored.grant;
-        self.stopped_since(
-            &grant.actor_id,
-            &grant.run_id,
-            entry.run_generation,
-            entry.actor_generation,
-        )
-    }
-
-    fn standing_shown(&self, entry: &StandingEntry) -> StoredStanding {
-        let mut stored = entry.stored.clone();
-        stored.state = stored.state.shown(self.standing_stopped(entry));
-        stored
-    }
-
-    pub(crate) fn issue_standing(&mut self, grant: StandingGrant) -> Result<(), IssueError> {
-        if self.standing.entries.contains_key(&grant.id) {
+    /// Issues `grant` unless its id is taken or its run or actor is
+    /// stopped.
+    pub(crate) fn issue(
+        &mut self,
+        fences: &Fences,
+        grant: StandingGrant,
+    ) -> Result<(), IssueError> {
+        if self.entries.contains_key(&grant.id) {
             return Err(IssueError::StandingExists(grant.id));
         }
-        let run = self.run_fence(&grant.actor_id, &grant.run_id);
-        let actor = self.actor_fence(&grant.actor_id);
+        let run = fences.run(&grant.actor_id, &grant.run_id);
+        let actor = fences.actor(&grant.actor_id);
         if run.stopped || actor.stopped {
             return Err(IssueError::Stopped);
         }
-        self.standing
-            .by_expiry
-            .insert((grant.expires_at, grant.id.clone()));
-        self.standing.entries.insert(
+        self.by_expiry.insert((grant.expires_at, grant.id.clone()));
+        self.entries.insert(
             grant.id.clone(),
             StandingEntry {
                 stored: StoredStanding::issued(grant),
@@ -102,28 +89,28 @@ impl Grants {
         Ok(())
     }
 
-    pub(crate) fn get_standing(&self, id: &StandingId) -> Option<StoredStanding> {
-        self.standing
-            .entries
-            .get(id)
-            .map(|entry| self.standing_shown(entry))
+    /// The standing grant `id`, its state as shown (stopped when its fences
+    /// moved).
+    pub(crate) fn get(&self, fences: &Fences, id: &StandingId) -> Option<StoredStanding> {
+        self.entries.get(id).map(|entry| shown(fences, entry))
     }
 
-    pub(crate) fn standing_grants(
+    /// The usable standing grants of `run` of `actor`, oldest first.
+    pub(crate) fn usable_of_run(
         &self,
+        fences: &Fences,
         actor: &ActorId,
         run: &RunId,
         now: Timestamp,
     ) -> Vec<StoredStanding> {
         let mut usable: Vec<StoredStanding> = self
-            .standing
             .entries
             .values()
             .filter(|entry| {
                 let grant = &entry.stored.grant;
                 grant.actor_id == *actor && grant.run_id == *run
             })
-            .map(|entry| self.standing_shown(entry))
+            .map(|entry| shown(fences, entry))
             .filter(|stored| stored.is_usable_at(now))
             .collect();
         usable.sort_by(|a, b| {
@@ -133,19 +120,21 @@ impl Grants {
         usable
     }
 
-    pub(crate) fn use_standing(
+    /// Takes one use of `id` for `attempt` (`decide_use`).
+    pub(crate) fn use_one(
         &mut self,
+        fences: &Fences,
         id: &StandingId,
         key: &StandingKey,
         now: Timestamp,
         attempt: &AttemptId,
     ) -> UseOutcome {
-        let Some(entry) = self.standing.entries.get(id) else {
+        let Some(entry) = self.entries.get(id) else {
             return UseOutcome::Unknown;
         };
-        let stopped = self.standing_stopped(entry);
+        let stopped = stopped(fences, entry);
         let decision = decide_use(&entry.stored, &entry.abandoned, stopped, key, now, attempt);
-        if let Some(entry) = self.standing.entries.get_mut(id) {
+        if let Some(entry) = self.entries.get_mut(id) {
             if decision.record_use {
                 entry.stored.used_by.push(attempt.clone());
             }
@@ -159,18 +148,20 @@ impl Grants {
         decision.outcome
     }
 
-    pub(crate) fn give_back_use(
+    /// Gives back `attempt`'s use of `id` (`decide_give_back`).
+    pub(crate) fn give_back(
         &mut self,
+        fences: &Fences,
         id: &StandingId,
         attempt: &AttemptId,
         now: Timestamp,
     ) -> AbandonOutcome {
-        let Some(entry) = self.standing.entries.get(id) else {
+        let Some(entry) = self.entries.get(id) else {
             return AbandonOutcome::Unknown;
         };
-        let stopped = self.standing_stopped(entry);
+        let stopped = stopped(fences, entry);
         let decision = decide_give_back(&entry.stored, &entry.abandoned, stopped, now, attempt);
-        if let Some(entry) = self.standing.entries.get_mut(id) {
+        if let Some(entry) = self.entries.get_mut(id) {
             if decision.release_use {
                 entry.stored.used_by.retain(|used| used != attempt);
             }
@@ -184,16 +175,35 @@ impl Grants {
         decision.outcome
     }
 
-    pub(crate) fn revoke_standing(&mut self, id: &StandingId) -> StandingRevokeOutcome {
-        let Some(entry) = self.standing.entries.get(id) else {
+    /// Revokes `id` unless it already ended.
+    pub(crate) fn revoke(&mut self, fences: &Fences, id: &StandingId) -> StandingRevokeOutcome {
+        let Some(entry) = self.entries.get(id) else {
             return StandingRevokeOutcome::Unknown;
         };
-        if entry.stored.state.shown(self.standing_stopped(entry)) != StandingState::Active {
+        if entry.stored.state.shown(stopped(fences, entry)) != StandingState::Active {
             return StandingRevokeOutcome::AlreadyEnded;
         }
-        if let Some(entry) = self.standing.entries.get_mut(id) {
+        if let Some(entry) = self.entries.get_mut(id) {
             entry.stored.state = StandingState::Revoked;
         }
         StandingRevokeOutcome::Revoked
     }
+}
+
+/// Whether the standing grant of `entry` was stopped since it was issued.
+fn stopped(fences: &Fences, entry: &StandingEntry) -> bool {
+    let grant = &entry.stored.grant;
+    fences.stopped_since(
+        &grant.actor_id,
+        &grant.run_id,
+        entry.run_generation,
+        entry.actor_generation,
+    )
+}
+
+/// The standing grant of `entry` with its state as shown.
+fn shown(fences: &Fences, entry: &StandingEntry) -> StoredStanding {
+    let mut stored = entry.stored.clone();
+    stored.state = stored.state.shown(stopped(fences, entry));
+    stored
 }

@@ -169,6 +169,7 @@ mod keys;
 mod oplog;
 mod options;
 mod outbox;
+mod outbox_state;
 mod pointer;
 mod probe;
 mod proposal_record;

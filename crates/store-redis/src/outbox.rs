@@ -10,9 +10,7 @@
 //! which every claiming process runs at its first claim and then every
 //! [`OUTBOX_SWEEP_INTERVAL`] over the registered actors.
 
-use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use countersign_approval_core::{
@@ -22,6 +20,7 @@ use countersign_approval_core::{
 use redis::Value;
 
 use crate::keys::Slot;
+use crate::outbox_state::OutboxState;
 use crate::reply::{corrupt_reply, text, unexpected_reply};
 use crate::scripts::GrantScript;
 use crate::store::RedisApprovalStore;
@@ -30,20 +29,8 @@ use crate::store::RedisApprovalStore;
 /// the directory does not list.
 pub const OUTBOX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Actors remembered as registered per process, at most; past it the
-/// memory starts over (registering again is one idempotent call).
-const REMEMBERED_ACTORS: usize = 65_536;
-
 /// Scores are doubles: times past 2^53 ms (year 285,000) are held there.
 const LATEST_SCORE: u64 = (1 << 53) - 1;
-
-/// What one process keeps of the outbox: the actors it registered, and
-/// when it last swept.
-#[derive(Debug, Default)]
-pub(crate) struct OutboxState {
-    registered: Mutex<HashSet<String>>,
-    last_sweep: Mutex<Option<Instant>>,
-}
 
 /// The event a step's script records, as its three arguments (all empty
 /// when the store keeps no outbox).
@@ -178,27 +165,14 @@ impl RedisApprovalStore {
     }
 
     async fn register(&self, state: &OutboxState, slot: &Slot) -> Result<(), StoreError> {
-        let known = |registered: &HashSet<String>| registered.contains(&slot.tag);
-        if known(
-            &state
-                .registered
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        ) {
+        if state.registered(&slot.tag) {
             return Ok(());
         }
         let reply = self.directory(&[b"register", slot.tag.as_bytes()]).await?;
         if reply.status != "ok" {
             return Err(unexpected_reply(GrantScript::OutboxDirectory, "register"));
         }
-        let mut registered = state
-            .registered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if registered.len() >= REMEMBERED_ACTORS {
-            registered.clear();
-        }
-        registered.insert(slot.tag.clone());
+        state.remember(&slot.tag);
         Ok(())
     }
 
@@ -263,23 +237,12 @@ impl RedisApprovalStore {
     /// [`OUTBOX_SWEEP_INTERVAL`] ago: each actor whose outbox holds an event is
     /// hinted at its earliest.
     async fn sweep_when_due(&self, state: &OutboxState) -> Result<(), StoreError> {
-        {
-            let mut last = state
-                .last_sweep
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if last.is_some_and(|at| at.elapsed() < OUTBOX_SWEEP_INTERVAL) {
-                return Ok(());
-            }
-            *last = Some(Instant::now());
+        if !state.begin_sweep(OUTBOX_SWEEP_INTERVAL) {
+            return Ok(());
         }
         let swept = self.sweep().await;
         if swept.is_err() {
-            // Not swept: the next claim tries again.
-            *state
-                .last_sweep
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = None;
+            state.sweep_failed();
         }
         swept
     }

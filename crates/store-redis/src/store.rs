@@ -14,7 +14,7 @@ use crate::conn::{Connection, is_lost_connection};
 use crate::error::{connect_error, is_noscript, redis_error, timed};
 use crate::keys::{self, Slot};
 use crate::options::{ConnectError, Durability, RedisStoreOptions, Topology};
-use crate::outbox::OutboxState;
+use crate::outbox_state::OutboxState;
 use crate::probe::{check_seeds, probe};
 use crate::reply::{Reply, corrupt_reply, parse_reply, unexpected_reply};
 use crate::scripts::{GrantScript, Scripts};

@@ -1,8 +1,10 @@
 //! The shape of a crate's modules, read from its sources: which file is
 //! which module, which module each file imports, and the circles among
 //! them. A plain reading of `use` trees and `crate::`/`super::`/`self::`
-//! paths, enough for this workspace's code (no macros that build paths, no
-//! `#[path]` attributes), so the tidy checks need no parser crate.
+//! paths, inline paths into a module's own children (`child::Item`) and
+//! glob imports, enough for this workspace's code (no macros that build
+//! paths, no `#[path]` attributes), so the tidy checks need no parser
+//! crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -18,7 +20,8 @@ pub struct ModuleTree {
 /// One module file's code.
 pub struct Source {
     pub file: PathBuf,
-    /// The code before its `#[cfg(test)] mod …`, comment lines dropped.
+    /// The code without its `#[cfg(test)] mod …` blocks, comment lines
+    /// dropped.
     pub code: String,
 }
 
@@ -32,28 +35,123 @@ pub struct Reference {
     pub through_root_reexport: bool,
 }
 
-/// `text` up to its test module (`#[cfg(test)]` followed by `mod`), without
-/// comment lines: what the shape checks and the line budget read.
+/// `text` without its test modules (`#[cfg(test)]` followed by `mod`, to
+/// the brace that closes it), its `macro_rules!` definitions and its
+/// comment lines: what the shape checks and the line budget read. Code
+/// after a test module is kept.
 pub fn code_of(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let mut kept = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let trimmed = line.trim();
-        if trimmed == "#[cfg(test)]" {
-            let next = lines[i + 1..]
-                .iter()
-                .map(|l| l.trim())
-                .find(|l| !l.is_empty() && !l.starts_with("#["));
-            if next.is_some_and(|l| l.starts_with("mod ") || l.starts_with("pub(crate) mod ")) {
-                break;
-            }
-        }
-        if trimmed.starts_with("//") {
+    let mut i = 0;
+    while i < lines.len() {
+        let trimmed = lines[i].trim();
+        // A macro's body is code for the crate that expands it: its paths
+        // (`$crate::…`, `super::*`) are no import of this module.
+        if trimmed.starts_with("macro_rules!") {
+            i = end_of_item(&lines, i) + 1;
             continue;
         }
-        kept.push(*line);
+        if trimmed == "#[cfg(test)]" {
+            let next = (i + 1..lines.len())
+                .find(|&n| {
+                    let l = lines[n].trim();
+                    !l.is_empty() && !l.starts_with("#[")
+                })
+                .filter(|&n| {
+                    let l = lines[n].trim();
+                    l.starts_with("mod ") || l.starts_with("pub(crate) mod ")
+                });
+            if let Some(start) = next {
+                i = end_of_item(&lines, start) + 1;
+                continue;
+            }
+        }
+        if !trimmed.starts_with("//") {
+            kept.push(lines[i]);
+        }
+        i += 1;
     }
     kept.join("\n")
+}
+
+/// The line where the item starting at `lines[start]` ends: its `;` when it
+/// has no body, else the brace that closes its body. Braces in strings,
+/// characters and comments do not count.
+fn end_of_item(lines: &[&str], start: usize) -> usize {
+    let mut depth = 0usize;
+    let mut opened = false;
+    let mut scan = Scan::Code;
+    for (n, line) in lines.iter().enumerate().skip(start) {
+        let chars: Vec<char> = line.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            match scan {
+                Scan::Code => match c {
+                    '/' if chars.get(i + 1) == Some(&'/') => break,
+                    '"' => scan = Scan::Str,
+                    'r' if (chars.get(i + 1) == Some(&'"') || chars.get(i + 1) == Some(&'#'))
+                        && !chars[..i]
+                            .last()
+                            .is_some_and(|p| p.is_alphanumeric() || *p == '_') =>
+                    {
+                        let hashes = chars[i + 1..].iter().take_while(|h| **h == '#').count();
+                        if chars.get(i + 1 + hashes) == Some(&'"') {
+                            scan = Scan::Raw(hashes);
+                            i += 1 + hashes;
+                        }
+                    }
+                    '\'' => {
+                        // A character literal ('{', '\''), not a lifetime.
+                        if chars.get(i + 1) == Some(&'\\') {
+                            i += 2;
+                            while i < chars.len() && chars[i] != '\'' {
+                                i += 1;
+                            }
+                        } else if chars.get(i + 2) == Some(&'\'') {
+                            i += 2;
+                        }
+                    }
+                    ';' if !opened => return n,
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => {
+                        depth = depth.saturating_sub(1);
+                        if opened && depth == 0 {
+                            return n;
+                        }
+                    }
+                    _ => {}
+                },
+                Scan::Str => match c {
+                    '\\' => i += 1,
+                    '"' => scan = Scan::Code,
+                    _ => {}
+                },
+                Scan::Raw(hashes) => {
+                    if c == '"'
+                        && chars[i + 1..].iter().take_while(|h| **h == '#').count() >= hashes
+                    {
+                        i += hashes;
+                        scan = Scan::Code;
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+    lines.len().saturating_sub(1)
+}
+
+/// Where [`end_of_item`] is in a line.
+#[derive(Clone, Copy)]
+enum Scan {
+    Code,
+    Str,
+    /// In a raw string closed by `"` and this many `#`.
+    Raw(usize),
 }
 
 /// Lines of code in `text`: not blank, not a comment, before the test module.
@@ -159,19 +257,61 @@ impl ModuleTree {
             return Vec::new();
         };
         let mut found = Vec::new();
-        for (path, is_pub_use) in paths_in(&source.code) {
+        let mut paths = paths_in(&source.code);
+        paths.extend(
+            self.children(module)
+                .into_iter()
+                .flat_map(|child| inline_paths_from(&source.code, &child))
+                .map(|path| (path, false)),
+        );
+        for (path, is_pub_use) in paths {
             // The root's `pub use` lines are the crate's public surface, not
             // a dependency of the root on its modules.
             if module.is_empty() && is_pub_use {
                 continue;
             }
-            if let Some(absolute) = self.absolute(module, &path)
-                && let Some(reference) = self.resolve(&absolute, 0)
-            {
-                found.push(reference);
+            let glob = path.last().is_some_and(|s| s == "*");
+            let path = if glob {
+                path[..path.len() - 1].to_vec()
+            } else {
+                path
+            };
+            let Some(absolute) = self.absolute(module, &path) else {
+                continue;
+            };
+            let Some(reference) = self.resolve(&absolute, 0) else {
+                continue;
+            };
+            if glob {
+                // Everything the module re-exports comes in with it.
+                found.extend(self.reexported_by(&reference.module));
             }
+            found.push(reference);
         }
         found
+    }
+
+    /// The names of `module`'s child modules.
+    fn children(&self, module: &[String]) -> Vec<String> {
+        self.modules
+            .keys()
+            .filter(|path| path.len() == module.len() + 1 && path.starts_with(module))
+            .filter_map(|path| path.last().cloned())
+            .collect()
+    }
+
+    /// Where each of `module`'s `pub use` items is held.
+    fn reexported_by(&self, module: &[String]) -> Vec<Reference> {
+        let Some(source) = self.modules.get(module) else {
+            return Vec::new();
+        };
+        uses_in(&source.code)
+            .into_iter()
+            .filter(|(_, is_pub)| *is_pub)
+            .filter_map(|(path, _)| self.absolute(module, &path))
+            .filter_map(|absolute| self.resolve(&absolute, 0))
+            .filter(|reference| reference.module != module)
+            .collect()
     }
 
     /// `path` as used in `module`, from the crate root; `None` for a path
@@ -274,7 +414,8 @@ impl ModuleTree {
     }
 
     /// `(file, the path)` for each path in a module other than the root that
-    /// reaches a sibling module through a re-export of the crate root.
+    /// reaches a sibling module through a re-export of the crate root, or
+    /// takes all of the root at once (`use crate::*`).
     pub fn imports_through_root(&self) -> Vec<(String, String)> {
         let mut found = Vec::new();
         for (module, source) in &self.modules {
@@ -282,6 +423,13 @@ impl ModuleTree {
                 continue;
             }
             for (path, _) in paths_in(&source.code) {
+                if path.last().is_some_and(|s| s == "*") {
+                    let target = self.absolute(module, &path[..path.len() - 1]);
+                    if target.is_some_and(|t| t.is_empty()) {
+                        found.push((self.file(module), path.join("::")));
+                    }
+                    continue;
+                }
                 let Some(absolute) = self.absolute(module, &path) else {
                     continue;
                 };
@@ -315,7 +463,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Every `use` path in `code`, expanded (`use a::{b, c::d}` gives `a::b`
 /// and `a::c::d`; a trailing `self` is dropped), with whether it is a
-/// `pub use`. Glob imports give the module itself.
+/// `pub use`. A glob import ends in `*`.
 pub fn uses_in(code: &str) -> Vec<(Vec<String>, bool)> {
     let mut found = Vec::new();
     let mut rest = code;
@@ -383,7 +531,7 @@ fn expand(tree: &str) -> Vec<Vec<String>> {
     let Some(open) = tree.find('{') else {
         let mut segments: Vec<String> = tree
             .split("::")
-            .filter(|s| !s.is_empty() && *s != "*")
+            .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
         if segments.last().is_some_and(|s| s == "self") {
@@ -421,25 +569,45 @@ fn expand(tree: &str) -> Vec<Vec<String>> {
 pub fn paths_in(code: &str) -> Vec<(Vec<String>, bool)> {
     let mut found = uses_in(code);
     let without_uses = strip_uses(code);
-    for start in ["crate::", "super::", "self::"] {
-        for (at, _) in without_uses.match_indices(start) {
-            if without_uses[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
-            {
-                continue;
-            }
-            let path: Vec<String> = without_uses[at..]
-                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                .next()
-                .unwrap_or_default()
-                .split("::")
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect();
-            found.push((path, false));
+    for start in ["crate", "super", "self"] {
+        found.extend(
+            paths_from(&without_uses, start)
+                .into_iter()
+                .map(|p| (p, false)),
+        );
+    }
+    found
+}
+
+/// Every path in `code` (outside `use` statements) that starts with the
+/// bare name `child` (`child::Item`, `child::f()`): how a module names its
+/// own child module inline.
+fn inline_paths_from(code: &str, child: &str) -> Vec<Vec<String>> {
+    paths_from(&strip_uses(code), child)
+}
+
+/// Every path in `code` whose first segment is `first` (`first::…`), not
+/// as the tail of a longer path, a longer name or a method call.
+fn paths_from(code: &str, first: &str) -> Vec<Vec<String>> {
+    let start = format!("{first}::");
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices(&start) {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | ':' | '.'))
+        {
+            continue;
         }
+        let path: Vec<String> = code[at..]
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .next()
+            .unwrap_or_default()
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        found.push(path);
     }
     found
 }

@@ -5,7 +5,7 @@ use countersign_approval_core::{
     RevokeOutcome, StaleReason,
 };
 
-use crate::CheckFailure;
+use crate::failure::CheckFailure;
 use crate::fixtures::{Ctx, TTL_MS};
 
 const OK: ConsumeOutcome = ConsumeOutcome::Consumed { replay: false };

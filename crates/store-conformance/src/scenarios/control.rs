@@ -14,7 +14,7 @@ use countersign_approval_core::{
 };
 
 use crate::fixtures::{Ctx, TTL};
-use crate::{BindingField, CheckFailure};
+use crate::{failure::CheckFailure, model::BindingField};
 
 const OK: ConsumeOutcome = ConsumeOutcome::Consumed { replay: false };
 const STOPPED: ConsumeOutcome = ConsumeOutcome::Stale(StaleReason::Stopped);
