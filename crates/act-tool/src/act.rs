@@ -1,20 +1,20 @@
 //! The Act tool: one approved action, performed at most once per grant.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use countersign_approval_core::{
     ActionRequest, ApprovalId, ApprovalStore, ApproverId, AttemptId, Binding, ConsumeOutcome,
-    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, RefusedWrite,
-    StandingScope, StopOutcome, StoreError, WriteAccess,
+    ElementIdentity, GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding,
+    RefusedWrite, StandingScope, StopOutcome, StoreError, WriteAccess,
 };
-use countersign_canonical_policy::ActionDigest;
+use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::Value;
 
 use crate::call::{self, ActCall, Request};
 use crate::context::Context;
 use crate::definition::{ToolDefinition, ToolFormat, act_definition};
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
+use crate::operation_record::{log_call, log_retry, new_operation_id};
 use crate::refusal::{GaveUp, Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;
@@ -145,33 +145,6 @@ async fn note_refused_writes(
 
 /// The shortest wait between two tries of an abandon.
 const MIN_ABANDON_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// A fresh operation id. If the OS random source fails, a process-unique
-/// fallback (`op_fallback` + process id + counter) keeps the record and the
-/// result identifiable; the call itself then fails closed when it needs an
-/// attempt id.
-pub(crate) fn new_operation_id() -> OperationId {
-    static FALLBACK: AtomicU64 = AtomicU64::new(0);
-    loop {
-        match OperationId::generate() {
-            Ok(id) => return id,
-            Err(error) => {
-                tracing::error!(%error, "could not generate an operation id; using a fallback");
-                let n = FALLBACK.fetch_add(1, Ordering::Relaxed);
-                let text = format!(
-                    "{}fallback{:016x}{n:016x}",
-                    OperationId::PREFIX,
-                    std::process::id()
-                );
-                // 46 characters of `[a-z0-9_]`: always an id, so the loop
-                // runs at most once.
-                if let Some(id) = OperationId::parse(&text) {
-                    return id;
-                }
-            }
-        }
-    }
-}
 
 impl Act {
     /// The tool's name, `browser_act`.
@@ -306,7 +279,6 @@ impl Act {
         known: &mut Known,
     ) -> Result<Performed, Refusal> {
         let context = &*self.context;
-
         // 2. No approval store: nothing can be approved.
         let Some(store) = context.approval_store() else {
             return Err(Refusal::new(
@@ -314,188 +286,177 @@ impl Act {
                 "no approval store is configured; the host must issue approvals",
             ));
         };
-
+        let store = store.as_ref();
         // 3. The policy judges the URL, then the action.
-        let policy = context.source_policy();
-        let url = policy
-            .authorize_destination(&request.url)
-            .await
-            .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
-        known.url = Some(url.as_str().to_owned());
-        let action = policy
-            .authorize_action(&request.action)
-            .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
-        known.digest = Some(action.digest());
-
-        // 4. A malformed id names no grant.
-        let Some(approval_id) = ApprovalId::parse(&request.approval_id) else {
-            return Err(Refusal::new(
-                OutcomeCode::ApprovalRequired,
-                "approval id is malformed; the host must issue an approval for this action",
-            ));
-        };
-
-        // A navigation's grant names its destination, not a page: it is
-        // performed by the backend's navigation, wherever the tab is.
-        let navigation = action.method() == NAVIGATE_METHOD;
-        if navigation && action.selector() != NAVIGATE_SELECTOR {
-            return Err(Refusal::new(
-                OutcomeCode::NotAuthorized,
-                format!("a navigation's selector must be `{NAVIGATE_SELECTOR}`"),
-            ));
-        }
-
+        let (url, action) = authorize(context, &request, known).await?;
+        // 4. A malformed id names no grant; a navigation names no element.
+        let (approval_id, navigation) = grant_named_by(&request, &action)?;
         // 4b. A backend with pages acts only on the page the grant names.
         let (page, read_approver) = if navigation {
             (None, None)
         } else {
-            self.check_page(store.as_ref(), &approval_id).await?
+            self.check_page(store, &approval_id).await?
         };
-
         // 4c. The rules decide again, on the grant's element: a `deny`
         // added or matched since the approval wins; nothing is consumed.
-        if let Some(rules) = context.rules() {
-            let element = page.as_ref().and_then(|page| page.element.as_ref());
-            let target = ProposedTarget {
-                url: &url,
-                action: &action,
-                element,
-            };
-            if let Some(rule) = rules.decide(target).denied_by() {
-                return Err(Refusal::by_rule(rule));
-            }
-        }
-
+        refuse_if_a_rule_denies(context, &url, &action, page.as_ref())?;
         // 4–5. One atomic check-and-mark; an unknown id is its first answer.
         let binding = Binding::new(context.actor_id(), context.run_id(), &url, &action);
-        let attempt = self.consume(store.as_ref(), &approval_id, &binding).await?;
-
-        // 5b. Who approved the grant, and the element it binds: read with
-        // the page check, else read now, before anything is performed. A
-        // grant a standing grant approved also takes one of its uses, in
-        // the store, or the consume is given back; so a read that fails
-        // refuses the call.
-        let fetched;
-        let (approver, element) = match read_approver {
-            Some(approver) => (approver, page.as_ref().and_then(|p| p.element.as_ref())),
-            None => match store.get(&approval_id).await {
-                Ok(grant) => {
-                    fetched = grant.map(|g| g.approval);
-                    let approval = fetched.as_ref();
-                    (
-                        approval.and_then(|a| a.approver.as_ref().map(|by| by.id.clone())),
-                        approval.and_then(|a| a.element.as_ref()),
-                    )
-                }
-                Err(error) => {
-                    return Err(self
-                        .give_back(
-                            store.as_ref(),
-                            &approval_id,
-                            &attempt,
-                            format!("reading the grant's approver failed: {error}"),
-                            GaveUp::StoreFailed,
-                        )
-                        .await);
-                }
-            },
+        let attempt = self.consume(store, &approval_id, &binding).await?;
+        let consumed = Consumed {
+            approval_id,
+            attempt,
+            page,
         };
+        // 5b. Who approved the grant, and the element it binds.
+        let (approver, element) = self
+            .approver_and_element(store, &consumed, read_approver)
+            .await?;
         known.approver = approver.clone();
-        let standing = match approver.as_ref().and_then(ApproverId::standing_grant) {
-            None => None,
-            Some(standing) => {
-                // The consume matched the grant's binding: its URL and
-                // action are this call's.
-                let scope = element.and_then(|element| {
-                    StandingScope::of(url.as_str(), action.method(), element).ok()
-                });
-                let taken = standing::take_use(context, scope, &standing, &attempt).await;
-                match taken {
-                    Ok(taken) => {
-                        known.note = Some(taken.record_note());
-                        Some(taken)
-                    }
-                    Err(refusal) => {
-                        self.give_back(
-                            store.as_ref(),
-                            &approval_id,
-                            &attempt,
-                            refusal.reason.clone(),
-                            GaveUp::NotDispatched,
-                        )
-                        .await;
-                        return Err(refusal);
-                    }
-                }
-            }
-        };
-
-        // 6. Perform. An act no person approved may not write: the backend
-        // holds the page to reading from it on.
+        // 5c. A grant a standing grant approved also takes one of its uses.
+        let scope = element.and_then(|element| {
+            // The consume matched the grant's binding: its URL and action
+            // are this call's.
+            StandingScope::of(url.as_str(), action.method(), &element).ok()
+        });
+        let standing = self
+            .take_standing_use(store, &consumed, approver.as_ref(), scope, known)
+            .await?;
+        // 6. Perform.
         let decided_by = DecidedBy::of(known.approver.as_ref());
-        let writes = match decided_by {
-            DecidedBy::Person | DecidedBy::Standing => WriteAccess::Open,
-            // A rule's grant, and any decider this code does not know,
-            // reads only.
-            _ => WriteAccess::ReadOnly {
-                allowed: context
-                    .rules()
-                    .map(|rules| rules.allowed_writes().to_vec())
-                    .unwrap_or_default(),
-            },
-        };
-        let read_only = writes.is_read_only();
         let action_request = ActionRequest {
             operation_id: operation_id.clone(),
-            approval_id,
+            approval_id: consumed.approval_id.clone(),
             actor_id: context.actor_id().clone(),
             run_id: context.run_id().clone(),
             url,
             action,
-            writes,
+            writes: writes_of(context, decided_by),
         };
         if navigation {
             let landed = self
-                .navigate(store.as_ref(), &action_request, &attempt)
+                .navigate(store, &action_request, &consumed.attempt)
                 .await?;
-            return Ok(Performed {
-                operation_id: action_request.operation_id,
-                approval_id: action_request.approval_id,
-                url: action_request.url,
-                action: action_request.action,
-                landed: Some(landed),
+            return Ok(performed(
+                action_request,
+                Some(landed),
                 decided_by,
-                refused_writes: Vec::new(),
-            });
+                Vec::new(),
+            ));
         }
-        let performed = match &page {
-            Some(page) => {
-                context
-                    .backend()
-                    .perform_on_page(&action_request, page)
-                    .await
+        self.perform(store, &action_request, &consumed, standing.as_ref())
+            .await?;
+        // 7. What the page tried to write and was refused, on a page held
+        // to reading.
+        let refused_writes = if action_request.writes.is_read_only() {
+            note_refused_writes(context, &action_request.operation_id, known).await
+        } else {
+            Vec::new()
+        };
+        Ok(performed(action_request, None, decided_by, refused_writes))
+    }
+
+    /// Step 5b: who approved the grant, and the element it binds: as the
+    /// page check read them (`read`), else read now, before anything is
+    /// performed. A read that fails gives the consume back and refuses the
+    /// call (a grant a standing grant approved must take one of its uses).
+    async fn approver_and_element(
+        &self,
+        store: &dyn ApprovalStore,
+        consumed: &Consumed,
+        read: Option<Option<ApproverId>>,
+    ) -> Result<(Option<ApproverId>, Option<ElementIdentity>), Refusal> {
+        if let Some(approver) = read {
+            let element = consumed.page.as_ref().and_then(|p| p.element.clone());
+            return Ok((approver, element));
+        }
+        match store.get(&consumed.approval_id).await {
+            Ok(grant) => {
+                let approval = grant.map(|g| g.approval);
+                Ok((
+                    approval
+                        .as_ref()
+                        .and_then(|a| a.approver.as_ref().map(|by| by.id.clone())),
+                    approval.and_then(|a| a.element),
+                ))
             }
-            None => context.backend().perform(&action_request).await,
+            Err(error) => Err(self
+                .give_back(
+                    store,
+                    &consumed.approval_id,
+                    &consumed.attempt,
+                    format!("reading the grant's approver failed: {error}"),
+                    GaveUp::StoreFailed,
+                )
+                .await),
+        }
+    }
+
+    /// Step 5c: a grant a standing grant approved takes one of its uses, in
+    /// the store, or the consume is given back and the call refused.
+    async fn take_standing_use(
+        &self,
+        store: &dyn ApprovalStore,
+        consumed: &Consumed,
+        approver: Option<&ApproverId>,
+        scope: Option<StandingScope>,
+        known: &mut Known,
+    ) -> Result<Option<standing::TakenUse>, Refusal> {
+        let Some(standing) = approver.and_then(ApproverId::standing_grant) else {
+            return Ok(None);
+        };
+        match standing::take_use(&self.context, scope, &standing, &consumed.attempt).await {
+            Ok(taken) => {
+                known.note = Some(taken.record_note());
+                Ok(Some(taken))
+            }
+            Err(refusal) => {
+                self.give_back(
+                    store,
+                    &consumed.approval_id,
+                    &consumed.attempt,
+                    refusal.reason.clone(),
+                    GaveUp::NotDispatched,
+                )
+                .await;
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Step 6 for an action on a page: the backend performs it (on the
+    /// grant's page when it has pages). A failure that may have acted
+    /// keeps the grant used up; one before anything reached the page gives
+    /// the consume (and a standing grant's use) back.
+    async fn perform(
+        &self,
+        store: &dyn ApprovalStore,
+        request: &ActionRequest,
+        consumed: &Consumed,
+        standing: Option<&standing::TakenUse>,
+    ) -> Result<(), Refusal> {
+        let context = &*self.context;
+        let performed = match &consumed.page {
+            Some(page) => context.backend().perform_on_page(request, page).await,
+            None => context.backend().perform(request).await,
         };
         match performed {
-            Ok(()) => {}
-            Err(error) if error.may_have_acted() => {
-                return Err(Refusal::with_reason(
-                    OutcomeCode::BackendFailed,
-                    "backend failed to perform the action; the approval was used up",
-                    error.to_string(),
-                ));
-            }
+            Ok(()) => Ok(()),
+            Err(error) if error.may_have_acted() => Err(Refusal::with_reason(
+                OutcomeCode::BackendFailed,
+                "backend failed to perform the action; the approval was used up",
+                error.to_string(),
+            )),
             // Nothing reached the page: the consume is given back.
             Err(error) => {
-                if let Some(taken) = &standing {
-                    standing::give_back_use(context, &taken.standing, &attempt).await;
+                if let Some(taken) = standing {
+                    standing::give_back_use(context, &taken.standing, &consumed.attempt).await;
                 }
-                return Err(self
+                Err(self
                     .give_back(
-                        store.as_ref(),
-                        &action_request.approval_id,
-                        &attempt,
+                        store,
+                        &consumed.approval_id,
+                        &consumed.attempt,
                         format!("backend refused before dispatching: {}", error.message()),
                         if error.target_changed() {
                             GaveUp::TargetChanged
@@ -503,23 +464,9 @@ impl Act {
                             GaveUp::NotDispatched
                         },
                     )
-                    .await);
+                    .await)
             }
         }
-        let refused_writes = if read_only {
-            note_refused_writes(context, &action_request.operation_id, known).await
-        } else {
-            Vec::new()
-        };
-        Ok(Performed {
-            operation_id: action_request.operation_id,
-            approval_id: action_request.approval_id,
-            url: action_request.url,
-            action: action_request.action,
-            landed: None,
-            decided_by,
-            refused_writes,
-        })
     }
 
     /// Performs a consumed navigation grant: the backend navigates; a
@@ -782,57 +729,105 @@ impl Act {
     }
 }
 
-/// A warning that `call` (`consume` or `abandon`) failed and is tried
-/// again with the same attempt id.
-fn log_retry(
-    context: &Context,
-    id: &ApprovalId,
-    attempt: &AttemptId,
-    tries: u32,
-    error: &StoreError,
-    call: &'static str,
-) {
-    tracing::warn!(
-        actor = %context.actor_id(),
-        run = %context.run_id(),
-        approval_id = %id,
-        attempt = %attempt,
-        tries,
-        %error,
-        call,
-        "browser_act: a store call failed, retrying with the same attempt id",
-    );
+/// A grant this call consumed: its id, the attempt that consumed it, and
+/// the page it binds (for a backend with pages).
+struct Consumed {
+    approval_id: ApprovalId,
+    attempt: AttemptId,
+    page: Option<PageBinding>,
 }
 
-/// One event per call. Argument values are never logged; the approval id
-/// is logged only when it has the shape of an id.
-fn log_call(
+/// Step 3: the policy judges the URL, then the action; each is recorded
+/// once it is known.
+async fn authorize(
     context: &Context,
-    operation_id: &OperationId,
-    given: &GivenApprovalId,
-    code: OutcomeCode,
-    reason: &str,
-) {
-    let approval_id = match given {
-        GivenApprovalId::Absent => "<none>",
-        GivenApprovalId::WellFormed(id) => id.as_str(),
-        _ => "<malformed>",
+    request: &Request,
+    known: &mut Known,
+) -> Result<(AuthorizedUrl, Action), Refusal> {
+    let policy = context.source_policy();
+    let url = policy
+        .authorize_destination(&request.url)
+        .await
+        .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
+    known.url = Some(url.as_str().to_owned());
+    let action = policy
+        .authorize_action(&request.action)
+        .map_err(|denial| Refusal::new(OutcomeCode::NotAuthorized, denial.to_string()))?;
+    known.digest = Some(action.digest());
+    Ok((url, action))
+}
+
+/// Step 4: the grant the call names, and whether it is a navigation's (a
+/// navigation's grant names its destination, not a page: it is performed
+/// by the backend's navigation, wherever the tab is).
+fn grant_named_by(request: &Request, action: &Action) -> Result<(ApprovalId, bool), Refusal> {
+    let Some(approval_id) = ApprovalId::parse(&request.approval_id) else {
+        return Err(Refusal::new(
+            OutcomeCode::ApprovalRequired,
+            "approval id is malformed; the host must issue an approval for this action",
+        ));
     };
-    let actor = context.actor_id().as_str();
-    let run = context.run_id().as_str();
-    let outcome = code.as_str();
-    match code {
-        OutcomeCode::Ok => tracing::info!(
-            operation_id = %operation_id, actor, run, approval_id, outcome, reason,
-            "browser_act performed",
-        ),
-        OutcomeCode::StoreUnavailable | OutcomeCode::BackendFailed => tracing::error!(
-            operation_id = %operation_id, actor, run, approval_id, outcome, reason,
-            "browser_act failed",
-        ),
-        _ => tracing::warn!(
-            operation_id = %operation_id, actor, run, approval_id, outcome, reason,
-            "browser_act refused",
-        ),
+    let navigation = action.method() == NAVIGATE_METHOD;
+    if navigation && action.selector() != NAVIGATE_SELECTOR {
+        return Err(Refusal::new(
+            OutcomeCode::NotAuthorized,
+            format!("a navigation's selector must be `{NAVIGATE_SELECTOR}`"),
+        ));
+    }
+    Ok((approval_id, navigation))
+}
+
+/// Step 4c: a `deny` rule that matches the grant's target refuses the call
+/// before anything is consumed.
+fn refuse_if_a_rule_denies(
+    context: &Context,
+    url: &AuthorizedUrl,
+    action: &Action,
+    page: Option<&PageBinding>,
+) -> Result<(), Refusal> {
+    let Some(rules) = context.rules() else {
+        return Ok(());
+    };
+    let target = ProposedTarget {
+        url,
+        action,
+        element: page.and_then(|page| page.element.as_ref()),
+    };
+    match rules.decide(target).denied_by() {
+        Some(rule) => Err(Refusal::by_rule(rule)),
+        None => Ok(()),
+    }
+}
+
+/// What the backend may write while performing: anything for a person's or
+/// a standing grant's approval; for a rule's grant, and any decider this
+/// code does not know, reading only (and the rules' allowed writes).
+fn writes_of(context: &Context, decided_by: DecidedBy) -> WriteAccess {
+    match decided_by {
+        DecidedBy::Person | DecidedBy::Standing => WriteAccess::Open,
+        _ => WriteAccess::ReadOnly {
+            allowed: context
+                .rules()
+                .map(|rules| rules.allowed_writes().to_vec())
+                .unwrap_or_default(),
+        },
+    }
+}
+
+/// The answer of a performed call.
+fn performed(
+    request: ActionRequest,
+    landed: Option<Landed>,
+    decided_by: DecidedBy,
+    refused_writes: Vec<RefusedWrite>,
+) -> Performed {
+    Performed {
+        operation_id: request.operation_id,
+        approval_id: request.approval_id,
+        url: request.url,
+        action: request.action,
+        landed,
+        decided_by,
+        refused_writes,
     }
 }

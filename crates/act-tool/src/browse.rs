@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use countersign_approval_core::{
-    GivenApprovalId, OperationId, OperationRecord, OutcomeCode, PageBinding, RenderedSnapshot,
-};
+use countersign_approval_core::{OperationId, OutcomeCode, PageBinding, RenderedSnapshot};
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::{Value, json};
 
-use crate::act::{Act, new_operation_id};
+use crate::act::Act;
 use crate::call::shown_name;
 use crate::context::Context;
 use crate::definition::{
@@ -17,6 +15,7 @@ use crate::definition::{
     observe_definition,
 };
 use crate::navigation::{Landed, NAVIGATE_METHOD, NAVIGATE_SELECTOR, judge_landing};
+use crate::operation_record::{new_operation_id, record_tool_call};
 use crate::refusal::Refusal;
 use crate::result::{ActError, ActResult};
 
@@ -420,51 +419,6 @@ impl Browse {
             title: page.title,
             snapshot,
         })
-    }
-}
-
-/// Logs one call of a tool that consumes no grant (`browser_navigate`,
-/// `browser_observe`, a refused `browser_propose`) and writes its one
-/// operation record, the reason prefixed with the tool's name.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn record_tool_call(
-    context: &Context,
-    operation_id: &OperationId,
-    url: Option<String>,
-    action_digest: Option<ActionDigest>,
-    outcome: OutcomeCode,
-    reason: &str,
-    started_at: countersign_approval_core::Timestamp,
-    tool: &'static str,
-) {
-    let actor = context.actor_id().as_str();
-    let run = context.run_id().as_str();
-    match outcome {
-        OutcomeCode::Ok => {
-            tracing::info!(operation_id = %operation_id, actor, run, tool, reason, "countersign: page tool answered")
-        }
-        OutcomeCode::BackendFailed | OutcomeCode::StoreUnavailable => {
-            tracing::error!(operation_id = %operation_id, actor, run, tool, outcome = outcome.as_str(), reason, "countersign: page tool failed")
-        }
-        _ => {
-            tracing::warn!(operation_id = %operation_id, actor, run, tool, outcome = outcome.as_str(), reason, "countersign: page tool refused")
-        }
-    }
-    let record = OperationRecord {
-        operation_id: operation_id.clone(),
-        actor_id: context.actor_id().clone(),
-        run_id: context.run_id().clone(),
-        approval_id: GivenApprovalId::Absent,
-        url,
-        action_digest,
-        approver_id: None,
-        outcome,
-        reason: format!("{tool}: {reason}"),
-        started_at,
-        finished_at: context.now(),
-    };
-    if let Err(error) = context.operation_store().record(record).await {
-        tracing::error!(operation_id = %operation_id, actor, run, tool, %error, "countersign: the operation record could not be written");
     }
 }
 

@@ -157,6 +157,7 @@ mod context;
 mod definition;
 mod grant;
 mod navigation;
+mod operation_record;
 mod propose;
 mod refusal;
 mod result;

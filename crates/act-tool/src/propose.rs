@@ -10,14 +10,13 @@ use countersign_canonical_policy::{Action, AuthorizedUrl};
 use countersign_rules::{Decision, ProposedTarget, Tier};
 use serde_json::{Value, json};
 
-use crate::act::new_operation_id;
-use crate::browse::record_tool_call;
 use crate::call;
 use crate::context::Context;
 use crate::definition::{
     PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, ToolDefinition, ToolFormat,
     proposal_status_definition, propose_definition,
 };
+use crate::operation_record::{new_operation_id, record_tool_call};
 use crate::refusal::Refusal;
 use crate::standing;
 use countersign_approval_core::DecidedBy;
