@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use countersign_approval_core::{
     Approval, ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId,
-    ProposalState, ProposalStatus, ProposeError, StandingScope, Timestamp,
+    ProposalState, ProposalStatus, ProposalStore, ProposeError, StandingScope, Timestamp,
 };
 use countersign_canonical_policy::{Action, AuthorizedUrl};
-use countersign_rules::{Decision, ProposedTarget, Tier};
+use countersign_rules::{Decision, ProposedTarget, RuleSet, Tier};
 use serde_json::{Value, json};
 
 use crate::call;
@@ -93,6 +93,21 @@ pub struct ProposalView {
     pub expires_at: Timestamp,
     /// Who decided, once decided: a rule or a person (never which rule).
     pub decided_by: Option<DecidedBy>,
+}
+
+impl ProposalView {
+    /// `proposal` as it waits for a decision.
+    fn pending(proposal: &Proposal) -> ProposalView {
+        ProposalView {
+            proposal_id: proposal.id.clone(),
+            status: ProposalStatus::Pending,
+            approval_id: None,
+            url: proposal.url.clone(),
+            action: proposal.action.clone(),
+            expires_at: proposal.expires_at,
+            decided_by: None,
+        }
+    }
 }
 
 impl ProposeResult {
@@ -232,6 +247,8 @@ impl Propose {
     async fn try_propose(&self, args: &Value) -> Result<ProposalView, ProposeResult> {
         let context = &*self.context;
         let started_at = context.now();
+        // 1. The call parses, the host takes proposals, and the policy
+        //    allows the URL and the action.
         let (url, action) =
             call::parse_proposal(args).map_err(|m| ProposeResult::error(m.code, m.message))?;
         let Some(store) = context.proposal_store() else {
@@ -240,56 +257,12 @@ impl Propose {
                 "the host does not take proposals",
             ));
         };
-        let policy = context.source_policy();
-        let url: AuthorizedUrl = policy.authorize_destination(&url).await.map_err(|denial| {
-            ProposeResult::error(OutcomeCode::NotAuthorized, denial.to_string())
-        })?;
-        let action = policy.authorize_action(&action).map_err(|denial| {
-            ProposeResult::error(OutcomeCode::NotAuthorized, denial.to_string())
-        })?;
-        let snapshot = context
-            .backend()
-            .snapshot(&url, &action)
-            .await
-            .map_err(|error| {
-                if error.target_changed() {
-                    // A ref of another page, or of an element gone from it.
-                    return ProposeResult::error(
-                        OutcomeCode::ApprovalStale,
-                        format!("nothing was proposed: {}", error.message()),
-                    );
-                }
-                ProposeResult::error(
-                    OutcomeCode::BackendFailed,
-                    format!(
-                        "the page could not be observed; nothing was proposed: {}",
-                        error.message()
-                    ),
-                )
-            })?;
-        let mut proposal = Proposal::for_action(
-            context.actor_id().clone(),
-            context.run_id().clone(),
-            &url,
-            &action,
-            context.proposal_ttl(),
-            context.now(),
-        )
-        .map_err(|error| {
-            ProposeResult::error(
-                OutcomeCode::StoreUnavailable,
-                format!("the proposal could not be made: {error}"),
-            )
-        })?;
-        if let Some(snapshot) = snapshot {
-            proposal = proposal.observed(snapshot).map_err(|error| {
-                ProposeResult::error(
-                    OutcomeCode::BackendFailed,
-                    format!("the page observation was refused; nothing was proposed: {error}"),
-                )
-            })?;
-        }
-        // The decision borrows the rules loaded for this call.
+        let (url, action) = authorize(context, &url, &action).await?;
+        // 2. The page as it is now, bound into the proposal.
+        let proposal = observed_proposal(context, &url, &action).await?;
+        // 3. The rules decide on the bound element: a `deny` refuses (and
+        //    is recorded), an `auto` builds the grant a person approving
+        //    it would issue, approved no earlier than it was made.
         let rules = context.rules();
         let rules = rules.as_deref();
         let decision = rules.map(|rules| {
@@ -314,84 +287,24 @@ impl Propose {
             .await;
             return Err(ProposeResult::error(refusal.code, refusal.message));
         }
-        // An auto rule's grant is built before the proposal moves into the
-        // store: the same grant a person approving it would issue, approved
-        // no earlier than the proposal was made.
         let approved_at = context.now().max(proposal.proposed_at);
-        let auto = match (decision, rules) {
-            (
-                Some(
-                    decided @ Decision {
-                        tier: Tier::Auto,
-                        rule: Some(rule),
-                    },
-                ),
-                Some(rules),
-            ) => match proposal.grant(rules.grant_ttl(), approved_at, decided.approver()) {
-                Ok(grant) => Some((DecidedBy::Rule, format!("rule `{}`", rule.id()), grant)),
-                Err(error) => {
-                    tracing::warn!(%error, rule = %rule.id(), "countersign: a rule's grant could not be built; a person decides");
-                    None
-                }
-            },
-            _ => None,
-        };
-        // Where a person would be asked, a standing grant that person
-        // approved for this scope decides instead (a `deny` returned above).
+        let auto = decision
+            .zip(rules)
+            .and_then(|(decision, rules)| auto_grant(&decision, rules, &proposal, approved_at));
+        // 4. Where a person would be asked, a standing grant that person
+        //    approved for this scope decides instead.
         let instant = match auto {
             Some(auto) => Some(auto),
             None => self.standing_grant_for(&proposal, approved_at).await,
         };
-        let mut view = ProposalView {
-            proposal_id: proposal.id.clone(),
-            status: ProposalStatus::Pending,
-            approval_id: None,
-            url: proposal.url.clone(),
-            action: proposal.action.clone(),
-            expires_at: proposal.expires_at,
-            decided_by: None,
-        };
-        match store.propose(proposal).await {
-            Ok(()) => {}
-            Err(ProposeError::Stopped) => {
-                return Err(ProposeResult::error(
-                    OutcomeCode::ApprovalStale,
-                    "the host stopped this run; nothing can be proposed",
-                ));
-            }
-            Err(error) => {
-                return Err(ProposeResult::error(
-                    OutcomeCode::StoreUnavailable,
-                    format!("the proposal could not be stored; try again later: {error}"),
-                ));
-            }
-        }
-        let Some((decided_by, by, grant)) = instant else {
-            return Ok(view);
-        };
-        let approval_id = grant.id.clone();
-        match store
-            .approve_proposal(&view.proposal_id, grant, approved_at)
-            .await
-        {
-            Ok(DecisionOutcome::Approved) => {
-                // The store keeps who approved it (`rule:<id>`), and the
-                // act that uses the grant records it as its approver: no
-                // record of its own here, which would only repeat both.
-                view.status = ProposalStatus::Approved;
-                view.approval_id = Some(approval_id);
-                view.decided_by = Some(decided_by);
-                tracing::info!(%by, proposal_id = %view.proposal_id, "countersign: approved the proposal without asking a person");
-            }
-            // The proposal is stored and pending: a person decides it.
-            Ok(other) => {
-                tracing::warn!(outcome = other.as_str(), %by, proposal_id = %view.proposal_id, "countersign: could not approve the proposal; a person decides");
-            }
-            Err(error) => {
-                tracing::warn!(%error, %by, proposal_id = %view.proposal_id, "countersign: could not approve the proposal; a person decides");
-            }
-        }
-        Ok(view)
+        // 5. The proposal is stored.
+        let view = ProposalView::pending(&proposal);
+        store_proposal(store.as_ref(), proposal).await?;
+        // 6. A rule or a standing grant approves it at once.
+        Ok(match instant {
+            Some(instant) => approve_at_once(store.as_ref(), view, instant, approved_at).await,
+            None => view,
+        })
     }
 
     /// The grant a usable standing grant of this run approves `proposal`
@@ -479,4 +392,146 @@ impl Propose {
             decided_by,
         })
     }
+}
+
+/// Step 1 of a proposal: the policy judges the URL, then the action.
+async fn authorize(
+    context: &Context,
+    url: &str,
+    action: &Value,
+) -> Result<(AuthorizedUrl, Action), ProposeResult> {
+    let policy = context.source_policy();
+    let url = policy
+        .authorize_destination(url)
+        .await
+        .map_err(|denial| ProposeResult::error(OutcomeCode::NotAuthorized, denial.to_string()))?;
+    let action = policy
+        .authorize_action(action)
+        .map_err(|denial| ProposeResult::error(OutcomeCode::NotAuthorized, denial.to_string()))?;
+    Ok((url, action))
+}
+
+/// Step 2 of a proposal: the proposal of `action` on `url`, with the
+/// backend's observation of the page bound into it (when it has pages).
+async fn observed_proposal(
+    context: &Context,
+    url: &AuthorizedUrl,
+    action: &Action,
+) -> Result<Proposal, ProposeResult> {
+    let snapshot = context
+        .backend()
+        .snapshot(url, action)
+        .await
+        .map_err(|error| {
+            if error.target_changed() {
+                // A ref of another page, or of an element gone from it.
+                return ProposeResult::error(
+                    OutcomeCode::ApprovalStale,
+                    format!("nothing was proposed: {}", error.message()),
+                );
+            }
+            ProposeResult::error(
+                OutcomeCode::BackendFailed,
+                format!(
+                    "the page could not be observed; nothing was proposed: {}",
+                    error.message()
+                ),
+            )
+        })?;
+    let proposal = Proposal::for_action(
+        context.actor_id().clone(),
+        context.run_id().clone(),
+        url,
+        action,
+        context.proposal_ttl(),
+        context.now(),
+    )
+    .map_err(|error| {
+        ProposeResult::error(
+            OutcomeCode::StoreUnavailable,
+            format!("the proposal could not be made: {error}"),
+        )
+    })?;
+    match snapshot {
+        None => Ok(proposal),
+        Some(snapshot) => proposal.observed(snapshot).map_err(|error| {
+            ProposeResult::error(
+                OutcomeCode::BackendFailed,
+                format!("the page observation was refused; nothing was proposed: {error}"),
+            )
+        }),
+    }
+}
+
+/// Step 3 of a proposal: the grant an `auto` rule's `decision` approves
+/// `proposal` with; `None` when no rule decides `auto` or its grant cannot
+/// be built (then a person decides).
+fn auto_grant(
+    decision: &Decision<'_>,
+    rules: &RuleSet,
+    proposal: &Proposal,
+    approved_at: Timestamp,
+) -> Option<(DecidedBy, String, Approval)> {
+    let (Tier::Auto, Some(rule)) = (decision.tier, decision.rule) else {
+        return None;
+    };
+    match proposal.grant(rules.grant_ttl(), approved_at, decision.approver()) {
+        Ok(grant) => Some((DecidedBy::Rule, format!("rule `{}`", rule.id()), grant)),
+        Err(error) => {
+            tracing::warn!(%error, rule = %rule.id(), "countersign: a rule's grant could not be built; a person decides");
+            None
+        }
+    }
+}
+
+/// Step 5 of a proposal: the store keeps it, unless the run is stopped.
+async fn store_proposal(
+    store: &dyn ProposalStore,
+    proposal: Proposal,
+) -> Result<(), ProposeResult> {
+    match store.propose(proposal).await {
+        Ok(()) => Ok(()),
+        Err(ProposeError::Stopped) => Err(ProposeResult::error(
+            OutcomeCode::ApprovalStale,
+            "the host stopped this run; nothing can be proposed",
+        )),
+        Err(error) => Err(ProposeResult::error(
+            OutcomeCode::StoreUnavailable,
+            format!("the proposal could not be stored; try again later: {error}"),
+        )),
+    }
+}
+
+/// Step 6 of a proposal: `instant`'s grant approves the stored proposal of
+/// `view`; when the store does not take it, the proposal stays pending and
+/// a person decides.
+async fn approve_at_once(
+    store: &dyn ProposalStore,
+    mut view: ProposalView,
+    (decided_by, by, grant): (DecidedBy, String, Approval),
+    approved_at: Timestamp,
+) -> ProposalView {
+    let approval_id = grant.id.clone();
+    match store
+        .approve_proposal(&view.proposal_id, grant, approved_at)
+        .await
+    {
+        Ok(DecisionOutcome::Approved) => {
+            // The store keeps who approved it (`rule:<id>`), and the act
+            // that uses the grant records it as its approver: no record of
+            // its own here, which would only repeat both.
+            view.status = ProposalStatus::Approved;
+            view.approval_id = Some(approval_id);
+            view.decided_by = Some(decided_by);
+            tracing::info!(%by, proposal_id = %view.proposal_id, "countersign: approved the proposal without asking a person");
+        }
+        // The proposal is stored and pending: a person decides it.
+        Ok(other) => {
+            tracing::warn!(outcome = other.as_str(), %by, proposal_id = %view.proposal_id, "countersign: could not approve the proposal; a person decides");
+        }
+        Err(error) => {
+            tracing::warn!(%error, %by, proposal_id = %view.proposal_id, "countersign: could not approve the proposal; a person decides");
+        }
+    }
+    view
 }
