@@ -466,9 +466,14 @@ fn test() -> Result<(), String> {
 }
 
 /// The Node packages of countersign-mcp's tests, each pinned by its
-/// committed lock file: the official MCP TypeScript SDK (the client tests)
-/// and the MCP conformance suite (its server scenarios).
-const MCP_NODE_PACKAGES: &[&str] = &["crates/mcp/tests/node", "crates/mcp/tests/conformance"];
+/// committed lock file: the official MCP TypeScript SDK (the client tests),
+/// the MCP conformance suite (its server scenarios) and Playwright MCP
+/// (whose tool list the Playwright-compatible tools are pinned against).
+const MCP_NODE_PACKAGES: &[&str] = &[
+    "crates/mcp/tests/node",
+    "crates/mcp/tests/conformance",
+    "crates/mcp/tests/playwright",
+];
 
 /// Installs [`MCP_NODE_PACKAGES`] as their lock files pin them (`npm ci`).
 fn mcp_node() -> Result<(), String> {
@@ -486,7 +491,9 @@ fn mcp_node() -> Result<(), String> {
                 "--prefix",
                 &package.to_string_lossy(),
             ],
-            &[],
+            // Playwright's packages never fetch a browser: the tests use
+            // Debian's Chromium.
+            &[("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")],
         )?;
     }
     Ok(())

@@ -60,6 +60,7 @@
 
 pub mod http;
 mod identity;
+pub mod playwright;
 mod server;
 pub mod stdio;
 pub mod wire;
