@@ -507,15 +507,19 @@ const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
 /// receiver verifies signatures with (an implementation not ours).
 const STANDARD_WEBHOOKS: &str = "standardwebhooks==1.3.0";
 
-/// The interpreter of `target/mcp-venv`, created with [`MCP_PYTHON_SDK`]
-/// and [`STANDARD_WEBHOOKS`] installed when it is missing (and, as root with `apt-get`, Debian's
+/// The Prometheus Python client, whose parser reads the metrics tests'
+/// scrape (an implementation not ours).
+const PROMETHEUS_CLIENT: &str = "prometheus-client==0.26.0";
+
+/// The interpreter of `target/mcp-venv`, created with [`MCP_PYTHON_SDK`],
+/// [`STANDARD_WEBHOOKS`] and [`PROMETHEUS_CLIENT`] installed when one is missing (and, as root with `apt-get`, Debian's
 /// `python3-venv` first when `python3 -m venv` cannot run).
 fn mcp_python() -> Result<String, String> {
     let venv = root().join("target").join("mcp-venv");
     let python = venv.join("bin").join("python");
     let python_text = python.to_string_lossy().into_owned();
     let ready = Command::new(&python)
-        .args(["-c", "import mcp, standardwebhooks"])
+        .args(["-c", "import mcp, standardwebhooks, prometheus_client"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -545,6 +549,7 @@ fn mcp_python() -> Result<String, String> {
             "--quiet",
             MCP_PYTHON_SDK,
             STANDARD_WEBHOOKS,
+            PROMETHEUS_CLIENT,
         ],
         &[],
     )?;

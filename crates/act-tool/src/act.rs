@@ -18,7 +18,7 @@ use crate::operation_record::{log_call, log_retry, new_operation_id};
 use crate::refusal::{GaveUp, Refusal, given_back_message, stale_message};
 use crate::result::{ActError, ActResult, Performed};
 use crate::standing;
-use countersign_approval_core::DecidedBy;
+use countersign_approval_core::{DecidedBy, measure};
 use countersign_rules::ProposedTarget;
 
 /// The Act tool for one host [`Context`].
@@ -235,6 +235,7 @@ impl Act {
             Err(refusal) => (refusal.code, refusal.reason.clone()),
         };
         log_call(context, &operation_id, &given, code, &reason);
+        measure::act(code);
 
         let record = OperationRecord {
             operation_id: operation_id.clone(),
@@ -648,6 +649,7 @@ impl Act {
                         .await);
                 }
                 Ok(ConsumeOutcome::Stale(reason)) => {
+                    measure::stale(reason);
                     return Err(Refusal::new(
                         OutcomeCode::ApprovalStale,
                         stale_message(reason),

@@ -1,6 +1,7 @@
 //! The propose tool: a model proposes a browser action; the host decides.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use countersign_approval_core::{
     Approval, ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId,
@@ -19,7 +20,7 @@ use crate::definition::{
 use crate::operation_record::{new_operation_id, record_tool_call};
 use crate::refusal::Refusal;
 use crate::standing;
-use countersign_approval_core::DecidedBy;
+use countersign_approval_core::{DecidedBy, measure};
 
 /// The propose tool for one host [`Context`]: `browser_propose` records a
 /// pending proposal, `browser_proposal_status` reports the host's decision.
@@ -299,10 +300,14 @@ impl Propose {
         };
         // 5. The proposal is stored.
         let view = ProposalView::pending(&proposal);
+        let proposed_at = proposal.proposed_at;
         store_proposal(store.as_ref(), proposal).await?;
+        measure::proposal(instant.as_ref().map(|(decided_by, _, _)| *decided_by));
         // 6. A rule or a standing grant approves it at once.
         Ok(match instant {
-            Some(instant) => approve_at_once(store.as_ref(), view, instant, approved_at).await,
+            Some(instant) => {
+                approve_at_once(store.as_ref(), view, instant, (proposed_at, approved_at)).await
+            }
             None => view,
         })
     }
@@ -509,7 +514,7 @@ async fn approve_at_once(
     store: &dyn ProposalStore,
     mut view: ProposalView,
     (decided_by, by, grant): (DecidedBy, String, Approval),
-    approved_at: Timestamp,
+    (proposed_at, approved_at): (Timestamp, Timestamp),
 ) -> ProposalView {
     let approval_id = grant.id.clone();
     match store
@@ -523,6 +528,10 @@ async fn approve_at_once(
             view.status = ProposalStatus::Approved;
             view.approval_id = Some(approval_id);
             view.decided_by = Some(decided_by);
+            let waited = approved_at
+                .as_millis()
+                .saturating_sub(proposed_at.as_millis());
+            measure::decision(true, decided_by, Duration::from_millis(waited));
             tracing::info!(%by, proposal_id = %view.proposal_id, "countersign: approved the proposal without asking a person");
         }
         // The proposal is stored and pending: a person decides it.

@@ -46,6 +46,7 @@ mod decided;
 mod element;
 mod grant;
 mod ids;
+pub mod measure;
 mod notify;
 mod observe;
 mod operation;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use countersign_approval_core::{
     ClaimedNotification, Clock, EventId, NotificationEvent, NotificationKind, NotificationOutbox,
     ProposalState, ProposalStore, StoreError,
+    measure::{self, NotificationResult},
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -213,6 +214,7 @@ impl NotificationWorker {
             // expires. A rule's or a standing grant's decision, taken with
             // the proposal, is told by its own decided notice.
             self.finish(&claim).await?;
+            measure::notification(event.kind, NotificationResult::Skipped);
             round.skipped += 1;
             return Ok(());
         }
@@ -235,10 +237,12 @@ impl NotificationWorker {
         match self.tell_all(&notice).await {
             Told::All => {
                 self.finish(&claim).await?;
+                measure::notification(event.kind, NotificationResult::Delivered);
                 round.delivered += 1;
             }
             Told::Refused => {
                 self.finish(&claim).await?;
+                measure::notification(event.kind, NotificationResult::GivenUp);
                 round.given_up += 1;
             }
             Told::NotYet if claim.attempt >= self.options.max_attempts => {
@@ -249,6 +253,7 @@ impl NotificationWorker {
                     "notification given up after every attempt failed"
                 );
                 self.finish(&claim).await?;
+                measure::notification(event.kind, NotificationResult::GivenUp);
                 round.given_up += 1;
             }
             Told::NotYet => {
@@ -257,6 +262,7 @@ impl NotificationWorker {
                     .now()
                     .saturating_add(self.options.backoff_after(claim.attempt));
                 self.store.retry_at(&claim, at).await?;
+                measure::notification(event.kind, NotificationResult::Retried);
                 round.retried += 1;
             }
         }

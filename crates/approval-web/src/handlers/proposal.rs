@@ -5,8 +5,8 @@ use axum::extract::{Form, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use countersign_approval_core::{
-    ApprovalId, ApproveError, DecisionOutcome, MAX_LISTED_PROPOSALS, MAX_NOTE_BYTES, ProposalId,
-    ProposalState, ProposalStatus, StandingScope, StoredProposal, Timestamp,
+    ApprovalId, ApproveError, DecidedBy, DecisionOutcome, MAX_LISTED_PROPOSALS, MAX_NOTE_BYTES,
+    ProposalId, ProposalState, ProposalStatus, StandingScope, StoredProposal, Timestamp, measure,
 };
 use serde::Deserialize;
 
@@ -78,6 +78,14 @@ pub(crate) fn decided_as(app: &App, viewer: &Viewer, id: &ProposalId, code: &str
     .into_response()
 }
 
+/// How long `stored` waited for the decision taken at `now`.
+fn waited(stored: &StoredProposal, now: Timestamp) -> std::time::Duration {
+    let waited = now
+        .as_millis()
+        .saturating_sub(stored.proposal.proposed_at.as_millis());
+    std::time::Duration::from_millis(waited)
+}
+
 pub(crate) async fn approve(
     State(app): State<App>,
     viewer: Viewer,
@@ -134,6 +142,7 @@ pub(crate) async fn approve(
         return Err(viewer.not_found(&id));
     }
     if outcome == DecisionOutcome::Approved {
+        measure::decision(true, DecidedBy::Person, waited(&stored, now));
         tracing::info!(
             target: "countersign_approval_web",
             proposal = %id, approval_id = %approval_id, approver = %viewer.approver,
@@ -156,7 +165,7 @@ pub(crate) async fn deny(
         form,
         &decision_fields("deny", &viewer.approver, &id),
     )?;
-    load(&app, &viewer, &id).await?;
+    let stored = load(&app, &viewer, &id).await?;
     let now = app.clock.now();
     let outcome = app
         .store
@@ -167,6 +176,7 @@ pub(crate) async fn deny(
         return Err(viewer.not_found(&id));
     }
     if outcome == DecisionOutcome::Denied {
+        measure::decision(false, DecidedBy::Person, waited(&stored, now));
         tracing::info!(
             target: "countersign_approval_web",
             proposal = %id, approver = %viewer.approver,

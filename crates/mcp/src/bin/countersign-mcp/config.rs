@@ -11,7 +11,7 @@ use crate::notify::{NotificationsConfig, NotifyConfig};
 
 /// The smallest bearer token or approver token accepted: long enough
 /// that guessing it is hopeless.
-const MIN_TOKEN_CHARS: usize = 16;
+pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -54,6 +54,19 @@ pub struct Config {
     /// `[notifications]`: when "expiring soon" goes out.
     #[serde(default)]
     pub notifications: NotificationsConfig,
+    /// `[metrics]`: Prometheus text at `/metrics` for a scraper holding a
+    /// token. Not served unless configured.
+    pub metrics: Option<MetricsConfig>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// The environment variable holding the scraper's bearer token.
+    pub token_env: Option<String>,
+    /// Or the file holding it.
+    pub token_file: Option<PathBuf>,
 }
 
 impl Config {

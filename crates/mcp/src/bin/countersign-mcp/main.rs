@@ -10,7 +10,9 @@ mod approvers;
 mod backend;
 mod config;
 mod demo;
+mod metrics;
 mod notify;
+mod secrets;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

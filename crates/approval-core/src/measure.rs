@@ -1,0 +1,117 @@
+//! What countersign counts, through the [`metrics`] facade: acts by
+//! outcome, refused consumes by reason, proposals by who decides them,
+//! decisions and how long each waited, notifications by result. Every
+//! crate of the workspace records through these functions, so each metric
+//! has one name and one set of labels. With no recorder installed (a
+//! library host that installs none) each call does nothing; a host that
+//! exports them installs a recorder (`countersign-mcp` serves them as
+//! Prometheus text) and calls [`describe`] once.
+//!
+//! Labels hold only closed sets of words (outcome codes, reasons, kinds),
+//! never an id, a URL or anything a page or a model wrote, so a metric's
+//! series stay few and say nothing of what was acted on.
+//!
+//! ```
+//! use countersign_approval_core::{OutcomeCode, measure};
+//!
+//! // Without a recorder this is free and does nothing.
+//! measure::act(OutcomeCode::Ok);
+//! assert_eq!(measure::ACTS, "countersign_acts_total");
+//! ```
+
+use std::time::Duration;
+
+use crate::decided::DecidedBy;
+use crate::grant::StaleReason;
+use crate::notify::NotificationKind;
+use crate::operation::OutcomeCode;
+
+/// Acts (`browser_act` calls), by `outcome` (`ok` or the error code).
+pub const ACTS: &str = "countersign_acts_total";
+/// Consumes the store refused as stale, by `reason` (`consumed`,
+/// `expired`, `locked`, `stopped`, …).
+pub const STALE: &str = "countersign_stale_total";
+/// Proposals stored, by `tier`: who decides them (`person`, or `rule` and
+/// `standing` for those decided at once).
+pub const PROPOSALS: &str = "countersign_proposals_total";
+/// Proposals decided, by `outcome` (`approved`, `denied`) and
+/// `decided_by` (`person`, `rule`, `standing`).
+pub const DECISIONS: &str = "countersign_decisions_total";
+/// How long each decided proposal waited from being proposed to its
+/// decision, in seconds, by `decided_by`.
+pub const APPROVAL_WAIT: &str = "countersign_approval_wait_seconds";
+/// Notifications handled, by `kind` (`proposal.created`, …) and `result`
+/// (`delivered`, `retried`, `given_up`, `skipped`).
+pub const NOTIFICATIONS: &str = "countersign_notifications_total";
+
+/// Describes every metric to the installed recorder (its help text and
+/// unit); call it once after installing one.
+pub fn describe() {
+    metrics::describe_counter!(ACTS, "acts (browser_act calls) by outcome code");
+    metrics::describe_counter!(STALE, "consumes the store refused as stale, by reason");
+    metrics::describe_counter!(PROPOSALS, "proposals stored, by who decides them");
+    metrics::describe_counter!(DECISIONS, "proposals decided, by outcome and decider");
+    metrics::describe_histogram!(
+        APPROVAL_WAIT,
+        metrics::Unit::Seconds,
+        "time from a proposal to its decision"
+    );
+    metrics::describe_counter!(NOTIFICATIONS, "notifications handled, by kind and result");
+}
+
+/// One act ended with `outcome`.
+pub fn act(outcome: OutcomeCode) {
+    metrics::counter!(ACTS, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// The store refused a consume as stale for `reason`.
+pub fn stale(reason: StaleReason) {
+    metrics::counter!(STALE, "reason" => reason.as_str()).increment(1);
+}
+
+/// A proposal was stored; `decided_at_once` is the rule or standing grant
+/// that decides it in the same call, `None` when a person decides.
+pub fn proposal(decided_at_once: Option<DecidedBy>) {
+    let tier = decided_at_once.map_or(DecidedBy::Person.as_str(), DecidedBy::as_str);
+    metrics::counter!(PROPOSALS, "tier" => tier).increment(1);
+}
+
+/// A proposal was approved (`approved`) or denied by `by`, `waited` after
+/// it was proposed.
+pub fn decision(approved: bool, by: DecidedBy, waited: Duration) {
+    let outcome = if approved { "approved" } else { "denied" };
+    metrics::counter!(DECISIONS, "outcome" => outcome, "decided_by" => by.as_str()).increment(1);
+    metrics::histogram!(APPROVAL_WAIT, "decided_by" => by.as_str()).record(waited.as_secs_f64());
+}
+
+/// What became of one claimed notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotificationResult {
+    /// Every notifier took it.
+    Delivered,
+    /// A notifier failed; it comes back later.
+    Retried,
+    /// Refused for good, or every attempt failed.
+    GivenUp,
+    /// Nobody needed telling any more (decided, or gone).
+    Skipped,
+}
+
+impl NotificationResult {
+    /// `delivered`, `retried`, `given_up` or `skipped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotificationResult::Delivered => "delivered",
+            NotificationResult::Retried => "retried",
+            NotificationResult::GivenUp => "given_up",
+            NotificationResult::Skipped => "skipped",
+        }
+    }
+}
+
+/// A notification of `kind` ended this round as `result`.
+pub fn notification(kind: NotificationKind, result: NotificationResult) {
+    metrics::counter!(NOTIFICATIONS, "kind" => kind.as_str(), "result" => result.as_str())
+        .increment(1);
+}

@@ -1,0 +1,101 @@
+//! `/metrics`: what countersign counts (`countersign_approval_core::measure`),
+//! as Prometheus text, for a scraper holding the configured bearer token.
+//! Never open beside `/mcp` without it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use countersign_approval_core::measure;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::config::{MIN_TOKEN_CHARS, MetricsConfig};
+use crate::secrets::read_secret;
+
+/// The buckets of the approval wait, in seconds: a rule's instant decision
+/// to a person's hour.
+const APPROVAL_WAIT_BUCKETS: &[f64] = &[
+    0.1, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// The recorder's handle and the scraper's token.
+struct Scrape {
+    handle: PrometheusHandle,
+    token: String,
+}
+
+/// Installs the process's metrics recorder and answers the `/metrics`
+/// route for the scraper's token (read from the environment or a file).
+pub(crate) fn route(config: &MetricsConfig) -> Result<Router, String> {
+    let what = "`metrics`";
+    let token = read_secret(
+        what,
+        "token",
+        config.token_env.as_deref(),
+        config.token_file.as_ref(),
+    )?;
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "{what}: the token is shorter than {MIN_TOKEN_CHARS} characters"
+        ));
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(measure::APPROVAL_WAIT.to_owned()),
+            APPROVAL_WAIT_BUCKETS,
+        )
+        .map_err(|e| format!("{what}: the approval wait's buckets are refused: {e}"))?
+        .install_recorder()
+        .map_err(|e| format!("{what}: the metrics recorder cannot start: {e}"))?;
+    measure::describe();
+    let scrape = Arc::new(Scrape { handle, token });
+    Ok(Router::new().route("/metrics", get(scrape_metrics).with_state(scrape)))
+}
+
+async fn scrape_metrics(State(scrape): State<Arc<Scrape>>, headers: HeaderMap) -> Response {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    if !presented.is_some_and(|token| same_secret(token, &scrape.token)) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+        )
+            .into_response();
+    }
+    scrape.handle.run_upkeep();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        scrape.handle.render(),
+    )
+        .into_response()
+}
+
+/// Whether `a` is `b`, in time that does not depend on where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |differ, (x, y)| differ | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_match_only_whole() {
+        assert!(same_secret("scraper-token-0123", "scraper-token-0123"));
+        assert!(!same_secret("scraper-token-0123", "scraper-token-0124"));
+        assert!(!same_secret("scraper-token-012", "scraper-token-0123"));
+        assert!(!same_secret("", "x"));
+    }
+}
