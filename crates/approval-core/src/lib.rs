@@ -59,6 +59,7 @@ mod store_error;
 mod submission;
 mod summary;
 mod time;
+mod timed_store;
 mod writes;
 
 pub use abandon::{AbandonDecision, AbandonOutcome, MAX_ABANDONED_ATTEMPTS, decide_abandon};
@@ -109,6 +110,7 @@ pub use submission::{
 };
 pub use summary::ProposalSummary;
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use timed_store::TimedStore;
 pub use writes::{AllowedWrite, AllowedWriteError, READ_ONLY_METHODS, RefusedWrite, WriteAccess};
 
 /// Re-exported so users of this crate name the same types.

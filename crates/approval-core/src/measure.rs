@@ -43,6 +43,10 @@ pub const APPROVAL_WAIT: &str = "countersign_approval_wait_seconds";
 /// Notifications handled, by `kind` (`proposal.created`, …) and `result`
 /// (`delivered`, `retried`, `given_up`, `skipped`).
 pub const NOTIFICATIONS: &str = "countersign_notifications_total";
+/// How long each call of a store took, in seconds, by `store` and
+/// `operation` (the store method's name), through a
+/// [`TimedStore`](crate::TimedStore).
+pub const STORE_CALL: &str = "countersign_store_call_seconds";
 
 /// Describes every metric to the installed recorder (its help text and
 /// unit); call it once after installing one.
@@ -57,6 +61,17 @@ pub fn describe() {
         "time from a proposal to its decision"
     );
     metrics::describe_counter!(NOTIFICATIONS, "notifications handled, by kind and result");
+    metrics::describe_histogram!(
+        STORE_CALL,
+        metrics::Unit::Seconds,
+        "time of each store call, by store and operation"
+    );
+}
+
+/// A call `operation` of the store named `store` took `took`.
+pub fn store_call(store: &'static str, operation: &'static str, took: Duration) {
+    metrics::histogram!(STORE_CALL, "store" => store, "operation" => operation)
+        .record(took.as_secs_f64());
 }
 
 /// One act ended with `outcome`.

@@ -153,6 +153,19 @@ async fn the_scrape_counts_what_happened_for_the_scraper_only() {
             "{name}{{{labels}}} in:\n{scrape}"
         );
     }
+    // Every call of the store is timed: the three consumes (one each for
+    // the act, its replay and the unknown grant) and the one proposal.
+    for (operation, calls) in [("consume_once", 3.0), ("propose", 1.0)] {
+        assert_eq!(
+            value_of(
+                &samples,
+                "countersign_store_call_seconds_count",
+                &format!("operation={operation},store=memory")
+            ),
+            Some(calls),
+            "{operation} in:\n{scrape}"
+        );
+    }
     // The wait is a histogram with the documented buckets, the last `+Inf`.
     assert_eq!(
         value_of(

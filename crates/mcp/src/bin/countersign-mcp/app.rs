@@ -12,7 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use countersign_act_tool::{Context, Toolset};
-use countersign_approval_core::{ActorId, OperationLog, ProposalStore, RunId};
+use countersign_approval_core::{ActorId, OperationLog, ProposalStore, RunId, TimedStore};
 use countersign_approval_web::{ApprovalPages, Approvers, TokenApprovers};
 use countersign_canonical_policy::{Policy, StaticResolver, SystemResolver};
 use countersign_mcp::http::HttpOptions;
@@ -70,13 +70,12 @@ async fn stores(
     String,
 > {
     if url == "memory" {
-        let store = Arc::new(if outbox {
+        let store = if outbox {
             InMemoryApprovalStore::new().with_notification_outbox()
         } else {
             InMemoryApprovalStore::new()
-        });
-        let notifying: Option<Arc<dyn NotifyingStore>> =
-            outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+        };
+        let (store, notifying) = timed(store, "memory", outbox);
         return Ok((store, notifying, Arc::new(InMemoryOperationStore::new())));
     }
     if url.starts_with("redis://") {
@@ -84,29 +83,36 @@ async fn stores(
             OperationLogRetention, RedisApprovalStore, RedisOperationLog, RedisStoreOptions,
         };
         let options = RedisStoreOptions::single(url).notification_outbox(outbox);
-        let store = Arc::new(
-            RedisApprovalStore::connect(options)
-                .await
-                .map_err(|e| format!("cannot use the Redis store: {e}"))?,
-        );
+        let store = RedisApprovalStore::connect(options)
+            .await
+            .map_err(|e| format!("cannot use the Redis store: {e}"))?;
         let log = RedisOperationLog::for_store(&store, OperationLogRetention::default())
             .await
             .map_err(|e| format!("cannot use the Redis operation log: {e}"))?;
-        let notifying: Option<Arc<dyn NotifyingStore>> =
-            outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+        let (store, notifying) = timed(store, "redis", outbox);
         return Ok((store, notifying, Arc::new(log)));
     }
     use countersign_store_postgres::{PostgresApprovalStore, PostgresStoreOptions};
     let options = PostgresStoreOptions::new(url).notification_outbox(outbox);
-    let store = Arc::new(
-        PostgresApprovalStore::connect(options)
-            .await
-            .map_err(|e| format!("cannot use the PostgreSQL store: {e}"))?,
-    );
+    let store = PostgresApprovalStore::connect(options)
+        .await
+        .map_err(|e| format!("cannot use the PostgreSQL store: {e}"))?;
     let log = store.operation_log();
-    let notifying: Option<Arc<dyn NotifyingStore>> =
-        outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+    let (store, notifying) = timed(store, "postgres", outbox);
     Ok((store, notifying, Arc::new(log)))
+}
+
+/// `store`, each call timed as `name`'s (`/metrics` shows them when it is
+/// configured), and the same store as the notification worker drains it
+/// when `outbox`.
+fn timed<S: NotifyingStore + 'static>(
+    store: S,
+    name: &'static str,
+    outbox: bool,
+) -> (Arc<dyn ProposalStore>, Option<Arc<dyn NotifyingStore>>) {
+    let store = Arc::new(TimedStore::new(store, name));
+    let notifying = outbox.then(|| Arc::clone(&store) as Arc<dyn NotifyingStore>);
+    (store, notifying)
 }
 
 /// The application: approval pages, sign-in, the MCP endpoint; and the

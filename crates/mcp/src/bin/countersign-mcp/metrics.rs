@@ -21,6 +21,12 @@ const APPROVAL_WAIT_BUCKETS: &[f64] = &[
     0.1, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 ];
 
+/// The buckets of a store call, in seconds: an in-memory lookup to a store
+/// that has stopped answering.
+const STORE_CALL_BUCKETS: &[f64] = &[
+    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+];
+
 /// The recorder's handle and the scraper's token.
 struct Scrape {
     handle: PrometheusHandle,
@@ -47,7 +53,13 @@ pub(crate) fn route(config: &MetricsConfig) -> Result<Router, String> {
             Matcher::Full(measure::APPROVAL_WAIT.to_owned()),
             APPROVAL_WAIT_BUCKETS,
         )
-        .map_err(|e| format!("{what}: the approval wait's buckets are refused: {e}"))?
+        .and_then(|builder| {
+            builder.set_buckets_for_metric(
+                Matcher::Full(measure::STORE_CALL.to_owned()),
+                STORE_CALL_BUCKETS,
+            )
+        })
+        .map_err(|e| format!("{what}: the histograms' buckets are refused: {e}"))?
         .install_recorder()
         .map_err(|e| format!("{what}: the metrics recorder cannot start: {e}"))?;
     measure::describe();
