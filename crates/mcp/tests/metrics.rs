@@ -1,7 +1,9 @@
 //! `/metrics` on the binary: a proposal a person approves on the page, its
 //! act, a replay of it and an act with an unknown grant are counted, as the
 //! Prometheus Python client's own parser reads the scrape; the scrape is
-//! refused without the scraper's token, and with the wrong one.
+//! refused without the scraper's token, and with the wrong one. On a listen
+//! address of its own, `/metrics` needs no token and the MCP listener has
+//! none.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -172,6 +174,44 @@ async fn the_scrape_counts_what_happened_for_the_scraper_only() {
             &samples,
             "countersign_approval_wait_seconds_bucket",
             "decided_by=person,le=+Inf"
+        ),
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_its_own_address_the_scrape_needs_no_token_and_mcp_has_none() {
+    let Some(python) = support::python() else {
+        return;
+    };
+    let process = Process::start_with("memory", "\n[metrics]\nlisten = \"127.0.0.1:0\"\n");
+    let log = process.stderr.lock().unwrap().clone();
+    let scrape_url = log
+        .lines()
+        .find_map(|line| line.strip_prefix("metrics: "))
+        .unwrap_or_else(|| panic!("no metrics address in:\n{log}"))
+        .to_owned();
+    let mut session = Session::open(&process.mcp).await;
+    let mut unknown = click("button#counted");
+    unknown["approval_id"] = json!("apr_00000000000000000000000000000000");
+    assert_eq!(
+        session.outcome("browser_act", unknown).await,
+        "APPROVAL_REQUIRED"
+    );
+    let beside_mcp = support::http()
+        .get(format!("{}/metrics", process.origin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(beside_mcp.status(), StatusCode::NOT_FOUND);
+    let answer = support::http().get(&scrape_url).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let samples = parsed(&python, &answer.text().await.unwrap());
+    assert_eq!(
+        value_of(
+            &samples,
+            "countersign_acts_total",
+            "outcome=APPROVAL_REQUIRED"
         ),
         Some(1.0)
     );

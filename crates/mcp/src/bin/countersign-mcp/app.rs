@@ -184,9 +184,6 @@ pub(crate) async fn build(
             get(fake_actions).with_state((approvers, Arc::clone(&backends))),
         );
     }
-    if let Some(metrics) = &config.metrics {
-        app = app.merge(crate::metrics::route(metrics)?);
-    }
     let app = app.merge(countersign_mcp::http::router(
         server.clone(),
         tokens,

@@ -59,10 +59,14 @@ pub struct Config {
     pub metrics: Option<MetricsConfig>,
 }
 
-/// `[metrics]`.
+/// `[metrics]`: `/metrics` on its own address (`listen`), or beside the
+/// MCP endpoint for a scraper's bearer token (and on its own address too,
+/// when both are given).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
+    /// A listen address of its own, serving `/metrics` only.
+    pub listen: Option<SocketAddr>,
     /// The environment variable holding the scraper's bearer token.
     pub token_env: Option<String>,
     /// Or the file holding it.

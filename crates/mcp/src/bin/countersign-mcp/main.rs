@@ -96,7 +96,24 @@ async fn run(args: Args) -> Result<(), String> {
         .unwrap_or_else(|| format!("http://{address}"));
     let public = public.trim_end_matches('/').to_owned();
     // The notification worker, when configured, runs until this returns.
-    let (app, server, backends, _notifications) = build(&config, &public).await?;
+    let (mut app, server, backends, _notifications) = build(&config, &public).await?;
+    if let Some(metrics) = &config.metrics {
+        let route = metrics::route(metrics)?;
+        match metrics.listen {
+            // Only `/metrics` answers there.
+            Some(listen) => {
+                let scrape = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .map_err(|e| format!("cannot listen on `{listen}` for metrics: {e}"))?;
+                let scrape_address = scrape
+                    .local_addr()
+                    .map_err(|e| format!("no local address: {e}"))?;
+                eprintln!("metrics: http://{scrape_address}/metrics");
+                tokio::spawn(axum::serve(scrape, route).into_future());
+            }
+            None => app = app.merge(route),
+        }
+    }
 
     // In stdio mode stdout is the protocol: everything else goes to stderr.
     let say = |line: String| {

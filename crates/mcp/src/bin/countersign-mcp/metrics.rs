@@ -1,6 +1,7 @@
 //! `/metrics`: what countersign counts (`countersign_approval_core::measure`),
-//! as Prometheus text, for a scraper holding the configured bearer token.
-//! Never open beside `/mcp` without it.
+//! as Prometheus text: on a listen address of its own, or for a scraper
+//! holding the configured bearer token. Never open beside `/mcp` without
+//! a token.
 
 use std::sync::Arc;
 
@@ -27,23 +28,27 @@ const STORE_CALL_BUCKETS: &[f64] = &[
     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
 ];
 
-/// The recorder's handle and the scraper's token.
+/// The recorder's handle and the scraper's token, if one is required.
 struct Scrape {
     handle: PrometheusHandle,
-    token: String,
+    token: Option<String>,
 }
 
 /// Installs the process's metrics recorder and answers the `/metrics`
-/// route for the scraper's token (read from the environment or a file).
+/// route: for the scraper's token (read from the environment or a file)
+/// when one is configured, which it must be unless `/metrics` has a listen
+/// address of its own.
 pub(crate) fn route(config: &MetricsConfig) -> Result<Router, String> {
     let what = "`metrics`";
-    let token = read_secret(
-        what,
-        "token",
-        config.token_env.as_deref(),
-        config.token_file.as_ref(),
-    )?;
-    if token.chars().count() < MIN_TOKEN_CHARS {
+    let token = match (&config.token_env, &config.token_file, config.listen) {
+        // On an address of its own, a token is optional.
+        (None, None, Some(_)) => None,
+        (env, file, _) => Some(read_secret(what, "token", env.as_deref(), file.as_ref())?),
+    };
+    if token
+        .as_ref()
+        .is_some_and(|token| token.chars().count() < MIN_TOKEN_CHARS)
+    {
         return Err(format!(
             "{what}: the token is shorter than {MIN_TOKEN_CHARS} characters"
         ));
@@ -72,7 +77,11 @@ async fn scrape_metrics(State(scrape): State<Arc<Scrape>>, headers: HeaderMap) -
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    if !presented.is_some_and(|token| same_secret(token, &scrape.token)) {
+    let admitted = match &scrape.token {
+        None => true,
+        Some(wanted) => presented.is_some_and(|token| same_secret(token, wanted)),
+    };
+    if !admitted {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -102,6 +111,29 @@ fn same_secret(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn beside_mcp_a_token_is_required_and_long_enough() {
+        let config = |listen: Option<&str>, token_file| MetricsConfig {
+            listen: listen.map(|l| l.parse().unwrap()),
+            token_env: None,
+            token_file,
+        };
+        assert_eq!(
+            route(&config(None, None)).err().unwrap(),
+            "`metrics`: give the token as `token_env` (an environment variable) or `token_file`"
+        );
+        let short = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(short.path(), "too-short\n").unwrap();
+        let error = route(&config(
+            Some("127.0.0.1:0"),
+            Some(short.path().to_path_buf()),
+        ))
+        .err()
+        .unwrap();
+        assert_eq!(error, "`metrics`: the token is shorter than 16 characters");
+        assert!(!error.contains("too-short"));
+    }
 
     #[test]
     fn secrets_match_only_whole() {
