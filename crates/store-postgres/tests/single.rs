@@ -570,7 +570,7 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, SCHEMA_VERSION]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, SCHEMA_VERSION]);
     let mut names: Vec<String> = admin
         .query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -592,6 +592,10 @@ async fn schema_setup_is_versioned_idempotent_and_stays_inside_its_schema() {
             "cs_grants_actor_run",
             "cs_grants_expires_at",
             "cs_grants_pkey",
+            "cs_notifications",
+            "cs_notifications_done",
+            "cs_notifications_due",
+            "cs_notifications_pkey",
             "cs_operations",
             "cs_operations_finished_at",
             "cs_operations_operation_id",
