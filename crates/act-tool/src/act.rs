@@ -9,6 +9,7 @@ use countersign_approval_core::{
 };
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::call::{self, ActCall, Request};
 use crate::context::Context;
@@ -223,10 +224,23 @@ impl Act {
         let context = &*self.context;
         let started_at = context.now();
         let operation_id = new_operation_id();
+        let span = tracing::info_span!(
+            measure::ACT_SPAN,
+            countersign.operation_id = %operation_id,
+            countersign.approval_id = tracing::field::Empty,
+            countersign.action_digest = tracing::field::Empty,
+            countersign.outcome = tracing::field::Empty,
+            countersign.reason = tracing::field::Empty,
+            countersign.decided_by = tracing::field::Empty,
+        );
         let mut known = Known::default();
         let outcome = match request {
             Err(refusal) => Err(refusal),
-            Ok(request) => self.decide(&operation_id, request, &mut known).await,
+            Ok(request) => {
+                self.decide(&operation_id, request, &mut known)
+                    .instrument(span.clone())
+                    .await
+            }
         };
         let finished_at = context.now();
 
@@ -236,6 +250,17 @@ impl Act {
         };
         log_call(context, &operation_id, &given, code, &reason);
         measure::act(code);
+        if let GivenApprovalId::WellFormed(id) = &given {
+            span.record("countersign.approval_id", id.as_str());
+        }
+        if let Some(digest) = &known.digest {
+            span.record("countersign.action_digest", digest.to_hex());
+        }
+        span.record("countersign.outcome", code.as_str());
+        span.record("countersign.reason", reason.as_str());
+        if let Ok(performed) = &outcome {
+            span.record("countersign.decided_by", performed.decided_by.as_str());
+        }
 
         let record = OperationRecord {
             operation_id: operation_id.clone(),
@@ -630,10 +655,31 @@ impl Act {
         let mut tries: u32 = 0;
         loop {
             tries += 1;
-            match store
+            let span = tracing::info_span!(
+                measure::CONSUME_SPAN,
+                countersign.approval_id = %id,
+                countersign.tries = tries,
+                countersign.outcome = tracing::field::Empty,
+                countersign.stale_reason = tracing::field::Empty,
+            );
+            let answer = store
                 .consume_once(id, binding, context.now(), &attempt)
-                .await
-            {
+                .instrument(span.clone())
+                .await;
+            span.record(
+                "countersign.outcome",
+                match &answer {
+                    Ok(ConsumeOutcome::Consumed { replay: false }) => "consumed",
+                    Ok(ConsumeOutcome::Consumed { replay: true }) => "replay",
+                    Ok(ConsumeOutcome::Stale(_)) => "stale",
+                    Ok(ConsumeOutcome::Unknown) => "unknown",
+                    Err(_) => "store_error",
+                },
+            );
+            if let Ok(ConsumeOutcome::Stale(reason)) = &answer {
+                span.record("countersign.stale_reason", reason.as_str());
+            }
+            match answer {
                 Ok(ConsumeOutcome::Consumed { replay: false }) => return Ok(attempt),
                 // A replay answers a retry whose earlier try was applied.
                 Ok(ConsumeOutcome::Consumed { replay: true }) if tries > 1 => return Ok(attempt),

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use countersign_approval_core::{OperationId, OutcomeCode, PageBinding, RenderedSnapshot};
+use countersign_approval_core::{OperationId, OutcomeCode, PageBinding, RenderedSnapshot, measure};
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::act::Act;
 use crate::call::shown_name;
@@ -73,6 +74,16 @@ pub enum BrowseResult {
     },
     /// Refused or failed.
     Error(ActError),
+}
+
+impl BrowseResult {
+    /// `ok`, or the error's code.
+    fn outcome(&self) -> OutcomeCode {
+        match self {
+            BrowseResult::Error(error) => error.code,
+            _ => OutcomeCode::Ok,
+        }
+    }
 }
 
 /// Tells the model what of an answer is the page's own text.
@@ -192,6 +203,16 @@ impl Browse {
 
     /// Runs a model's `browser_navigate` call.
     pub async fn navigate(&self, args: &Value) -> BrowseResult {
+        let span = tracing::info_span!(
+            measure::NAVIGATE_SPAN,
+            countersign.outcome = tracing::field::Empty
+        );
+        let result = self.navigate_now(args).instrument(span.clone()).await;
+        span.record("countersign.outcome", result.outcome().as_str());
+        result
+    }
+
+    async fn navigate_now(&self, args: &Value) -> BrowseResult {
         if self.context.navigation_needs_grant() {
             return self.navigate_with_grant(args).await;
         }
@@ -321,6 +342,16 @@ impl Browse {
 
     /// Runs a model's `browser_observe` call.
     pub async fn observe(&self, args: &Value) -> BrowseResult {
+        let span = tracing::info_span!(
+            measure::OBSERVE_SPAN,
+            countersign.outcome = tracing::field::Empty
+        );
+        let result = self.observe_now(args).instrument(span.clone()).await;
+        span.record("countersign.outcome", result.outcome().as_str());
+        result
+    }
+
+    async fn observe_now(&self, args: &Value) -> BrowseResult {
         let context = &*self.context;
         let started_at = context.now();
         let operation_id = new_operation_id();

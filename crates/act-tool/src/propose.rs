@@ -10,6 +10,7 @@ use countersign_approval_core::{
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 use countersign_rules::{Decision, ProposedTarget, RuleSet, Tier};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::call;
 use crate::context::Context;
@@ -220,7 +221,23 @@ impl Propose {
 
     /// Runs a `browser_propose` call and returns the typed result.
     pub async fn propose(&self, args: &Value) -> ProposeResult {
-        match self.try_propose(args).await {
+        let span = tracing::info_span!(
+            measure::PROPOSE_SPAN,
+            countersign.proposal_id = tracing::field::Empty,
+            countersign.outcome = tracing::field::Empty,
+        );
+        let proposed = self.try_propose(args).instrument(span.clone()).await;
+        match &proposed {
+            Ok(view) => {
+                span.record("countersign.proposal_id", view.proposal_id.as_str());
+                span.record("countersign.outcome", view.status.as_str());
+            }
+            Err(ProposeResult::Error { code, .. }) => {
+                span.record("countersign.outcome", code.as_str());
+            }
+            Err(_) => {}
+        }
+        match proposed {
             Ok(view) => {
                 tracing::info!(
                     actor = %self.context.actor_id(),
@@ -517,10 +534,29 @@ async fn approve_at_once(
     (proposed_at, approved_at): (Timestamp, Timestamp),
 ) -> ProposalView {
     let approval_id = grant.id.clone();
-    match store
+    let waited = approved_at
+        .as_millis()
+        .saturating_sub(proposed_at.as_millis());
+    let span = tracing::info_span!(
+        measure::DECIDE_SPAN,
+        countersign.proposal_id = %view.proposal_id,
+        countersign.approval_id = %approval_id,
+        countersign.decided_by = decided_by.as_str(),
+        countersign.wait_ms = waited,
+        countersign.outcome = tracing::field::Empty,
+    );
+    let decided = store
         .approve_proposal(&view.proposal_id, grant, approved_at)
-        .await
-    {
+        .instrument(span.clone())
+        .await;
+    span.record(
+        "countersign.outcome",
+        match &decided {
+            Ok(outcome) => outcome.as_str(),
+            Err(_) => "store_error",
+        },
+    );
+    match decided {
         Ok(DecisionOutcome::Approved) => {
             // The store keeps who approved it (`rule:<id>`), and the act
             // that uses the grant records it as its approver: no record of
@@ -528,9 +564,6 @@ async fn approve_at_once(
             view.status = ProposalStatus::Approved;
             view.approval_id = Some(approval_id);
             view.decided_by = Some(decided_by);
-            let waited = approved_at
-                .as_millis()
-                .saturating_sub(proposed_at.as_millis());
             measure::decision(true, decided_by, Duration::from_millis(waited));
             tracing::info!(%by, proposal_id = %view.proposal_id, "countersign: approved the proposal without asking a person");
         }

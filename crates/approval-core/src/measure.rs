@@ -7,6 +7,12 @@
 //! exports them installs a recorder (`countersign-mcp` serves them as
 //! Prometheus text) and calls [`describe`] once.
 //!
+//! The same calls open `tracing` spans named here (`countersign.act`,
+//! `.consume`, `.propose`, `.decide`, `.navigate`, `.observe`), whose
+//! fields carry ids, digests, outcome codes and deciders, never an
+//! argument value; a host exports them with its own subscriber (for
+//! OpenTelemetry, a `tracing-opentelemetry` layer).
+//!
 //! Labels hold only closed sets of words (outcome codes, reasons, kinds),
 //! never an id, a URL or anything a page or a model wrote, so a metric's
 //! series stay few and say nothing of what was acted on.
@@ -47,6 +53,24 @@ pub const NOTIFICATIONS: &str = "countersign_notifications_total";
 /// `operation` (the store method's name), through a
 /// [`TimedStore`](crate::TimedStore).
 pub const STORE_CALL: &str = "countersign_store_call_seconds";
+
+/// The `tracing` span of one `browser_act` call: its operation id, the
+/// approval id it names (when well formed), the action digest, the outcome
+/// code and reason, and who decided the grant it used.
+pub const ACT_SPAN: &str = "countersign.act";
+/// The span of one consume, inside [`ACT_SPAN`]: the store's answer.
+pub const CONSUME_SPAN: &str = "countersign.consume";
+/// The span of one `browser_propose` call: the proposal id and its status,
+/// or the error code.
+pub const PROPOSE_SPAN: &str = "countersign.propose";
+/// The span of one decision on a proposal (a person's, a rule's or a
+/// standing grant's): the proposal and approval ids, the outcome, the
+/// decider and the wait from proposal to decision in milliseconds.
+pub const DECIDE_SPAN: &str = "countersign.decide";
+/// The span of one `browser_navigate` call: its outcome.
+pub const NAVIGATE_SPAN: &str = "countersign.navigate";
+/// The span of one `browser_observe` call: its outcome.
+pub const OBSERVE_SPAN: &str = "countersign.observe";
 
 /// Describes every metric to the installed recorder (its help text and
 /// unit); call it once after installing one.

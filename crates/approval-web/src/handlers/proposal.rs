@@ -9,6 +9,7 @@ use countersign_approval_core::{
     ProposalId, ProposalState, ProposalStatus, StandingScope, StoredProposal, Timestamp, measure,
 };
 use serde::Deserialize;
+use tracing::Instrument;
 
 use crate::error::PageError;
 use crate::extract::{ProposalPath, Viewer};
@@ -78,6 +79,30 @@ pub(crate) fn decided_as(app: &App, viewer: &Viewer, id: &ProposalId, code: &str
     .into_response()
 }
 
+/// The span of a person's decision on proposal `id` at `now` (with the
+/// grant an approval issues): its outcome is recorded when the store
+/// answers. The approver is not a field: a host that wants it in its
+/// traces pseudonymises it there.
+fn decide_span(
+    id: &ProposalId,
+    approval_id: Option<&ApprovalId>,
+    stored: &StoredProposal,
+    now: Timestamp,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        measure::DECIDE_SPAN,
+        countersign.proposal_id = %id,
+        countersign.approval_id = tracing::field::Empty,
+        countersign.decided_by = DecidedBy::Person.as_str(),
+        countersign.wait_ms = u64::try_from(waited(stored, now).as_millis()).unwrap_or(u64::MAX),
+        countersign.outcome = tracing::field::Empty,
+    );
+    if let Some(approval_id) = approval_id {
+        span.record("countersign.approval_id", approval_id.as_str());
+    }
+    span
+}
+
 /// How long `stored` waited for the decision taken at `now`.
 fn waited(stored: &StoredProposal, now: Timestamp) -> std::time::Duration {
     let waited = now
@@ -126,7 +151,19 @@ pub(crate) async fn approve(
             )
         })?;
     let approval_id = grant.id.clone();
-    let outcome = match app.store.approve_proposal(&id, grant, now).await {
+    let span = decide_span(&id, Some(&approval_id), &stored, now);
+    let answer = app
+        .store
+        .approve_proposal(&id, grant, now)
+        .instrument(span.clone())
+        .await;
+    span.record(
+        "countersign.outcome",
+        answer
+            .as_ref()
+            .map_or("store_error", DecisionOutcome::as_str),
+    );
+    let outcome = match answer {
         Ok(outcome) => outcome,
         Err(ApproveError::Store(error)) => return Err(viewer.store_unavailable(&error, true)),
         Err(error) => {
@@ -167,11 +204,19 @@ pub(crate) async fn deny(
     )?;
     let stored = load(&app, &viewer, &id).await?;
     let now = app.clock.now();
-    let outcome = app
+    let span = decide_span(&id, None, &stored, now);
+    let answer = app
         .store
         .deny_proposal(&id, Some(&viewer.approver), now)
-        .await
-        .map_err(|error| viewer.store_unavailable(&error, true))?;
+        .instrument(span.clone())
+        .await;
+    span.record(
+        "countersign.outcome",
+        answer
+            .as_ref()
+            .map_or("store_error", DecisionOutcome::as_str),
+    );
+    let outcome = answer.map_err(|error| viewer.store_unavailable(&error, true))?;
     if outcome == DecisionOutcome::Unknown {
         return Err(viewer.not_found(&id));
     }
