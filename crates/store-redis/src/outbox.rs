@@ -213,14 +213,14 @@ impl RedisApprovalStore {
     async fn outbox_call(
         &self,
         slot: &Slot,
-        args: &[&[u8]],
+        (call, args): (&[u8], &[&[u8]]),
         durable: bool,
     ) -> Result<(crate::reply::Reply, String), StoreError> {
         let key = format!("{}:outbox", slot.prefix);
-        let mut all: Vec<&[u8]> = Vec::with_capacity(args.len() + 1);
-        all.push(args[0]);
+        let mut all: Vec<&[u8]> = Vec::with_capacity(args.len() + 2);
+        all.push(call);
         all.push(slot.prefix.as_bytes());
-        all.extend_from_slice(&args[1..]);
+        all.extend_from_slice(args);
         let (reply, wait) = self
             .run(GrantScript::Outbox, &[key.as_str()], &all, durable)
             .await?;
@@ -262,7 +262,7 @@ impl RedisApprovalStore {
             for tag in tags {
                 let tag = text(tag).ok_or_else(unexpected)?;
                 let slot = self.slot_of_tag(tag.to_owned());
-                let (reply, key) = self.outbox_call(&slot, &[b"head"], false).await?;
+                let (reply, key) = self.outbox_call(&slot, (b"head", &[]), false).await?;
                 let head = match (reply.status.as_str(), reply.items.as_slice()) {
                     ("head", [head]) => text(head)
                         .ok_or_else(|| unexpected_reply(GrantScript::Outbox, &key))?
@@ -295,13 +295,15 @@ impl RedisApprovalStore {
         let (reply, key) = self
             .outbox_call(
                 &slot,
-                &[
+                (
                     b"claim",
-                    now_text.as_bytes(),
-                    until_text.as_bytes(),
-                    limit_text.as_bytes(),
-                    horizon.as_bytes(),
-                ],
+                    &[
+                        now_text.as_bytes(),
+                        until_text.as_bytes(),
+                        limit_text.as_bytes(),
+                        horizon.as_bytes(),
+                    ],
+                ),
                 false,
             )
             .await?;
@@ -358,12 +360,14 @@ impl RedisApprovalStore {
         let (reply, key) = self
             .outbox_call(
                 &slot,
-                &[
+                (
                     call,
-                    claim.event.id.as_str().as_bytes(),
-                    attempt.as_bytes(),
-                    at.as_bytes(),
-                ],
+                    &[
+                        claim.event.id.as_str().as_bytes(),
+                        attempt.as_bytes(),
+                        at.as_bytes(),
+                    ],
+                ),
                 false,
             )
             .await?;
@@ -396,7 +400,7 @@ impl NotificationOutbox for RedisApprovalStore {
         let step = StepEvent::of(&event, due_at);
         let [id, body, due] = step.args();
         let (reply, key) = self
-            .outbox_call(&slot, &[b"schedule", id, body, due], true)
+            .outbox_call(&slot, (b"schedule", &[id, body, due]), true)
             .await?;
         match (reply.status.as_str(), reply.bare()) {
             ("added", true) => {
