@@ -1,7 +1,6 @@
 //! The propose tool: a model proposes a browser action; the host decides.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use countersign_approval_core::{
     Approval, ApprovalId, ApproverId, DecisionOutcome, OutcomeCode, Proposal, ProposalId,
@@ -534,15 +533,13 @@ async fn approve_at_once(
     (proposed_at, approved_at): (Timestamp, Timestamp),
 ) -> ProposalView {
     let approval_id = grant.id.clone();
-    let waited = approved_at
-        .as_millis()
-        .saturating_sub(proposed_at.as_millis());
+    let waited = approved_at.saturating_duration_since(proposed_at);
     let span = tracing::info_span!(
         measure::DECIDE_SPAN,
         countersign.proposal_id = %view.proposal_id,
         countersign.approval_id = %approval_id,
         countersign.decided_by = decided_by.as_str(),
-        countersign.wait_ms = waited,
+        countersign.wait_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         countersign.outcome = tracing::field::Empty,
     );
     let decided = store
@@ -564,7 +561,7 @@ async fn approve_at_once(
             view.status = ProposalStatus::Approved;
             view.approval_id = Some(approval_id);
             view.decided_by = Some(decided_by);
-            measure::decision(true, decided_by, Duration::from_millis(waited));
+            measure::decision(true, decided_by, waited);
             tracing::info!(%by, proposal_id = %view.proposal_id, "countersign: approved the proposal without asking a person");
         }
         // The proposal is stored and pending: a person decides it.

@@ -50,6 +50,20 @@ impl Timestamp {
         let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         Timestamp(self.0.saturating_sub(millis))
     }
+    /// How long after `earlier` this instant is; zero when it is not after
+    /// it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use countersign_approval_core::Timestamp;
+    ///
+    /// let (proposed, decided) = (Timestamp::from_millis(1_000), Timestamp::from_millis(3_500));
+    /// assert_eq!(decided.saturating_duration_since(proposed), Duration::from_millis(2_500));
+    /// assert_eq!(proposed.saturating_duration_since(decided), Duration::ZERO);
+    /// ```
+    pub fn saturating_duration_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0))
+    }
 }
 
 impl fmt::Display for Timestamp {

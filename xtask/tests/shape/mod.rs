@@ -258,10 +258,11 @@ impl ModuleTree {
         };
         let mut found = Vec::new();
         let mut paths = paths_in(&source.code);
+        let without_uses = strip_uses(&source.code);
         paths.extend(
             self.children(module)
                 .into_iter()
-                .flat_map(|child| inline_paths_from(&source.code, &child))
+                .flat_map(|child| paths_from(&without_uses, &child))
                 .map(|path| (path, false)),
         );
         for (path, is_pub_use) in paths {
@@ -579,15 +580,10 @@ pub fn paths_in(code: &str) -> Vec<(Vec<String>, bool)> {
     found
 }
 
-/// Every path in `code` (outside `use` statements) that starts with the
-/// bare name `child` (`child::Item`, `child::f()`): how a module names its
-/// own child module inline.
-fn inline_paths_from(code: &str, child: &str) -> Vec<Vec<String>> {
-    paths_from(&strip_uses(code), child)
-}
-
 /// Every path in `code` whose first segment is `first` (`first::…`), not
-/// as the tail of a longer path, a longer name or a method call.
+/// as the tail of a longer path, a longer name or a method call: with
+/// `crate`, `super` or `self`, or with a child module's bare name, how a
+/// module names its own child inline.
 fn paths_from(code: &str, first: &str) -> Vec<Vec<String>> {
     let start = format!("{first}::");
     let mut found = Vec::new();

@@ -79,22 +79,21 @@ pub(crate) fn decided_as(app: &App, viewer: &Viewer, id: &ProposalId, code: &str
     .into_response()
 }
 
-/// The span of a person's decision on proposal `id` at `now` (with the
-/// grant an approval issues): its outcome is recorded when the store
-/// answers. The approver is not a field: a host that wants it in its
-/// traces pseudonymises it there.
+/// The span of a person's decision on proposal `id`, taken `waited` after
+/// it was proposed (with the grant an approval issues): its outcome is
+/// recorded by [`record_decision`]. The approver is not a field: a host
+/// that wants it in its traces pseudonymises it there.
 fn decide_span(
     id: &ProposalId,
     approval_id: Option<&ApprovalId>,
-    stored: &StoredProposal,
-    now: Timestamp,
+    waited: std::time::Duration,
 ) -> tracing::Span {
     let span = tracing::info_span!(
         measure::DECIDE_SPAN,
         countersign.proposal_id = %id,
         countersign.approval_id = tracing::field::Empty,
         countersign.decided_by = DecidedBy::Person.as_str(),
-        countersign.wait_ms = u64::try_from(waited(stored, now).as_millis()).unwrap_or(u64::MAX),
+        countersign.wait_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         countersign.outcome = tracing::field::Empty,
     );
     if let Some(approval_id) = approval_id {
@@ -103,12 +102,12 @@ fn decide_span(
     span
 }
 
-/// How long `stored` waited for the decision taken at `now`.
-fn waited(stored: &StoredProposal, now: Timestamp) -> std::time::Duration {
-    let waited = now
-        .as_millis()
-        .saturating_sub(stored.proposal.proposed_at.as_millis());
-    std::time::Duration::from_millis(waited)
+/// Records the store's `answer` to a decision on `span`.
+fn record_decision<E>(span: &tracing::Span, answer: &Result<DecisionOutcome, E>) {
+    let outcome = answer
+        .as_ref()
+        .map_or("store_error", DecisionOutcome::as_str);
+    span.record("countersign.outcome", outcome);
 }
 
 pub(crate) async fn approve(
@@ -151,18 +150,14 @@ pub(crate) async fn approve(
             )
         })?;
     let approval_id = grant.id.clone();
-    let span = decide_span(&id, Some(&approval_id), &stored, now);
+    let waited = now.saturating_duration_since(stored.proposal.proposed_at);
+    let span = decide_span(&id, Some(&approval_id), waited);
     let answer = app
         .store
         .approve_proposal(&id, grant, now)
         .instrument(span.clone())
         .await;
-    span.record(
-        "countersign.outcome",
-        answer
-            .as_ref()
-            .map_or("store_error", DecisionOutcome::as_str),
-    );
+    record_decision(&span, &answer);
     let outcome = match answer {
         Ok(outcome) => outcome,
         Err(ApproveError::Store(error)) => return Err(viewer.store_unavailable(&error, true)),
@@ -179,7 +174,7 @@ pub(crate) async fn approve(
         return Err(viewer.not_found(&id));
     }
     if outcome == DecisionOutcome::Approved {
-        measure::decision(true, DecidedBy::Person, waited(&stored, now));
+        measure::decision(true, DecidedBy::Person, waited);
         tracing::info!(
             target: "countersign_approval_web",
             proposal = %id, approval_id = %approval_id, approver = %viewer.approver,
@@ -204,24 +199,20 @@ pub(crate) async fn deny(
     )?;
     let stored = load(&app, &viewer, &id).await?;
     let now = app.clock.now();
-    let span = decide_span(&id, None, &stored, now);
+    let waited = now.saturating_duration_since(stored.proposal.proposed_at);
+    let span = decide_span(&id, None, waited);
     let answer = app
         .store
         .deny_proposal(&id, Some(&viewer.approver), now)
         .instrument(span.clone())
         .await;
-    span.record(
-        "countersign.outcome",
-        answer
-            .as_ref()
-            .map_or("store_error", DecisionOutcome::as_str),
-    );
+    record_decision(&span, &answer);
     let outcome = answer.map_err(|error| viewer.store_unavailable(&error, true))?;
     if outcome == DecisionOutcome::Unknown {
         return Err(viewer.not_found(&id));
     }
     if outcome == DecisionOutcome::Denied {
-        measure::decision(false, DecidedBy::Person, waited(&stored, now));
+        measure::decision(false, DecidedBy::Person, waited);
         tracing::info!(
             target: "countersign_approval_web",
             proposal = %id, approver = %viewer.approver,
