@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use countersign_approval_core::{OperationId, OutcomeCode, PageBinding, RenderedSnapshot, measure};
+use countersign_approval_core::{
+    ObservedNode, OperationId, OutcomeCode, PageBinding, RenderedSnapshot, measure,
+};
 use countersign_canonical_policy::{Action, ActionDigest, AuthorizedUrl};
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -52,6 +54,10 @@ pub struct Observed {
     pub title: String,
     /// The bounded snapshot text: page text, untrusted.
     pub snapshot: RenderedSnapshot,
+    /// The nodes the snapshot was rendered from, all of them (page text,
+    /// untrusted), for a caller that renders its own grammar within the
+    /// same limits (countersign-mcp's Playwright-compatible mode).
+    pub nodes: Vec<ObservedNode>,
 }
 
 /// The result of `browser_navigate` or `browser_observe`.
@@ -449,6 +455,7 @@ impl Browse {
             page: page.page,
             title: page.title,
             snapshot,
+            nodes: page.nodes,
         })
     }
 }

@@ -58,6 +58,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod approval_link;
 pub mod http;
 mod identity;
 pub mod playwright;

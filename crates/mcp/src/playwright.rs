@@ -24,6 +24,10 @@
 //! package's `tools/list`: the same definitions, and every default tool of
 //! the release either offered here or refused with a reason.
 
+pub mod compat;
+pub mod sections;
+pub mod snapshot;
+
 use std::sync::OnceLock;
 
 use serde_json::Value;

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use countersign_act_tool::{
     NAVIGATE_TOOL_NAME, OBSERVE_TOOL_NAME, PROPOSAL_STATUS_TOOL_NAME, PROPOSE_TOOL_NAME, TOOL_NAME,
@@ -20,7 +19,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use crate::approval_link::{link_message, offer_link, pending_link, supports_url_elicitation};
 use crate::identity::Identity;
+use crate::playwright::compat::{Compat, CompatOptions};
 
 /// Builds the toolset of one identity: the host's Context (stores,
 /// backend, policy, clock) for that actor and run, with the tools it
@@ -51,6 +52,8 @@ struct Inner {
     factory: Box<ToolsetFactory>,
     toolsets: Mutex<HashMap<Identity, Arc<Toolset>>>,
     approval_base: Option<String>,
+    /// Playwright MCP's tools instead of countersign's, when set.
+    compat: Option<Compat>,
     /// How many tool calls are running, for [`McpServer::calls_finished`].
     in_flight: tokio::sync::watch::Sender<usize>,
 }
@@ -90,6 +93,7 @@ impl McpServer {
                 factory: Box::new(factory),
                 toolsets: Mutex::new(HashMap::new()),
                 approval_base: None,
+                compat: None,
                 in_flight: tokio::sync::watch::Sender::new(0),
             }),
             launched_as: None,
@@ -122,6 +126,24 @@ impl McpServer {
             tracing::warn!("approval pages set on a shared MCP server; ignored");
         }
         self
+    }
+
+    /// The same server offering Playwright MCP's tools instead of
+    /// countersign's (see [`crate::playwright`]): the same names, arguments
+    /// and answers, every state-changing call decided in place. Call it
+    /// before cloning, as [`McpServer::with_approval_pages`].
+    pub fn with_playwright_compat(mut self, options: CompatOptions) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.compat = Some(Compat::new(options));
+        } else {
+            tracing::warn!("the Playwright-compatible mode set on a shared MCP server; ignored");
+        }
+        self
+    }
+
+    /// Whether the server offers Playwright MCP's tools.
+    pub fn is_playwright_compat(&self) -> bool {
+        self.inner.compat.is_some()
     }
 
     /// The same server, every call acting as `identity`: the launch
@@ -238,10 +260,6 @@ pub fn annotations(name: &str) -> Option<Value> {
     }
 }
 
-/// How long a client may keep the approval link's elicitation open: as
-/// long as a proposal waits by default.
-const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// What the `requestState` of a `browser_propose` that asked for the
 /// approval link's elicitation (protocol 2026-07-28) starts with; the
 /// proposal's id follows. The client's retry is answered with that
@@ -254,13 +272,6 @@ const PROPOSAL_STATE_PREFIX: &str = "countersign-proposal:";
 /// requests.
 const APPROVAL_LINK_INPUT: &str = "approval_link";
 
-/// The words the client shows with the approval link.
-fn link_message(id: &str) -> String {
-    format!(
-        "A browser action needs your approval. Open the approval page to review proposal {id} and approve or deny it there."
-    )
-}
-
 /// Whether the request runs on a protocol without the initialize
 /// handshake (2026-07-28 and later): the server cannot send a request of
 /// its own, and asks for input through the call's result instead.
@@ -268,25 +279,6 @@ fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
     context
         .protocol_version()
         .is_some_and(|version| !version.has_initialize())
-}
-
-/// Whether the caller declared URL-mode elicitation, in this request's
-/// capabilities or (on 2025-11-25) at initialize.
-fn supports_url_elicitation(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .client_capabilities()
-        .and_then(|capabilities| capabilities.elicitation)
-        .is_some_and(|elicitation| elicitation.url.is_some())
-}
-
-/// The pending proposal's id and approval link in `result`, if it is one.
-fn pending_link(result: &Value) -> Option<(&str, url::Url)> {
-    if result.get("status").and_then(Value::as_str) != Some("pending") {
-        return None;
-    }
-    let link = result.get("approval_url").and_then(Value::as_str)?;
-    let id = result.get("proposal_id").and_then(Value::as_str)?;
-    Some((id, url::Url::parse(link).ok()?))
 }
 
 /// On 2026-07-28, the approval link of a pending proposal as a URL
@@ -328,35 +320,6 @@ fn proposal_of_state(state: &str) -> Result<&str, ErrorData> {
         })
 }
 
-/// Asks a client that supports URL-mode elicitation to open the approval
-/// page of a pending proposal, without waiting for its answer.
-///
-/// The answer decides nothing: `accept` only means the client showed the
-/// link. A proposal is approved on the approval page, by a person the
-/// host's authentication names, and by nothing a client sends.
-fn offer_link(context: &RequestContext<RoleServer>, result: &Value) {
-    let Some((id, url)) = pending_link(result) else {
-        return;
-    };
-    if !supports_url_elicitation(context) {
-        return;
-    }
-    let peer = context.peer.clone();
-    let id = id.to_owned();
-    let message = link_message(&id);
-    // Not awaited: the tool result (with the same link) must not wait for
-    // a person to look.
-    tokio::spawn(async move {
-        let answer = peer
-            .elicit_url_with_timeout(message, url, id, Some(ELICITATION_TIMEOUT))
-            .await;
-        tracing::debug!(
-            ?answer,
-            "the client answered the approval link's elicitation"
-        );
-    });
-}
-
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -373,6 +336,13 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let toolset = self.caller_toolset(&context)?;
+        if self.inner.compat.is_some() {
+            let tools = crate::playwright::offered_tools()
+                .iter()
+                .filter_map(|tool| serde_json::from_value(tool.clone()).ok())
+                .collect();
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
         Ok(ListToolsResult::with_all_items(Self::tools(&toolset)))
     }
 
@@ -383,6 +353,21 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let _running = RunningCall::begin(&self.inner.in_flight);
         let toolset = self.caller_toolset(&context)?;
+        if let Some(compat) = &self.inner.compat {
+            let identity = self.identity(&context)?;
+            let arguments = request.arguments.unwrap_or_default();
+            let result = compat
+                .call(
+                    &toolset,
+                    &identity,
+                    &request.name,
+                    arguments,
+                    &context,
+                    self.inner.approval_base.as_deref(),
+                )
+                .await;
+            return Ok(result.into());
+        }
         // `context.ct` (the client's cancellation) is not watched on
         // purpose: once an act has consumed its grant it must reach the
         // backend's answer and its record, so a call runs to its end even

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -54,28 +56,8 @@ fn app() -> (Router, McpServer) {
     )
 }
 
-/// A 2026-07-28 request (no session, no initialize: metadata on each request).
 fn request(method: &str, params: Value, token: Option<&str>) -> Request<Body> {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-    });
-    let mut builder = Request::post(MCP_PATH)
-        .header(header::HOST, "127.0.0.1")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = params.get("name").and_then(Value::as_str) {
-        builder = builder.header("mcp-name", name);
-    }
-    if let Some(token) = token {
-        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    builder.body(Body::from(body.to_string())).unwrap()
+    support::stateless_request(method, params, token)
 }
 
 async fn send(app: &Router, request: Request<Body>) -> (StatusCode, String) {

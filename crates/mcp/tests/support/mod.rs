@@ -486,6 +486,38 @@ pub fn answer_to(body: &str, id: u64) -> Value {
         .unwrap_or_else(|| panic!("no answer to request {id} in {body:?}"))
 }
 
+/// A 2026-07-28 request to a mounted Router: no session, no initialize,
+/// the metadata on the request, bearing `token` when given.
+pub fn stateless_request(
+    method: &str,
+    params: Value,
+    token: Option<&str>,
+) -> axum::http::Request<axum::body::Body> {
+    use axum::http::header;
+    let mut params = params;
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    });
+    let mut builder = axum::http::Request::post(countersign_mcp::http::MCP_PATH)
+        .header(header::HOST, "127.0.0.1")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        builder = builder.header("mcp-name", name);
+    }
+    if let Some(token) = token {
+        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    builder
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap()
+}
+
 /// An MCP session (protocol 2025-11-25, `Mcp-Session-Id`) over raw HTTP.
 pub struct Session {
     http: reqwest::Client,

@@ -16,6 +16,7 @@ use countersign_approval_core::{ActorId, OperationLog, ProposalStore, RunId, Tim
 use countersign_approval_web::{ApprovalPages, Approvers, TokenApprovers};
 use countersign_canonical_policy::{Policy, StaticResolver, SystemResolver};
 use countersign_mcp::http::HttpOptions;
+use countersign_mcp::playwright::compat::CompatOptions;
 use countersign_mcp::{Identity, McpServer, StaticTokens};
 use countersign_notify::{NotifyingStore, WorkerHandle};
 use countersign_store_memory::{InMemoryApprovalStore, InMemoryOperationStore};
@@ -152,6 +153,15 @@ pub(crate) async fn build(
             .with_propose())
     })
     .with_approval_pages(format!("{public}/approvals"));
+    let server = if config.compat.playwright {
+        let mut options = CompatOptions::default();
+        if let Some(secs) = config.compat.approval_wait_secs {
+            options = options.approval_wait(Duration::from_secs(secs));
+        }
+        server.with_playwright_compat(options)
+    } else {
+        server
+    };
 
     let mut tokens = StaticTokens::new();
     for TokenConfig { token, actor, run } in &config.tokens {

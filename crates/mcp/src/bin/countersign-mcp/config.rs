@@ -57,7 +57,26 @@ pub struct Config {
     /// `[metrics]`: Prometheus text at `/metrics` for a scraper holding a
     /// token. Not served unless configured.
     pub metrics: Option<MetricsConfig>,
+    /// `[compat]`: Playwright MCP's tools instead of countersign's.
+    #[serde(default)]
+    pub compat: CompatConfig,
 }
+
+/// `[compat]`: which other server's tools `countersign-mcp` offers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompatConfig {
+    /// Offer Playwright MCP's tools (as `--playwright-compat` does).
+    #[serde(default)]
+    pub playwright: bool,
+    /// How long one state-changing call waits for a person's decision
+    /// (default 50, below the 60 s most clients wait for a tool call).
+    pub approval_wait_secs: Option<u64>,
+}
+
+/// The longest wait a state-changing call may be configured with: a
+/// proposal waits no longer by default either.
+pub(crate) const MAX_APPROVAL_WAIT_SECS: u64 = 600;
 
 /// `[metrics]`: `/metrics` on its own address (`listen`), or beside the
 /// MCP endpoint for a scraper's bearer token (and on its own address too,
@@ -353,6 +372,13 @@ pub fn parse(text: &str) -> Result<Config, String> {
 
 fn check(config: &Config) -> Result<(), String> {
     config.http.form_key_bytes()?;
+    if let Some(wait) = config.compat.approval_wait_secs
+        && !(1..=MAX_APPROVAL_WAIT_SECS).contains(&wait)
+    {
+        return Err(format!(
+            "`compat.approval_wait_secs` is {wait}: give 1 to {MAX_APPROVAL_WAIT_SECS} seconds"
+        ));
+    }
     if config.policy.allow_hosts.is_empty() {
         return Err("`policy.allow_hosts` is empty: list the hosts actions may happen on".into());
     }

@@ -51,6 +51,11 @@ struct Args {
     /// file's `[backend]` decides.
     #[arg(long, value_enum, conflicts_with = "config")]
     backend: Option<DemoBackend>,
+    /// Offer Playwright MCP's tools (`browser_click`, `browser_type`, …)
+    /// instead of countersign's, every state-changing call decided in
+    /// place (as `[compat] playwright = true`).
+    #[arg(long)]
+    playwright_compat: bool,
 }
 
 #[tokio::main]
@@ -66,7 +71,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
-    let (config, demo) = match (&args.config, args.demo) {
+    let (mut config, demo) = match (&args.config, args.demo) {
         (_, true) => {
             let (config, demo) = demo_config(args.backend.unwrap_or(DemoBackend::Fake)).await?;
             (config, Some(demo))
@@ -74,6 +79,9 @@ async fn run(args: Args) -> Result<(), String> {
         (Some(path), false) => (config::load(path)?, None),
         (None, false) => return Err("give `--config FILE` or `--demo`".into()),
     };
+    if args.playwright_compat {
+        config.compat.playwright = true;
+    }
     let stdio = if args.stdio {
         let identity = config
             .stdio

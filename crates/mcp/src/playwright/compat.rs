@@ -1,0 +1,624 @@
+//! The Playwright-compatible mode: Playwright MCP's tools, each call
+//! answered as Playwright answers it, every state-changing call decided in
+//! place by the policy, the rules, a standing approval or a person.
+//!
+//! A state-changing call becomes one proposal of one element-bound action
+//! on the page the tab shows. Then, in the same call:
+//!
+//! 1. a refusal (the policy, a `deny` rule) is an error, nothing performed;
+//! 2. an `auto` decision (a rule, a standing approval) is performed at
+//!    once, and the approval id never reaches the model;
+//! 3. a proposal a person must decide waits up to the configured time,
+//!    telling a client that gave a progress token where the approval page
+//!    is; approved in time it is performed, denied or expired it is an
+//!    error saying so, still pending it is an error that says nothing was
+//!    performed and to call again with the same arguments;
+//! 4. a retry with the same arguments on the same page finds the proposal
+//!    already made, so a person is never asked twice for one action;
+//! 5. a client that cancels or goes away while the call waits stops the
+//!    wait: nothing is performed, then or later, since only a call in
+//!    flight acts.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use countersign_act_tool::{ActResult, BrowseResult, ProposeResult, Toolset};
+use countersign_approval_core::{ProposalId, ProposalStatus};
+use countersign_approval_web::ApprovalPages;
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use rmcp::service::RequestContext;
+use serde_json::{Map, Value, json};
+
+use crate::identity::Identity;
+use crate::playwright::refusal_of;
+use crate::playwright::sections::Sections;
+use crate::playwright::snapshot::{Target, render, stale_ref_message, target_of};
+
+/// How the compatible mode waits for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompatOptions {
+    /// How long one call waits for a person's decision before it answers
+    /// that nothing was performed yet. The default, 50 s, stays below the
+    /// 60 s most MCP clients wait for a tool call.
+    pub approval_wait: Duration,
+    /// How often a waiting call reads the proposal's status.
+    pub poll_every: Duration,
+    /// How often a waiting call repeats its progress notification.
+    pub progress_every: Duration,
+}
+
+impl Default for CompatOptions {
+    fn default() -> Self {
+        CompatOptions {
+            approval_wait: Duration::from_secs(50),
+            poll_every: Duration::from_millis(200),
+            progress_every: Duration::from_secs(10),
+        }
+    }
+}
+
+impl CompatOptions {
+    /// These options with calls waiting `wait` for a person.
+    pub fn approval_wait(mut self, wait: Duration) -> CompatOptions {
+        self.approval_wait = wait;
+        self
+    }
+}
+
+/// What the compatible mode remembers of one identity's tab.
+#[derive(Debug, Default)]
+struct TabState {
+    /// The URL of the page last shown to the model.
+    url: Option<String>,
+    /// The ref page of the snapshot last shown: a ref of another page is
+    /// stale.
+    ref_page: Option<u64>,
+    /// Proposals made and not yet performed, by (url, canonical action):
+    /// a retry of the same call finds its proposal here.
+    asked: HashMap<(String, String), ProposalId>,
+}
+
+/// The compatible mode of one server: its options and each identity's tab
+/// state.
+#[derive(Debug, Default)]
+pub(crate) struct Compat {
+    options: CompatOptions,
+    tabs: Mutex<HashMap<Identity, TabState>>,
+}
+
+/// One state-changing call, as an action the toolset can propose.
+struct Planned {
+    method: &'static str,
+    target: Target,
+    arguments: Map<String, Value>,
+    /// The model's words for the element, shown to the person.
+    element: Option<String>,
+}
+
+/// Why a call was answered without performing anything.
+type Answer = CallToolResult;
+
+fn error(message: impl Into<String>, structured: Value) -> Answer {
+    Sections::new().error(message).into_result(structured)
+}
+
+fn invalid(message: impl Into<String>) -> Answer {
+    let message = message.into();
+    let structured =
+        json!({"status": "error", "error": {"code": "INVALID_ARGUMENTS", "message": message}});
+    error(message, structured)
+}
+
+impl Compat {
+    pub(crate) fn new(options: CompatOptions) -> Compat {
+        Compat {
+            options,
+            tabs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn with_tab<R>(&self, identity: &Identity, f: impl FnOnce(&mut TabState) -> R) -> Option<R> {
+        let mut tabs = self.tabs.lock().ok()?;
+        Some(f(tabs.entry(identity.clone()).or_default()))
+    }
+
+    /// Answers one `tools/call` of the compatible mode.
+    pub(crate) async fn call(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        name: &str,
+        args: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+        approval_base: Option<&str>,
+    ) -> CallToolResult {
+        if let Some(why) = refusal_of(name) {
+            return error(
+                format!("Tool \"{name}\" is not offered by countersign: {why}"),
+                json!({"status": "error", "error": {"code": "NOT_OFFERED", "message": why}}),
+            );
+        }
+        match name {
+            "browser_navigate" => self.navigate(toolset, identity, &args).await,
+            "browser_snapshot" => self.snapshot(toolset, identity, &args).await,
+            "browser_click" | "browser_hover" | "browser_type" | "browser_select_option" => {
+                match plan(name, &args) {
+                    Ok(planned) => {
+                        self.decide_and_perform(toolset, identity, planned, context, approval_base)
+                            .await
+                    }
+                    Err(answer) => answer,
+                }
+            }
+            _ if crate::playwright::offered_tools()
+                .iter()
+                .any(|tool| tool["name"] == name) =>
+            {
+                error(
+                    format!("Tool \"{name}\" is not performed by this release of countersign yet"),
+                    json!({"status": "error", "error": {"code": "NOT_OFFERED", "message": "not performed yet"}}),
+                )
+            }
+            _ => error(
+                format!("Tool \"{name}\" not found"),
+                json!({"status": "error", "error": {"code": "UNKNOWN_TOOL", "message": "no such tool"}}),
+            ),
+        }
+    }
+
+    async fn navigate(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        args: &Map<String, Value>,
+    ) -> Answer {
+        if let Some(unknown) = args.keys().find(|key| key.as_str() != "url") {
+            return invalid(format!("browser_navigate takes no argument `{unknown}`"));
+        }
+        let Some(url) = args.get("url").and_then(Value::as_str) else {
+            return invalid("browser_navigate needs `url`, a string");
+        };
+        let Some(browse) = toolset.browse() else {
+            return error(
+                "the host did not enable navigation",
+                json!({"status": "error"}),
+            );
+        };
+        match browse.navigate(&json!({ "url": url })).await {
+            BrowseResult::Error(refused) => error(
+                refused.message.clone(),
+                json!({"status": "error", "operation_id": refused.operation_id.as_str(),
+                       "error": {"code": refused.code.as_str(), "message": refused.message}}),
+            ),
+            navigated => {
+                let operation_id = navigated.operation_id().as_str().to_owned();
+                self.page_answer(
+                    toolset,
+                    identity,
+                    Sections::new(),
+                    json!({"status": "ok", "operation_id": operation_id}),
+                )
+                .await
+            }
+        }
+    }
+
+    async fn snapshot(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        args: &Map<String, Value>,
+    ) -> Answer {
+        if let Some(unsupported) = args.keys().next() {
+            return invalid(format!(
+                "browser_snapshot does not take `{unsupported}` here: countersign shows the whole page, in the answer"
+            ));
+        }
+        self.page_answer(toolset, identity, Sections::new(), json!({"status": "ok"}))
+            .await
+    }
+
+    /// `sections` with the page the tab shows now and its snapshot, which
+    /// becomes the page refs are taken from.
+    async fn page_answer(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        sections: Sections,
+        mut structured: Value,
+    ) -> Answer {
+        let Some(browse) = toolset.browse() else {
+            return sections
+                .error("the host did not enable observing the page")
+                .into_result(structured);
+        };
+        match browse.observe(&json!({})).await {
+            BrowseResult::Observed { observed, .. } => {
+                let text = render(&observed.nodes, toolset.context().snapshot_limits());
+                let ref_page = observed
+                    .nodes
+                    .iter()
+                    .find_map(|node| node.element_ref)
+                    .map(|r| r.page().number());
+                let url = observed.url.as_str().to_owned();
+                self.with_tab(identity, |tab| {
+                    if tab.url.as_deref() != Some(url.as_str()) || tab.ref_page != ref_page {
+                        tab.asked.clear();
+                    }
+                    tab.url = Some(url.clone());
+                    tab.ref_page = ref_page;
+                });
+                if let Some(object) = structured.as_object_mut() {
+                    object.insert("url".to_owned(), Value::String(url.clone()));
+                }
+                sections
+                    .page(&url, &observed.title, text)
+                    .into_result(structured)
+            }
+            BrowseResult::Error(refused) => sections.error(refused.message).into_result(structured),
+            _ => sections
+                .error("the page could not be observed")
+                .into_result(structured),
+        }
+    }
+
+    /// Proposes `planned` on the tab's page and performs it once it is
+    /// approved, within this call.
+    async fn decide_and_perform(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        planned: Planned,
+        context: &RequestContext<RoleServer>,
+        approval_base: Option<&str>,
+    ) -> Answer {
+        let (Some(propose), Some(act)) = (toolset.propose(), toolset.act()) else {
+            return error(
+                "the host did not enable proposals",
+                json!({"status": "error"}),
+            );
+        };
+        // 1. The page: the one last shown, and a ref of it.
+        let tab = self.with_tab(identity, |tab| (tab.url.clone(), tab.ref_page));
+        let Some((Some(url), ref_page)) = tab else {
+            return error(
+                "No page is open: call browser_navigate first",
+                json!({"status": "error", "error": {"code": "NO_PAGE"}}),
+            );
+        };
+        if let Target::Ref(element_ref) = &planned.target
+            && ref_page != Some(element_ref.page().number())
+        {
+            let shown = crate::playwright::snapshot::playwright_ref(*element_ref);
+            return error(
+                stale_ref_message(&shown),
+                json!({"status": "error", "error": {"code": "STALE_REF"}}),
+            );
+        }
+        let mut action = json!({
+            "url": url,
+            "method": planned.method,
+            "selector": planned.target.to_selector(),
+            "arguments": Value::Object(planned.arguments.clone()),
+        });
+        if let (Some(element), Some(object)) = (&planned.element, action.as_object_mut()) {
+            object.insert("description".to_owned(), Value::String(element.clone()));
+        }
+        let key = (url.clone(), action.to_string());
+        // 2. The proposal: the one this call made before, or a new one.
+        let known = self
+            .with_tab(identity, |tab| tab.asked.get(&key).cloned())
+            .flatten();
+        let proposed = match &known {
+            Some(id) => propose.status(&json!({ "proposal_id": id.as_str() })).await,
+            None => propose.propose(&action).await,
+        };
+        let view = match proposed {
+            ProposeResult::Proposal(view) => view,
+            ProposeResult::Error { code, message } => {
+                return error(
+                    format!("Nothing was performed: {message}"),
+                    json!({"status": "error", "error": {"code": code.as_str(), "message": message}}),
+                );
+            }
+            _ => return error("Nothing was performed", json!({"status": "error"})),
+        };
+        let link = approval_base
+            .map(|base| format!("{base}{}", ApprovalPages::proposal_path(&view.proposal_id)));
+        let mut structured = json!({"proposal_id": view.proposal_id.as_str()});
+        if let (Some(link), Some(object)) = (&link, structured.as_object_mut()) {
+            object.insert("approval_url".to_owned(), Value::String(link.clone()));
+        }
+        // 3. The decision: now, or after a wait for a person.
+        let view = if view.status == ProposalStatus::Pending {
+            self.with_tab(identity, |tab| {
+                tab.asked.insert(key.clone(), view.proposal_id.clone())
+            });
+            if known.is_none() {
+                let mut pending =
+                    json!({"status": "pending", "proposal_id": view.proposal_id.as_str()});
+                if let (Some(link), Some(object)) = (&link, pending.as_object_mut()) {
+                    object.insert("approval_url".to_owned(), Value::String(link.clone()));
+                }
+                crate::approval_link::offer_link(context, &pending);
+            }
+            match self
+                .wait_for_person(toolset, &view.proposal_id, link.as_deref(), context)
+                .await
+            {
+                Waited::Decided(view) => view,
+                Waited::Pending => {
+                    set(&mut structured, "status", "pending");
+                    let link_text = link.as_deref().unwrap_or("the host's approval page");
+                    return error(
+                        format!(
+                            "Nothing was performed: a person has not approved this action yet. They decide at {link_text}. Call again with the same arguments to wait for their decision; they will not be asked twice."
+                        ),
+                        structured,
+                    );
+                }
+                Waited::Cancelled => {
+                    set(&mut structured, "status", "cancelled");
+                    return error("Nothing was performed: the call was cancelled", structured);
+                }
+                Waited::Failed(message) => {
+                    set(&mut structured, "status", "error");
+                    return error(format!("Nothing was performed: {message}"), structured);
+                }
+            }
+        } else {
+            view
+        };
+        if let (Some(by), Some(object)) = (view.decided_by, structured.as_object_mut()) {
+            object.insert(
+                "decided_by".to_owned(),
+                Value::String(by.as_str().to_owned()),
+            );
+        }
+        match view.status {
+            ProposalStatus::Approved => {}
+            ProposalStatus::Denied => {
+                set(&mut structured, "status", "denied");
+                return error("Nothing was performed: the action was denied", structured);
+            }
+            _ => {
+                self.with_tab(identity, |tab| tab.asked.remove(&key));
+                set(&mut structured, "status", "expired");
+                return error(
+                    "Nothing was performed: nobody decided in time and the proposal expired",
+                    structured,
+                );
+            }
+        }
+        let Some(approval_id) = view.approval_id else {
+            return error(
+                "Nothing was performed: the approval has no grant",
+                structured,
+            );
+        };
+        // 4. The act, with the grant the model never sees.
+        let mut call = action;
+        if let Some(object) = call.as_object_mut() {
+            object.insert(
+                "approval_id".to_owned(),
+                Value::String(approval_id.to_string()),
+            );
+        }
+        let acted = act.execute_tool_call(&call).await;
+        self.with_tab(identity, |tab| tab.asked.remove(&key));
+        match acted {
+            ActResult::Ok(performed) => {
+                set(&mut structured, "status", "ok");
+                set(
+                    &mut structured,
+                    "operation_id",
+                    performed.operation_id.as_str(),
+                );
+                self.page_answer(toolset, identity, Sections::new(), structured)
+                    .await
+            }
+            ActResult::Error(failed) => {
+                set(&mut structured, "status", "error");
+                set(
+                    &mut structured,
+                    "operation_id",
+                    failed.operation_id.as_str(),
+                );
+                if let Some(object) = structured.as_object_mut() {
+                    object.insert(
+                        "error".to_owned(),
+                        json!({"code": failed.code.as_str(), "message": failed.message}),
+                    );
+                }
+                error(failed.message, structured)
+            }
+        }
+    }
+
+    /// Waits for a person's decision on `id`, up to the configured time.
+    async fn wait_for_person(
+        &self,
+        toolset: &Toolset,
+        id: &ProposalId,
+        link: Option<&str>,
+        context: &RequestContext<RoleServer>,
+    ) -> Waited {
+        let Some(propose) = toolset.propose() else {
+            return Waited::Failed("the host did not enable proposals".to_owned());
+        };
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.options.approval_wait;
+        let token = context.meta.get_progress_token();
+        let mut next_progress = started;
+        let mut sent = 0u32;
+        loop {
+            match propose.status(&json!({ "proposal_id": id.as_str() })).await {
+                ProposeResult::Proposal(view) if view.status != ProposalStatus::Pending => {
+                    return Waited::Decided(view);
+                }
+                ProposeResult::Proposal(_) => {}
+                ProposeResult::Error { message, .. } => return Waited::Failed(message),
+                _ => return Waited::Failed("the proposal could not be read".to_owned()),
+            }
+            let now = tokio::time::Instant::now();
+            if let Some(token) = &token
+                && now >= next_progress
+            {
+                sent += 1;
+                let waited = now.duration_since(started).as_secs();
+                let message = match link {
+                    Some(link) => format!(
+                        "waiting for a person to approve this action at {link} ({waited} s so far)"
+                    ),
+                    None => {
+                        format!("waiting for a person to approve this action ({waited} s so far)")
+                    }
+                };
+                let progress = ProgressNotificationParam::new(token.clone(), f64::from(sent))
+                    .with_message(message);
+                if let Err(failed) = context.peer.notify_progress(progress).await {
+                    tracing::debug!(%failed, "a progress notification was not sent");
+                }
+                next_progress = now + self.options.progress_every;
+            }
+            if now >= deadline {
+                return Waited::Pending;
+            }
+            let nap = self.options.poll_every.min(deadline - now);
+            tokio::select! {
+                () = context.ct.cancelled() => return Waited::Cancelled,
+                () = tokio::time::sleep(nap) => {}
+            }
+        }
+    }
+}
+
+/// How a wait for a person ended.
+enum Waited {
+    Decided(countersign_act_tool::ProposalView),
+    Pending,
+    Cancelled,
+    Failed(String),
+}
+
+fn set(structured: &mut Value, key: &str, value: &str) {
+    if let Some(object) = structured.as_object_mut() {
+        object.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+}
+
+/// The string argument `key`, if given.
+fn string_arg<'a>(
+    args: &'a Map<String, Value>,
+    tool: &str,
+    key: &str,
+) -> Result<Option<&'a str>, Answer> {
+    match args.get(key) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(invalid(format!("{tool}: `{key}` must be a string"))),
+    }
+}
+
+fn bool_arg(args: &Map<String, Value>, tool: &str, key: &str) -> Result<bool, Answer> {
+    match args.get(key) {
+        None => Ok(false),
+        Some(Value::Bool(flag)) => Ok(*flag),
+        Some(_) => Err(invalid(format!("{tool}: `{key}` must be a boolean"))),
+    }
+}
+
+/// The action a state-changing call asks for, or why its arguments are
+/// refused. Every argument is either honoured or refused by name.
+fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
+    let allowed: &[&str] = match tool {
+        "browser_click" => &["element", "target", "doubleClick", "button", "modifiers"],
+        "browser_hover" => &["element", "target"],
+        "browser_type" => &["element", "target", "text", "submit", "slowly"],
+        _ => &["element", "target", "values"],
+    };
+    if let Some(unknown) = args.keys().find(|key| !allowed.contains(&key.as_str())) {
+        return Err(invalid(format!("{tool} takes no argument `{unknown}`")));
+    }
+    let Some(target) = string_arg(args, tool, "target")? else {
+        return Err(invalid(format!(
+            "{tool} needs `target`, a ref from the page snapshot"
+        )));
+    };
+    let target = target_of(target).map_err(|message| {
+        error(
+            message.clone(),
+            json!({"status": "error", "error": {"code": "STALE_REF", "message": message}}),
+        )
+    })?;
+    let element = string_arg(args, tool, "element")?.map(str::to_owned);
+    let mut arguments = Map::new();
+    let method = match tool {
+        "browser_click" => {
+            if let Some(button) = string_arg(args, tool, "button")?
+                && button != "left"
+            {
+                return Err(invalid(format!(
+                    "browser_click: the `{button}` button is not performed by this release of countersign yet"
+                )));
+            }
+            match args.get("modifiers") {
+                None => {}
+                Some(Value::Array(keys)) if keys.is_empty() => {}
+                Some(_) => {
+                    return Err(invalid(
+                        "browser_click: `modifiers` are not performed by this release of countersign yet",
+                    ));
+                }
+            }
+            if bool_arg(args, tool, "doubleClick")? {
+                "dblclick"
+            } else {
+                "click"
+            }
+        }
+        "browser_hover" => "hover",
+        "browser_type" => {
+            let Some(text) = string_arg(args, tool, "text")? else {
+                return Err(invalid("browser_type needs `text`, a string"));
+            };
+            if bool_arg(args, tool, "submit")? {
+                return Err(invalid(
+                    "browser_type: `submit` is not performed by this release of countersign yet",
+                ));
+            }
+            arguments.insert("text".to_owned(), Value::String(text.to_owned()));
+            if bool_arg(args, tool, "slowly")? {
+                "type"
+            } else {
+                "fill"
+            }
+        }
+        _ => {
+            let values = match args.get("values") {
+                Some(Value::Array(values)) => values,
+                _ => {
+                    return Err(invalid(
+                        "browser_select_option needs `values`, an array of strings",
+                    ));
+                }
+            };
+            let [Value::String(value)] = values.as_slice() else {
+                return Err(invalid(
+                    "browser_select_option: exactly one value is performed by this release of countersign",
+                ));
+            };
+            arguments.insert("value".to_owned(), Value::String(value.clone()));
+            "select"
+        }
+    };
+    Ok(Planned {
+        method,
+        target,
+        arguments,
+        element,
+    })
+}
