@@ -381,13 +381,13 @@ async fn a_ref_of_an_earlier_page_is_stale_in_playwrights_words() {
     assert_eq!(
         text_of(&clicked),
         format!(
-            "### Error\nRef {old} not found in the current page snapshot. Try capturing new snapshot."
+            "### Error\nError: Ref {old} not found in the current page snapshot. Try capturing new snapshot."
         )
     );
     let unprefixed = shop.call("browser_click", json!({"target": "e2"})).await;
     assert_eq!(
         text_of(&unprefixed),
-        "### Error\nRef e2 not found in the current page snapshot. Try capturing new snapshot."
+        "### Error\nError: Ref e2 not found in the current page snapshot. Try capturing new snapshot."
     );
     assert!(shop.backend.is_empty());
 }
@@ -397,46 +397,45 @@ async fn arguments_are_honoured_or_refused_by_name() {
     let shop = shop(Duration::from_secs(1));
     let navigated = shop.call("browser_navigate", json!({"url": SHOP})).await;
     let buy = Shop::ref_of(&navigated, "Buy");
-    for (tool, arguments, message) in [
+    for (tool, arguments, detail) in [
         (
             "browser_click",
             json!({}),
-            "browser_click needs `target`, a ref from the page snapshot",
+            "`target` is required: a ref from the page snapshot",
         ),
         (
             "browser_click",
             json!({"target": buy, "force": true}),
-            "browser_click takes no argument `force`",
+            "no argument `force`",
         ),
         (
             "browser_click",
             json!({"target": 7}),
-            "browser_click: `target` must be a string",
+            "`target` must be a string",
         ),
         (
             "browser_click",
             json!({"target": buy, "doubleClick": "yes"}),
-            "browser_click: `doubleClick` must be a boolean",
+            "`doubleClick` must be a boolean",
         ),
         (
             "browser_type",
             json!({"target": buy}),
-            "browser_type needs `text`, a string",
+            "`text` is required, a string",
         ),
-        (
-            "browser_navigate",
-            json!({}),
-            "browser_navigate needs `url`, a string",
-        ),
+        ("browser_navigate", json!({}), "`url` is required, a string"),
         (
             "browser_select_option",
             json!({"target": buy, "values": "a"}),
-            "browser_select_option needs `values`, an array of strings",
+            "`values` is required, an array of strings",
         ),
     ] {
         let answer = shop.call(tool, arguments).await;
         assert_eq!(answer["isError"], true, "{tool}");
-        assert_eq!(text_of(&answer), format!("### Error\n{message}"));
+        assert_eq!(
+            text_of(&answer),
+            format!("### Error\nInvalid arguments for tool \"{tool}\":\n✖ {detail}")
+        );
         assert_eq!(
             answer["structuredContent"]["error"]["code"],
             "INVALID_ARGUMENTS"

@@ -105,8 +105,11 @@ fn error(message: impl Into<String>, structured: Value) -> Answer {
     Sections::new().error(message).into_result(structured)
 }
 
-fn invalid(message: impl Into<String>) -> Answer {
-    let message = message.into();
+/// Arguments refused before anything is proposed, in Playwright's words
+/// for invalid arguments, with what is wrong on the second line.
+fn invalid(tool: &str, detail: impl Into<String>) -> Answer {
+    let detail = detail.into();
+    let message = format!("Invalid arguments for tool \"{tool}\":\n✖ {detail}");
     let structured =
         json!({"status": "error", "error": {"code": "INVALID_ARGUMENTS", "message": message}});
     error(message, structured)
@@ -176,10 +179,10 @@ impl Compat {
         args: &Map<String, Value>,
     ) -> Answer {
         if let Some(unknown) = args.keys().find(|key| key.as_str() != "url") {
-            return invalid(format!("browser_navigate takes no argument `{unknown}`"));
+            return invalid("browser_navigate", format!("no argument `{unknown}`"));
         }
         let Some(url) = args.get("url").and_then(Value::as_str) else {
-            return invalid("browser_navigate needs `url`, a string");
+            return invalid("browser_navigate", "`url` is required, a string");
         };
         let Some(browse) = toolset.browse() else {
             return error(
@@ -213,9 +216,12 @@ impl Compat {
         args: &Map<String, Value>,
     ) -> Answer {
         if let Some(unsupported) = args.keys().next() {
-            return invalid(format!(
-                "browser_snapshot does not take `{unsupported}` here: countersign shows the whole page, in the answer"
-            ));
+            return invalid(
+                "browser_snapshot",
+                format!(
+                    "`{unsupported}` is not taken here: countersign shows the whole page, in the answer"
+                ),
+            );
         }
         self.page_answer(toolset, identity, Sections::new(), json!({"status": "ok"}))
             .await
@@ -263,6 +269,23 @@ impl Compat {
                 .error("the page could not be observed")
                 .into_result(structured),
         }
+    }
+
+    /// Whether the tab still shows the document `element_ref` was given on,
+    /// looked at again now (which also becomes the page refs are taken
+    /// from).
+    async fn still_shows(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        element_ref: countersign_approval_core::ElementRef,
+    ) -> bool {
+        let _ = self
+            .page_answer(toolset, identity, Sections::new(), json!({}))
+            .await;
+        self.with_tab(identity, |tab| tab.ref_page)
+            .flatten()
+            .is_some_and(|page| page == element_ref.page().number())
     }
 
     /// Proposes `planned` on the tab's page and performs it once it is
@@ -319,6 +342,18 @@ impl Compat {
         let view = match proposed {
             ProposeResult::Proposal(view) => view,
             ProposeResult::Error { code, message } => {
+                // The page may have moved on since the model's snapshot (a
+                // click's navigation lands after its answer): then the ref
+                // is stale, and is told so in Playwright's words.
+                if let Target::Ref(element_ref) = &planned.target
+                    && !self.still_shows(toolset, identity, *element_ref).await
+                {
+                    let shown = crate::playwright::snapshot::playwright_ref(*element_ref);
+                    return error(
+                        stale_ref_message(&shown),
+                        json!({"status": "error", "error": {"code": "STALE_REF"}}),
+                    );
+                }
                 return error(
                     format!("Nothing was performed: {message}"),
                     json!({"status": "error", "error": {"code": code.as_str(), "message": message}}),
@@ -519,7 +554,7 @@ fn string_arg<'a>(
     match args.get(key) {
         None => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
-        Some(_) => Err(invalid(format!("{tool}: `{key}` must be a string"))),
+        Some(_) => Err(invalid(tool, format!("`{key}` must be a string"))),
     }
 }
 
@@ -527,7 +562,7 @@ fn bool_arg(args: &Map<String, Value>, tool: &str, key: &str) -> Result<bool, An
     match args.get(key) {
         None => Ok(false),
         Some(Value::Bool(flag)) => Ok(*flag),
-        Some(_) => Err(invalid(format!("{tool}: `{key}` must be a boolean"))),
+        Some(_) => Err(invalid(tool, format!("`{key}` must be a boolean"))),
     }
 }
 
@@ -541,12 +576,13 @@ fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
         _ => &["element", "target", "values"],
     };
     if let Some(unknown) = args.keys().find(|key| !allowed.contains(&key.as_str())) {
-        return Err(invalid(format!("{tool} takes no argument `{unknown}`")));
+        return Err(invalid(tool, format!("no argument `{unknown}`")));
     }
     let Some(target) = string_arg(args, tool, "target")? else {
-        return Err(invalid(format!(
-            "{tool} needs `target`, a ref from the page snapshot"
-        )));
+        return Err(invalid(
+            tool,
+            "`target` is required: a ref from the page snapshot",
+        ));
     };
     let target = target_of(target).map_err(|message| {
         error(
@@ -561,16 +597,20 @@ fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
             if let Some(button) = string_arg(args, tool, "button")?
                 && button != "left"
             {
-                return Err(invalid(format!(
-                    "browser_click: the `{button}` button is not performed by this release of countersign yet"
-                )));
+                return Err(invalid(
+                    tool,
+                    format!(
+                        "the `{button}` button is not performed by this release of countersign yet"
+                    ),
+                ));
             }
             match args.get("modifiers") {
                 None => {}
                 Some(Value::Array(keys)) if keys.is_empty() => {}
                 Some(_) => {
                     return Err(invalid(
-                        "browser_click: `modifiers` are not performed by this release of countersign yet",
+                        tool,
+                        "`modifiers` are not performed by this release of countersign yet",
                     ));
                 }
             }
@@ -583,11 +623,12 @@ fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
         "browser_hover" => "hover",
         "browser_type" => {
             let Some(text) = string_arg(args, tool, "text")? else {
-                return Err(invalid("browser_type needs `text`, a string"));
+                return Err(invalid(tool, "`text` is required, a string"));
             };
             if bool_arg(args, tool, "submit")? {
                 return Err(invalid(
-                    "browser_type: `submit` is not performed by this release of countersign yet",
+                    tool,
+                    "`submit` is not performed by this release of countersign yet",
                 ));
             }
             arguments.insert("text".to_owned(), Value::String(text.to_owned()));
@@ -601,14 +642,13 @@ fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
             let values = match args.get("values") {
                 Some(Value::Array(values)) => values,
                 _ => {
-                    return Err(invalid(
-                        "browser_select_option needs `values`, an array of strings",
-                    ));
+                    return Err(invalid(tool, "`values` is required, an array of strings"));
                 }
             };
             let [Value::String(value)] = values.as_slice() else {
                 return Err(invalid(
-                    "browser_select_option: exactly one value is performed by this release of countersign",
+                    tool,
+                    "exactly one value is performed by this release of countersign",
                 ));
             };
             arguments.insert("value".to_owned(), Value::String(value.clone()));

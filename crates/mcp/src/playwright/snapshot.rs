@@ -40,7 +40,9 @@ impl Target {
 
 /// Playwright's words for a ref that names nothing on the current page.
 pub fn stale_ref_message(target: &str) -> String {
-    format!("Ref {target} not found in the current page snapshot. Try capturing new snapshot.")
+    format!(
+        "Error: Ref {target} not found in the current page snapshot. Try capturing new snapshot."
+    )
 }
 
 /// What `target` names: a ref written `f{page}e{element}` (or a ref
@@ -325,14 +327,14 @@ mod tests {
         assert_eq!(
             target_of("e7"),
             Err(
-                "Ref e7 not found in the current page snapshot. Try capturing new snapshot."
+                "Error: Ref e7 not found in the current page snapshot. Try capturing new snapshot."
                     .to_owned()
             )
         );
         assert_eq!(
             target_of("f01e2"),
             Err(
-                "Ref f01e2 not found in the current page snapshot. Try capturing new snapshot."
+                "Error: Ref f01e2 not found in the current page snapshot. Try capturing new snapshot."
                     .to_owned()
             )
         );

@@ -10,6 +10,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { approveOnPage } from "./approve.mjs";
 
 const [mode, target, secret, approverToken, site] = process.argv.slice(2);
 
@@ -20,26 +21,6 @@ function assert(condition, what) {
 function code(result) {
   assert(result.isError === true, "a refusal is a tool result with isError");
   return result.structuredContent.error.code;
-}
-
-async function approve(link) {
-  const auth = { authorization: `Bearer ${approverToken}` };
-  const page = await fetch(link, { headers: auth });
-  assert(page.status === 200, `approval page answered ${page.status}`);
-  const html = await page.text();
-  const at = html.indexOf('class="approve"');
-  const tag = html.slice(html.lastIndexOf("<form", at), at);
-  const action = /action="([^"]+)"/.exec(tag)[1].replaceAll("&amp;", "&");
-  const token = /name="token" value="([^"]+)"/.exec(html.slice(at))[1];
-  const origin = new URL(link).origin;
-  const posted = await fetch(origin + action, {
-    method: "POST",
-    redirect: "manual",
-    headers: { ...auth, "sec-fetch-site": "same-origin", "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ token, note: "" }),
-  });
-  assert(posted.status === 303, `approving answered ${posted.status}`);
-  return origin;
 }
 
 async function actions(origin) {
@@ -77,7 +58,7 @@ const pending = await client.callTool({
   arguments: { ...CLICK, approval_id: "apr_" + "0".repeat(32) },
 });
 report.act_while_pending = code(pending);
-const origin = await approve(proposed.approval_url);
+const origin = await approveOnPage(proposed.approval_url, approverToken);
 const status = (
   await client.callTool({ name: "browser_proposal_status", arguments: { proposal_id: proposed.proposal_id } })
 ).structuredContent;
