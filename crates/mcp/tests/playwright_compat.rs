@@ -443,3 +443,43 @@ async fn arguments_are_honoured_or_refused_by_name() {
     }
     assert!(shop.backend.is_empty());
 }
+
+#[tokio::test]
+async fn reading_tools_answer_as_playwright_and_refuse_what_one_tab_cannot_do() {
+    let shop = shop(Duration::from_secs(1));
+    let _ = shop.call("browser_navigate", json!({"url": SHOP})).await;
+    let pressed = shop
+        .call("browser_press_key", json!({"key": "Enter"}))
+        .await;
+    assert_eq!(
+        text_of(&pressed),
+        "### Error\nNothing was performed: no element has the focus; click or type into one first"
+    );
+    let new_tab = shop.call("browser_tabs", json!({"action": "new"})).await;
+    assert_eq!(
+        text_of(&new_tab),
+        "### Error\nError: countersign gives each agent one tab: it cannot open, close or select another"
+    );
+    let listed = shop.call("browser_tabs", json!({"action": "list"})).await;
+    assert!(text_of(&listed).ends_with(&format!("- 0: (current) [Shop]({SHOP})")));
+    let nothing = shop.call("browser_wait_for", json!({})).await;
+    assert_eq!(
+        text_of(&nothing),
+        "### Error\nError: Either time, text or textGone must be provided"
+    );
+    let gone = shop
+        .call("browser_wait_for", json!({"textGone": "Sold out"}))
+        .await;
+    assert!(text_of(&gone).starts_with("### Result\nWaited for Sold out\n"));
+    let found = shop
+        .call("browser_find", json!({"regex": "/^- BUTTON/i"}))
+        .await;
+    assert!(
+        text_of(&found).contains("Found 2 matches for /^- BUTTON/i:"),
+        "{}",
+        text_of(&found)
+    );
+    let back = shop.call("browser_navigate_back", json!({})).await;
+    assert!(text_of(&back).starts_with("### Result\n- There is no earlier page in this tab\n"));
+    assert!(shop.backend.is_empty());
+}

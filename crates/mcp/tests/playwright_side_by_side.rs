@@ -40,6 +40,7 @@ const FIRST: &str = r#"<!doctype html><title>shop</title>
 <script>function beacon(what) { fetch("/event?kind=" + encodeURIComponent(what)); }</script>
 <button onclick="beacon('click')">Count</button>
 <button ondblclick="beacon('dblclick')">Double</button>
+<input aria-label="Keys" onkeydown="if (!event.ctrlKey && !event.metaKey) beacon('key ' + event.key)">
 <form action="/search" method="get">
   <input name="q" aria-label="Query">
   <label><input type="checkbox" name="gift"> Gift</label>
@@ -193,7 +194,13 @@ fn chromium() -> Option<PathBuf> {
 
 /// What the site must have received from the sequence, whoever ran it.
 fn expected_record() -> Value {
-    json!(["click", "dblclick", "search q=hello gift=on size=m"])
+    json!([
+        "click",
+        "dblclick",
+        "key ArrowDown",
+        "search q=hello gift=on size=m",
+        "click"
+    ])
 }
 
 #[test]
@@ -261,8 +268,9 @@ fn the_same_calls_have_the_same_effects_as_playwright_mcp() {
         Some(APPROVER_TOKEN),
     );
     assert_eq!(by_person["record"], expected_record(), "{by_person}");
-    // Six state-changing calls, each approved once, from its notification.
-    assert_eq!(by_person["approved"], 6, "{by_person}");
+    // Nine state-changing calls, each approved once, from its
+    // notification.
+    assert_eq!(by_person["approved"], 9, "{by_person}");
 
     for ours in [&by_rule, &by_person] {
         let outcomes = |report: &Value| -> Vec<(String, bool)> {
@@ -288,6 +296,8 @@ fn the_same_calls_have_the_same_effects_as_playwright_mcp() {
             error.replace(report["stale_ref"].as_str().unwrap(), "<ref>")
         };
         assert_eq!(stale(ours), stale(&real));
+        assert_eq!(ours["found"], real["found"]);
+        assert_eq!(ours["tabs"], 1);
         for tool in ours["tools"].as_array().unwrap() {
             let theirs = real["tools"]
                 .as_array()

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use countersign_act_tool::{ActResult, BrowseResult, ProposeResult, Toolset};
+use countersign_act_tool::{ActResult, BrowseResult, Observed, ProposeResult, Toolset};
 use countersign_approval_core::{ProposalId, ProposalStatus};
 use countersign_approval_web::ApprovalPages;
 use rmcp::RoleServer;
@@ -35,6 +35,8 @@ use crate::identity::Identity;
 use crate::playwright::refusal_of;
 use crate::playwright::sections::Sections;
 use crate::playwright::snapshot::{Target, render, stale_ref_message, target_of};
+
+mod reading;
 
 /// How the compatible mode waits for a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +81,19 @@ struct TabState {
     /// Proposals made and not yet performed, by (url, canonical action):
     /// a retry of the same call finds its proposal here.
     asked: HashMap<(String, String), ProposalId>,
+    /// The URLs of the pages shown to the model, oldest first, for
+    /// `browser_navigate_back`.
+    history: Vec<String>,
 }
+
+/// How many times the page is looked at after an act while it changes.
+const SETTLE_LOOKS: usize = 10;
+
+/// The pause between those looks.
+const SETTLE_PAUSE: Duration = Duration::from_millis(100);
+
+/// The most pages a tab's history keeps.
+const MAX_HISTORY: usize = 64;
 
 /// The compatible mode of one server: its options and each identity's tab
 /// state.
@@ -147,6 +161,17 @@ impl Compat {
         match name {
             "browser_navigate" => self.navigate(toolset, identity, &args).await,
             "browser_snapshot" => self.snapshot(toolset, identity, &args).await,
+            "browser_navigate_back" => self.navigate_back(toolset, identity, &args).await,
+            "browser_wait_for" => self.wait_for(toolset, identity, &args).await,
+            "browser_find" => self.find(toolset, identity, &args).await,
+            "browser_tabs" => self.tabs(toolset, identity, &args).await,
+            "browser_press_key" => match self.plan_key_press(toolset, identity, &args).await {
+                Ok(planned) => {
+                    self.decide_and_perform(toolset, identity, planned, context, approval_base)
+                        .await
+                }
+                Err(answer) => answer,
+            },
             "browser_click" | "browser_hover" | "browser_type" | "browser_select_option" => {
                 match plan(name, &args) {
                     Ok(planned) => {
@@ -184,6 +209,12 @@ impl Compat {
         let Some(url) = args.get("url").and_then(Value::as_str) else {
             return invalid("browser_navigate", "`url` is required, a string");
         };
+        self.go_to(toolset, identity, url).await
+    }
+
+    /// Takes the tab to `url` through the policy, and answers with the page
+    /// it landed on.
+    async fn go_to(&self, toolset: &Toolset, identity: &Identity, url: &str) -> Answer {
         let Some(browse) = toolset.browse() else {
             return error(
                 "the host did not enable navigation",
@@ -234,16 +265,51 @@ impl Compat {
         toolset: &Toolset,
         identity: &Identity,
         sections: Sections,
-        mut structured: Value,
+        structured: Value,
     ) -> Answer {
+        match self.look(toolset, identity).await {
+            Ok(observed) => shown(toolset, &observed, sections, structured),
+            Err(message) => sections.error(message).into_result(structured),
+        }
+    }
+
+    /// The answer to an act that was performed: the page as it settles. A
+    /// page still changing (a click's navigation landing) is looked at
+    /// again, a few times; if it cannot be shown, the answer still says
+    /// the act was performed, never an error.
+    async fn answer_after_act(
+        &self,
+        toolset: &Toolset,
+        identity: &Identity,
+        structured: Value,
+    ) -> Answer {
+        let mut failure = String::new();
+        for attempt in 0..SETTLE_LOOKS {
+            if attempt > 0 {
+                tokio::time::sleep(SETTLE_PAUSE).await;
+            }
+            match self.look(toolset, identity).await {
+                Ok(observed) => {
+                    return shown(toolset, &observed, Sections::new(), structured);
+                }
+                Err(message) => failure = message,
+            }
+        }
+        Sections::new()
+            .result(format!(
+                "- Performed. The page could not be shown after it ({failure}): call browser_snapshot"
+            ))
+            .into_result(structured)
+    }
+
+    /// The page the tab shows now, which becomes the page refs are taken
+    /// from and the last page of the tab's history.
+    async fn look(&self, toolset: &Toolset, identity: &Identity) -> Result<Box<Observed>, String> {
         let Some(browse) = toolset.browse() else {
-            return sections
-                .error("the host did not enable observing the page")
-                .into_result(structured);
+            return Err("the host did not enable observing the page".to_owned());
         };
         match browse.observe(&json!({})).await {
             BrowseResult::Observed { observed, .. } => {
-                let text = render(&observed.nodes, toolset.context().snapshot_limits());
                 let ref_page = observed
                     .nodes
                     .iter()
@@ -254,20 +320,18 @@ impl Compat {
                     if tab.url.as_deref() != Some(url.as_str()) || tab.ref_page != ref_page {
                         tab.asked.clear();
                     }
-                    tab.url = Some(url.clone());
+                    if tab.history.last() != Some(&url) {
+                        tab.history.push(url.clone());
+                        let excess = tab.history.len().saturating_sub(MAX_HISTORY);
+                        tab.history.drain(..excess);
+                    }
+                    tab.url = Some(url);
                     tab.ref_page = ref_page;
                 });
-                if let Some(object) = structured.as_object_mut() {
-                    object.insert("url".to_owned(), Value::String(url.clone()));
-                }
-                sections
-                    .page(&url, &observed.title, text)
-                    .into_result(structured)
+                Ok(observed)
             }
-            BrowseResult::Error(refused) => sections.error(refused.message).into_result(structured),
-            _ => sections
-                .error("the page could not be observed")
-                .into_result(structured),
+            BrowseResult::Error(refused) => Err(refused.message),
+            _ => Err("the page could not be observed".to_owned()),
         }
     }
 
@@ -280,9 +344,7 @@ impl Compat {
         identity: &Identity,
         element_ref: countersign_approval_core::ElementRef,
     ) -> bool {
-        let _ = self
-            .page_answer(toolset, identity, Sections::new(), json!({}))
-            .await;
+        let _ = self.look(toolset, identity).await;
         self.with_tab(identity, |tab| tab.ref_page)
             .flatten()
             .is_some_and(|page| page == element_ref.page().number())
@@ -452,8 +514,7 @@ impl Compat {
                     "operation_id",
                     performed.operation_id.as_str(),
                 );
-                self.page_answer(toolset, identity, Sections::new(), structured)
-                    .await
+                self.answer_after_act(toolset, identity, structured).await
             }
             ActResult::Error(failed) => {
                 set(&mut structured, "status", "error");
@@ -529,6 +590,24 @@ impl Compat {
             }
         }
     }
+}
+
+/// `sections` with `observed` as Playwright shows a page, its URL also in
+/// `structured`.
+fn shown(
+    toolset: &Toolset,
+    observed: &Observed,
+    sections: Sections,
+    mut structured: Value,
+) -> Answer {
+    let text = render(&observed.nodes, toolset.context().snapshot_limits());
+    let url = observed.url.as_str();
+    if let Some(object) = structured.as_object_mut() {
+        object.insert("url".to_owned(), Value::String(url.to_owned()));
+    }
+    sections
+        .page(url, &observed.title, text)
+        .into_result(structured)
 }
 
 /// How a wait for a person ended.

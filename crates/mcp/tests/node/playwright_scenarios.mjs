@@ -70,6 +70,8 @@ await step("double click", "browser_click", {
   target: await refOf("button", "Double"),
   doubleClick: true,
 });
+await step("type to focus", "browser_type", { element: "Keys field", target: await refOf("textbox", "Keys"), text: "k" });
+await step("press key", "browser_press_key", { key: "ArrowDown" });
 await step("type", "browser_type", { element: "Query field", target: await refOf("textbox", "Query"), text: "hello" });
 await step("check", "browser_click", { element: "Gift checkbox", target: await refOf("checkbox", "Gift") });
 await step("select", "browser_select_option", {
@@ -77,10 +79,16 @@ await step("select", "browser_select_option", {
   target: await refOf("combobox", "Size"),
   values: ["m"],
 });
+await step("wait for text", "browser_wait_for", { text: "Search" });
+const found = await call("browser_find", { text: "search" });
+report.found = found.text.split("\n").find((line) => line.startsWith("Found")) ?? found.text;
+report.tabs = (await call("browser_tabs", { action: "list" })).text.split("\n").filter((l) => l.startsWith("- 0:")).length;
 await step("submit", "browser_click", { element: "Search button", target: await refOf("button", "Search") });
 await step("stale ref", "browser_click", { element: "Count button", target: count });
 report.stale_ref = count;
 await step("no target", "browser_click", { element: "Count button" });
+await step("back", "browser_navigate_back", {});
+await step("click after back", "browser_click", { element: "Count button", target: await refOf("button", "Count") });
 await Promise.all(pending);
 report.record = await (await fetch(new URL("/record", site))).json();
 await client.close();
