@@ -12,6 +12,7 @@ mod config;
 mod demo;
 mod metrics;
 mod notify;
+mod playwright_flags;
 mod secrets;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use countersign_mcp::http::MCP_PATH;
 use crate::app::{build, identity_of};
 use crate::backend::Backends;
 use crate::demo::{DemoBackend, demo_config};
+use crate::playwright_flags::{PlaywrightFlags, refused_flag};
 
 /// How long `--stdio` waits, once its client has gone, for the tool calls
 /// still running (an act in the backend) before the process exits.
@@ -56,10 +58,18 @@ struct Args {
     /// place (as `[compat] playwright = true`).
     #[arg(long)]
     playwright_compat: bool,
+    /// Playwright MCP's flags, for a command line written for it.
+    #[command(flatten)]
+    playwright: PlaywrightFlags,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(error) = refused_flag(&given) {
+        eprintln!("countersign-mcp: {error}");
+        return ExitCode::FAILURE;
+    }
     let args = Args::parse();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -82,6 +92,7 @@ async fn run(args: Args) -> Result<(), String> {
     if args.playwright_compat {
         config.compat.playwright = true;
     }
+    let flag_lines = args.playwright.apply(&mut config)?;
     let stdio = if args.stdio {
         let identity = config
             .stdio
@@ -132,6 +143,9 @@ async fn run(args: Args) -> Result<(), String> {
         }
     };
     say(format!("approval pages: {public}/approvals"));
+    for line in flag_lines {
+        say(line);
+    }
     say(match backends.as_ref() {
         Backends::Fake { site: Some(_), .. } => {
             "backend: fake, with the configured pages".to_owned()
