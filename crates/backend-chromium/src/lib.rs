@@ -117,14 +117,14 @@
 //!
 //! | method | arguments | input |
 //! | --- | --- | --- |
-//! | `click` | none | mouse move, press, release at the element's centre |
-//! | `dblclick` | none | as `click`, twice; the second with click count 2 |
+//! | `click` | optional `button` (`left`, `right`, `middle`) and `modifiers` (`Alt`, `Control`, `ControlOrMeta`, `Meta`, `Shift`, comma-separated) | mouse move, press, release at the element's centre with that button and those modifiers |
+//! | `dblclick` | as `click` | as `click`, twice; the second with click count 2 |
 //! | `hover` | none | mouse move to the element's centre |
 //! | `focus` | none | `DOM.focus` (a user's Tab or click would do more) |
 //! | `fill` | `text` | focus, Control+A (`selectAll`), then the text inserted at once (`Delete` when empty) |
 //! | `type` | `text` | focus, then one key press per character (characters without a key are inserted) |
 //! | `press` | `key` | focus, then one key press; `key` is a key name such as `Enter`, `Tab`, `ArrowDown`, `a` |
-//! | `select` | `value` | focus, then arrow keys until the option with that `value` is selected |
+//! | `select` | `value` | focus, then arrow keys until the option with that `value` (else the first labelled so) is selected |
 //! | `check`, `uncheck` | none | a click, unless the box is already in that state; then the state is read back |
 //!
 //! Any other argument, a missing one, an unknown key or another method is

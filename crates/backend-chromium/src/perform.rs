@@ -14,9 +14,24 @@ use serde_json::Value;
 
 use crate::browser::{MainFrame, Tab};
 use crate::error::{Refused, protocol, quoted};
-use crate::plan::Plan;
+use crate::plan::{Button, Plan};
 use crate::script::{Arg, CHECKED, OPTION, On};
 use crate::target::{Miss, NOTHING, OptionPlace, Scroll, Target};
+
+/// The button and modifier keys of a click's presses.
+#[derive(Debug, Clone, Copy)]
+struct Press {
+    button: Button,
+    modifiers: i64,
+}
+
+impl Press {
+    /// The main button, no modifier key.
+    const MAIN: Press = Press {
+        button: Button::Left,
+        modifiers: 0,
+    };
+}
 
 /// What a check of the landed URL is for: its refusal says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,7 +281,17 @@ impl Tab {
         let (x, y) = (ready.target.described.x, ready.target.described.y);
         let selector = ready.selector;
         match &ready.plan {
-            Plan::Click { count } => self.click(&ready, x, y, *count).await,
+            Plan::Click {
+                count,
+                button,
+                modifiers,
+            } => {
+                let press = Press {
+                    button: *button,
+                    modifiers: *modifiers,
+                };
+                self.click(&ready, x, y, *count, press).await
+            }
             Plan::Hover => self.mouse_move(x, y).await,
             Plan::Focus => self.focus(&ready.target.element).await,
             Plan::Fill(text) => {
@@ -299,7 +324,7 @@ impl Tab {
             }
             Plan::Check(wanted) => {
                 let wanted = *wanted;
-                self.click(&ready, x, y, 1).await?;
+                self.click(&ready, x, y, 1, Press::MAIN).await?;
                 let now: bool = self
                     .call_value(CHECKED, On::Object(&ready.target.element), Vec::new())
                     .await
@@ -401,18 +426,24 @@ impl Tab {
         kind: DispatchMouseEventType,
         x: i64,
         y: i64,
-        count: Option<i64>,
+        press: Option<(i64, Press)>,
     ) -> Result<(), Refused> {
         // Whole CSS pixels: the point the hit test checked.
         let mut event = DispatchMouseEventParams::builder()
             .r#type(kind)
             .x(x as f64)
             .y(y as f64);
-        if let Some(count) = count {
+        if let Some((count, press)) = press {
+            let button = match press.button {
+                Button::Left => MouseButton::Left,
+                Button::Right => MouseButton::Right,
+                Button::Middle => MouseButton::Middle,
+            };
             event = event
-                .button(MouseButton::Left)
-                .buttons(1)
-                .click_count(count);
+                .button(button)
+                .buttons(press.button.bit())
+                .click_count(count)
+                .modifiers(press.modifiers);
         }
         let event = event
             .build()
@@ -435,15 +466,27 @@ impl Tab {
     /// after [`before_next`](Self::before_next): the page may have reacted
     /// to the move (or to the first click) by putting something else under
     /// the pointer.
-    async fn click(&self, ready: &Ready<'_>, x: i64, y: i64, count: i64) -> Result<(), Refused> {
+    async fn click(
+        &self,
+        ready: &Ready<'_>,
+        x: i64,
+        y: i64,
+        count: i64,
+        press: Press,
+    ) -> Result<(), Refused> {
         self.mouse_move(x, y).await?;
         for n in 1..=count {
             let outcome = if n == 1 { POINTER_MOVED } else { NO_MORE };
             self.before_next(ready, outcome).await?;
-            self.mouse(DispatchMouseEventType::MousePressed, x, y, Some(n))
+            self.mouse(DispatchMouseEventType::MousePressed, x, y, Some((n, press)))
                 .await?;
-            self.mouse(DispatchMouseEventType::MouseReleased, x, y, Some(n))
-                .await?;
+            self.mouse(
+                DispatchMouseEventType::MouseReleased,
+                x,
+                y,
+                Some((n, press)),
+            )
+            .await?;
         }
         Ok(())
     }

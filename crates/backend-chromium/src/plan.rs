@@ -10,7 +10,12 @@ use crate::error::{Refused, quoted};
 /// is touched.
 #[derive(Debug)]
 pub(crate) enum Plan {
-    Click { count: i64 },
+    Click {
+        count: i64,
+        button: Button,
+        /// The protocol's modifier bits: Alt 1, Control 2, Meta 4, Shift 8.
+        modifiers: i64,
+    },
     Hover,
     Focus,
     Fill(String),
@@ -18,6 +23,70 @@ pub(crate) enum Plan {
     Press(&'static KeyDefinition),
     Select(String),
     Check(bool),
+}
+
+/// The mouse button of a click.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Button {
+    Left,
+    Right,
+    Middle,
+}
+
+impl Button {
+    /// The `button` argument: `left` (the default), `right` or `middle`.
+    fn of(argument: Option<&str>) -> Result<Button, Refused> {
+        match argument {
+            None | Some("left") => Ok(Button::Left),
+            Some("right") => Ok(Button::Right),
+            Some("middle") => Ok(Button::Middle),
+            Some(other) => Err(format!(
+                "`button` is `left`, `right` or `middle`, not `{}`; nothing was dispatched",
+                quoted(other)
+            )),
+        }
+    }
+
+    /// The protocol's `buttons` bit of this button.
+    pub(crate) fn bit(self) -> i64 {
+        match self {
+            Button::Left => 1,
+            Button::Right => 2,
+            Button::Middle => 4,
+        }
+    }
+}
+
+/// The `modifiers` argument: key names separated by commas, each once, of
+/// `Alt`, `Control`, `ControlOrMeta` (Control here), `Meta`, `Shift`; as
+/// the protocol's bits.
+fn modifier_bits(argument: Option<&str>) -> Result<i64, Refused> {
+    let Some(list) = argument else {
+        return Ok(0);
+    };
+    let mut bits = 0;
+    for name in list.split(',') {
+        let bit = match name {
+            "Alt" => 1,
+            "Control" | "ControlOrMeta" => 2,
+            "Meta" => 4,
+            "Shift" => 8,
+            other => {
+                return Err(format!(
+                    "`modifiers` are `Alt`, `Control`, `ControlOrMeta`, `Meta` or `Shift`, separated by commas, not `{}`; nothing was dispatched",
+                    quoted(other)
+                ));
+            }
+        };
+        if bits & bit != 0 {
+            return Err(format!(
+                "`modifiers` names `{}` twice; nothing was dispatched",
+                quoted(name)
+            ));
+        }
+        bits |= bit;
+    }
+    Ok(bits)
 }
 
 impl Plan {
@@ -42,8 +111,22 @@ impl Plan {
         };
         let argument = |key: &str| arguments.get(key).cloned().unwrap_or_default();
         Ok(match method {
-            "click" => only(&[]).map(|()| Plan::Click { count: 1 })?,
-            "dblclick" => only(&[]).map(|()| Plan::Click { count: 2 })?,
+            "click" | "dblclick" => {
+                if let Some(unknown) = arguments
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "button" | "modifiers"))
+                {
+                    return Err(format!(
+                        "`{method}` takes no argument `{}`; nothing was dispatched",
+                        quoted(unknown)
+                    ));
+                }
+                Plan::Click {
+                    count: if method == "click" { 1 } else { 2 },
+                    button: Button::of(arguments.get("button").map(String::as_str))?,
+                    modifiers: modifier_bits(arguments.get("modifiers").map(String::as_str))?,
+                }
+            }
             "hover" => only(&[]).map(|()| Plan::Hover)?,
             "focus" => only(&[]).map(|()| Plan::Focus)?,
             "check" => only(&[]).map(|()| Plan::Check(true))?,
@@ -83,7 +166,14 @@ impl Plan {
     /// nothing (a hover, a focus, inserted text, arrow keys).
     pub(crate) fn activation(&self) -> Option<&'static str> {
         match self {
-            Plan::Click { .. } | Plan::Check(_) => Some("pointer"),
+            // Only the main button activates: a right click opens a
+            // context menu, a middle click submits no form.
+            Plan::Click {
+                button: Button::Left,
+                ..
+            }
+            | Plan::Check(_) => Some("pointer"),
+            Plan::Click { .. } => None,
             Plan::Press(key) if key.key == "Enter" => Some("enter"),
             Plan::Press(key) if key.key == " " => Some("space"),
             // `type` presses a key for each character that has one: a
@@ -141,8 +231,8 @@ mod tests {
     #[test]
     fn unknown_and_missing_arguments_are_refused() {
         assert_eq!(
-            refusal(json!({"method": "click", "selector": "#x", "arguments": {"button": "right"}})),
-            "`click` takes no argument `button`; nothing was dispatched"
+            refusal(json!({"method": "click", "selector": "#x", "arguments": {"count": "3"}})),
+            "`click` takes no argument `count`; nothing was dispatched"
         );
         assert_eq!(
             refusal(json!({"method": "fill", "selector": "#x"})),
@@ -161,6 +251,41 @@ mod tests {
         assert_eq!(
             refusal(json!({"method": "press", "selector": "#x"})),
             "`press` needs the argument `key`; nothing was dispatched"
+        );
+    }
+
+    #[test]
+    fn a_click_takes_a_button_and_modifier_keys() {
+        let planned = Plan::of(&action(json!({"method": "dblclick", "selector": "#x",
+            "arguments": {"button": "right", "modifiers": "Shift,ControlOrMeta"}})))
+        .unwrap();
+        let Plan::Click {
+            count,
+            button,
+            modifiers,
+        } = planned
+        else {
+            panic!("{planned:?}")
+        };
+        assert_eq!((count, button, modifiers), (2, Button::Right, 8 | 2));
+        assert_eq!(planned.activation(), None, "a right click submits nothing");
+        let left = Plan::of(&action(json!({"method": "click", "selector": "#x"}))).unwrap();
+        assert_eq!(left.activation(), Some("pointer"));
+        assert_eq!(
+            refusal(json!({"method": "click", "selector": "#x", "arguments": {"button": "back"}})),
+            "`button` is `left`, `right` or `middle`, not `back`; nothing was dispatched"
+        );
+        assert_eq!(
+            refusal(
+                json!({"method": "click", "selector": "#x", "arguments": {"modifiers": "Shift,Hyper"}})
+            ),
+            "`modifiers` are `Alt`, `Control`, `ControlOrMeta`, `Meta` or `Shift`, separated by commas, not `Hyper`; nothing was dispatched"
+        );
+        assert_eq!(
+            refusal(
+                json!({"method": "click", "selector": "#x", "arguments": {"modifiers": "Shift,Shift"}})
+            ),
+            "`modifiers` names `Shift` twice; nothing was dispatched"
         );
     }
 

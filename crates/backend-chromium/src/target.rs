@@ -314,7 +314,7 @@ impl Tab {
                     .map_err(|e| e.to_string())?;
                 if !place.found {
                     return Err(Miss::Refused(format!(
-                        "`{}` has no option with value `{}`; nothing was dispatched",
+                        "`{}` has no option with value or label `{}`; nothing was dispatched",
                         quoted(selector),
                         quoted(value)
                     )));

@@ -199,7 +199,7 @@ async fn hidden_duplicated_missing_or_unsuitable_targets_are_not_found(f: &Fixtu
         json!({"method": "fill", "selector": "#target", "arguments": {"text": "x"}}),
         json!({"method": "select", "selector": "#target", "arguments": {"value": "x"}}),
         json!({"method": "press", "selector": "#field", "arguments": {"key": "Hyper"}}),
-        json!({"method": "click", "selector": "#target", "arguments": {"button": "right"}}),
+        json!({"method": "click", "selector": "#target", "arguments": {"button": "back"}}),
     ] {
         let snapshot = snapshot_of(f, action.clone()).await;
         assert!(!snapshot.target_found, "{action}");

@@ -40,6 +40,8 @@ const FIRST: &str = r#"<!doctype html><title>shop</title>
 <script>function beacon(what) { fetch("/event?kind=" + encodeURIComponent(what)); }</script>
 <button onclick="beacon('click')">Count</button>
 <button ondblclick="beacon('dblclick')">Double</button>
+<button oncontextmenu="beacon('contextmenu'); return false">Menu</button>
+<button onclick="if (event.shiftKey) beacon('shift click')">Shifted</button>
 <input aria-label="Keys" onkeydown="if (!event.ctrlKey && !event.metaKey) beacon('key ' + event.key)">
 <form action="/search" method="get">
   <input name="q" aria-label="Query">
@@ -197,6 +199,8 @@ fn expected_record() -> Value {
     json!([
         "click",
         "dblclick",
+        "contextmenu",
+        "shift click",
         "key ArrowDown",
         "search q=hello gift=on size=m",
         "click"
@@ -268,9 +272,9 @@ fn the_same_calls_have_the_same_effects_as_playwright_mcp() {
         Some(APPROVER_TOKEN),
     );
     assert_eq!(by_person["record"], expected_record(), "{by_person}");
-    // Nine state-changing calls, each approved once, from its
+    // Eleven state-changing calls, each approved once, from its
     // notification.
-    assert_eq!(by_person["approved"], 9, "{by_person}");
+    assert_eq!(by_person["approved"], 11, "{by_person}");
 
     for ours in [&by_rule, &by_person] {
         let outcomes = |report: &Value| -> Vec<(String, bool)> {

@@ -645,6 +645,35 @@ fn bool_arg(args: &Map<String, Value>, tool: &str, key: &str) -> Result<bool, An
     }
 }
 
+/// Playwright's modifier keys, as the action's `modifiers` argument: the
+/// names joined by commas, each at most once; `None` for none.
+fn modifier_list(tool: &str, given: Option<&Value>) -> Result<Option<String>, Answer> {
+    let keys = match given {
+        None => return Ok(None),
+        Some(Value::Array(keys)) => keys,
+        Some(_) => return Err(invalid(tool, "`modifiers` must be an array of key names")),
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for key in keys {
+        match key.as_str() {
+            Some(name @ ("Alt" | "Control" | "ControlOrMeta" | "Meta" | "Shift"))
+                if !names.contains(&name) =>
+            {
+                names.push(name);
+            }
+            _ => {
+                return Err(invalid(
+                    tool,
+                    format!(
+                        "`modifiers` are Alt, Control, ControlOrMeta, Meta or Shift, each once, not {key}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((!names.is_empty()).then(|| names.join(",")))
+}
+
 /// The action a state-changing call asks for, or why its arguments are
 /// refused. Every argument is either honoured or refused by name.
 fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
@@ -673,25 +702,20 @@ fn plan(tool: &str, args: &Map<String, Value>) -> Result<Planned, Answer> {
     let mut arguments = Map::new();
     let method = match tool {
         "browser_click" => {
-            if let Some(button) = string_arg(args, tool, "button")?
-                && button != "left"
-            {
-                return Err(invalid(
-                    tool,
-                    format!(
-                        "the `{button}` button is not performed by this release of countersign yet"
-                    ),
-                ));
-            }
-            match args.get("modifiers") {
-                None => {}
-                Some(Value::Array(keys)) if keys.is_empty() => {}
-                Some(_) => {
+            match string_arg(args, tool, "button")? {
+                None | Some("left") => {}
+                Some(button @ ("right" | "middle")) => {
+                    arguments.insert("button".to_owned(), Value::String(button.to_owned()));
+                }
+                Some(other) => {
                     return Err(invalid(
                         tool,
-                        "`modifiers` are not performed by this release of countersign yet",
+                        format!("`button` is left, right or middle, not `{other}`"),
                     ));
                 }
+            }
+            if let Some(keys) = modifier_list(tool, args.get("modifiers"))? {
+                arguments.insert("modifiers".to_owned(), Value::String(keys));
             }
             if bool_arg(args, tool, "doubleClick")? {
                 "dblclick"

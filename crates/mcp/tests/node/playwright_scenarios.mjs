@@ -70,6 +70,16 @@ await step("double click", "browser_click", {
   target: await refOf("button", "Double"),
   doubleClick: true,
 });
+await step("right click", "browser_click", {
+  element: "Menu button",
+  target: await refOf("button", "Menu"),
+  button: "right",
+});
+await step("shift click", "browser_click", {
+  element: "Shifted button",
+  target: await refOf("button", "Shifted"),
+  modifiers: ["Shift"],
+});
 await step("type to focus", "browser_type", { element: "Keys field", target: await refOf("textbox", "Keys"), text: "k" });
 await step("press key", "browser_press_key", { key: "ArrowDown" });
 await step("type", "browser_type", { element: "Query field", target: await refOf("textbox", "Query"), text: "hello" });
@@ -77,7 +87,7 @@ await step("check", "browser_click", { element: "Gift checkbox", target: await r
 await step("select", "browser_select_option", {
   element: "Size list",
   target: await refOf("combobox", "Size"),
-  values: ["m"],
+  values: ["Medium"],
 });
 await step("wait for text", "browser_wait_for", { text: "Search" });
 const found = await call("browser_find", { text: "search" });
