@@ -313,3 +313,46 @@ fn the_same_calls_have_the_same_effects_as_playwright_mcp() {
         }
     }
 }
+
+/// A call waiting for a person that its client cancels performs nothing,
+/// then or after the person approves; the same call made again performs
+/// it once, with the approval already given.
+#[test]
+fn a_cancelled_wait_performs_nothing_until_the_call_is_made_again() {
+    let Some(node) = support::npm_package(
+        "tests/node",
+        "node_modules/@modelcontextprotocol/sdk",
+        "TypeScript MCP SDK",
+    ) else {
+        return;
+    };
+    chromium().expect("chromium on PATH (cargo xtask ci installs it)");
+    let site = Site::serve();
+    let person = site.config("");
+    let output = Command::new("node")
+        .current_dir(&node)
+        .arg("playwright_cancel.mjs")
+        .arg(env!("CARGO_BIN_EXE_countersign-mcp"))
+        .arg(person.path())
+        .arg(&site.url)
+        .arg(APPROVER_TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    // The SDK rejects the aborted request with its own error.
+    assert_eq!(report["cancelled_call"], "rejected: McpError", "{report}");
+    assert_eq!(report["link"], true);
+    assert_eq!(report["after_cancel"], json!([]), "{report}");
+    assert_eq!(report["retry_error"], false, "{report}");
+    assert_eq!(report["retry_decided_by"], "person");
+    // Exactly one click: had the cancelled wait acted (at any time), the
+    // retry would have found the grant used and asked again, or the site
+    // would count two.
+    assert_eq!(report["after_retry"], json!(["click"]), "{report}");
+}

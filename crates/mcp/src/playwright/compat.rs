@@ -496,7 +496,13 @@ impl Compat {
                 structured,
             );
         };
-        // 4. The act, with the grant the model never sees.
+        // 4. The act, with the grant the model never sees, only while the
+        // call is still wanted: a client that cancelled at the moment the
+        // decision came gets nothing performed (its retry finds the grant).
+        if context.ct.is_cancelled() {
+            set(&mut structured, "status", "cancelled");
+            return error("Nothing was performed: the call was cancelled", structured);
+        }
         let mut call = action;
         if let Some(object) = call.as_object_mut() {
             object.insert(
