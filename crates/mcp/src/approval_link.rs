@@ -5,6 +5,9 @@
 use std::time::Duration;
 
 use rmcp::RoleServer;
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult,
+};
 use rmcp::service::RequestContext;
 use serde_json::Value;
 
@@ -65,4 +68,44 @@ pub(crate) fn offer_link(context: &RequestContext<RoleServer>, result: &Value) {
             "the client answered the approval link's elicitation"
         );
     });
+}
+
+/// The key of the approval link's elicitation among a round's input
+/// requests.
+pub(crate) const APPROVAL_LINK_INPUT: &str = "approval_link";
+
+/// Whether the request runs on a protocol without the initialize
+/// handshake (2026-07-28 and later): the server cannot send a request of
+/// its own, and asks for input through the call's result instead.
+pub(crate) fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize())
+}
+
+/// On 2026-07-28, the approval link of a pending proposal as a URL
+/// elicitation in an `input_required` result, with `state` as the request
+/// state the client's retry carries, for a client that declared URL-mode
+/// elicitation.
+pub(crate) fn link_input_required(
+    context: &RequestContext<RoleServer>,
+    result: &Value,
+    state: String,
+) -> Option<InputRequiredResult> {
+    if !supports_url_elicitation(context) {
+        return None;
+    }
+    let (id, url) = pending_link(result)?;
+    let elicitation = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: link_message(id),
+        url: url.to_string(),
+        // 2026-07-28 has no elicitation id: the request's key names it.
+        elicitation_id: String::new(),
+    });
+    let requests = InputRequests::from([(
+        APPROVAL_LINK_INPUT.to_owned(),
+        InputRequest::Elicitation(elicitation),
+    )]);
+    Some(InputRequiredResult::new(Some(requests), Some(state)))
 }

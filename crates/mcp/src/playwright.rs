@@ -25,6 +25,7 @@
 //! the release either offered here or refused with a reason.
 
 pub mod compat;
+mod seal;
 pub mod sections;
 pub mod snapshot;
 

@@ -11,17 +11,16 @@ use countersign_act_tool::{
 use countersign_approval_core::ProposalId;
 use countersign_approval_web::ApprovalPages;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::approval_link::{link_message, offer_link, pending_link, supports_url_elicitation};
+use crate::approval_link::{is_stateless, link_input_required, offer_link, pending_link};
 use crate::identity::Identity;
-use crate::playwright::compat::{Compat, CompatOptions};
+use crate::playwright::compat::{Compat, CompatOptions, Round};
 
 /// Builds the toolset of one identity: the host's Context (stores,
 /// backend, policy, clock) for that actor and run, with the tools it
@@ -268,47 +267,6 @@ pub fn annotations(name: &str) -> Option<Value> {
 /// caller's proposal finds nothing.
 const PROPOSAL_STATE_PREFIX: &str = "countersign-proposal:";
 
-/// The key of the approval link's elicitation among a round's input
-/// requests.
-const APPROVAL_LINK_INPUT: &str = "approval_link";
-
-/// Whether the request runs on a protocol without the initialize
-/// handshake (2026-07-28 and later): the server cannot send a request of
-/// its own, and asks for input through the call's result instead.
-fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|version| !version.has_initialize())
-}
-
-/// On 2026-07-28, the approval link of a pending proposal as a URL
-/// elicitation in an `input_required` result, with the proposal in the
-/// request state, for a client that declared URL-mode elicitation.
-fn link_input_required(
-    context: &RequestContext<RoleServer>,
-    result: &Value,
-) -> Option<InputRequiredResult> {
-    if !supports_url_elicitation(context) {
-        return None;
-    }
-    let (id, url) = pending_link(result)?;
-    let elicitation = ElicitRequest::new(ElicitRequestParams::UrlElicitationParams {
-        meta: None,
-        message: link_message(id),
-        url: url.to_string(),
-        // 2026-07-28 has no elicitation id: the request's key names it.
-        elicitation_id: String::new(),
-    });
-    let requests = InputRequests::from([(
-        APPROVAL_LINK_INPUT.to_owned(),
-        InputRequest::Elicitation(elicitation),
-    )]);
-    Some(InputRequiredResult::new(
-        Some(requests),
-        Some(format!("{PROPOSAL_STATE_PREFIX}{id}")),
-    ))
-}
-
 /// The proposal a `requestState` of [`link_input_required`] names; any
 /// other state is not one this server gave.
 fn proposal_of_state(state: &str) -> Result<&str, ErrorData> {
@@ -356,17 +314,20 @@ impl ServerHandler for McpServer {
         if let Some(compat) = &self.inner.compat {
             let identity = self.identity(&context)?;
             let arguments = request.arguments.unwrap_or_default();
-            let result = compat
+            let round = Round {
+                approval_base: self.inner.approval_base.as_deref(),
+                request_state: request.request_state.as_deref(),
+            };
+            return Ok(compat
                 .call(
                     &toolset,
                     &identity,
                     &request.name,
                     arguments,
                     &context,
-                    self.inner.approval_base.as_deref(),
+                    round,
                 )
-                .await;
-            return Ok(result.into());
+                .await);
         }
         // `context.ct` (the client's cancellation) is not watched on
         // purpose: once an act has consumed its grant it must reach the
@@ -413,7 +374,9 @@ impl ServerHandler for McpServer {
         if request.name == PROPOSE_TOOL_NAME && retried.is_none() {
             if !stateless {
                 offer_link(&context, &result);
-            } else if let Some(input) = link_input_required(&context, &result) {
+            } else if let Some(input) = pending_link(&result).and_then(|(id, _)| {
+                link_input_required(&context, &result, format!("{PROPOSAL_STATE_PREFIX}{id}"))
+            }) {
                 return Ok(CallToolResponse::InputRequired(input));
             }
         }

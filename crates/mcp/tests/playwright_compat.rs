@@ -123,12 +123,14 @@ fn shop(wait: Duration) -> Shop {
 
 impl Shop {
     async fn send(&self, method: &str, params: Value) -> Value {
-        let response = self
-            .app
-            .clone()
-            .oneshot(support::stateless_request(method, params, Some(TOKEN)))
-            .await
-            .unwrap();
+        self.send_declaring(method, params, json!({})).await
+    }
+
+    /// A request from a client declaring `capabilities`.
+    async fn send_declaring(&self, method: &str, params: Value, capabilities: Value) -> Value {
+        let request =
+            support::stateless_request_declaring(method, params, Some(TOKEN), capabilities);
+        let response = self.app.clone().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
             .await
@@ -482,4 +484,67 @@ async fn reading_tools_answer_as_playwright_and_refuse_what_one_tab_cannot_do() 
     let back = shop.call("browser_navigate_back", json!({})).await;
     assert!(text_of(&back).starts_with("### Result\n- There is no earlier page in this tab\n"));
     assert!(shop.backend.is_empty());
+}
+
+#[tokio::test]
+async fn on_2026_07_28_the_link_comes_first_and_the_sealed_retry_waits_and_performs() {
+    let shop = Arc::new(shop(Duration::from_secs(30)));
+    let navigated = shop.call("browser_navigate", json!({"url": SHOP})).await;
+    let buy = Shop::ref_of(&navigated, "Buy");
+    let url_elicitation = json!({"elicitation": {"url": {}}});
+    let click =
+        json!({"name": "browser_click", "arguments": {"element": "Buy button", "target": buy}});
+    let first = shop
+        .send_declaring("tools/call", click.clone(), url_elicitation.clone())
+        .await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let elicitation = &first["inputRequests"]["approval_link"];
+    assert_eq!(elicitation["method"], "elicitation/create", "{first}");
+    let link = elicitation["params"]["url"].as_str().unwrap().to_owned();
+    let state = first["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        link.starts_with(&format!("{APPROVALS}/proposals/")),
+        "{link}"
+    );
+    assert!(state.starts_with("pw1."), "{state}");
+    assert!(shop.backend.is_empty());
+
+    // A state for another call, or one the server never gave, finds nothing.
+    let navigated_again = shop.call("browser_snapshot", json!({})).await;
+    let name_field = Shop::ref_of(&navigated_again, "Name");
+    let mut other = json!({"name": "browser_hover", "arguments": {"target": name_field}});
+    other["requestState"] = json!(state);
+    other["inputResponses"] = json!({"approval_link": {"action": "accept"}});
+    let refused = shop
+        .send_declaring("tools/call", other, url_elicitation.clone())
+        .await;
+    assert_eq!(
+        refused["structuredContent"]["error"]["code"], "INVALID_STATE",
+        "{refused}"
+    );
+
+    let approver = {
+        let shop = Arc::clone(&shop);
+        tokio::spawn(async move { shop.decide_pending(true).await })
+    };
+    let mut retry = click;
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({"approval_link": {"action": "accept"}});
+    let performed = shop
+        .send_declaring("tools/call", retry, url_elicitation)
+        .await;
+    let id = approver.await.unwrap();
+    assert_eq!(performed["isError"], false, "{performed}");
+    assert_eq!(performed["structuredContent"]["proposal_id"], id.as_str());
+    assert_eq!(performed["structuredContent"]["decided_by"], "person");
+    assert_eq!(shop.backend.len(), 1);
+    let who = identity();
+    assert!(
+        shop.store
+            .pending_proposals(&who.actor, &who.run, SystemClock.now())
+            .await
+            .unwrap()
+            .is_empty(),
+        "one proposal, decided"
+    );
 }

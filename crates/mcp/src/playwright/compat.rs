@@ -27,12 +27,14 @@ use countersign_act_tool::{ActResult, BrowseResult, Observed, ProposeResult, Too
 use countersign_approval_core::{ProposalId, ProposalStatus};
 use countersign_approval_web::ApprovalPages;
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use rmcp::model::{CallToolResponse, CallToolResult, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use serde_json::{Map, Value, json};
 
+use crate::approval_link::{is_stateless, link_input_required};
 use crate::identity::Identity;
 use crate::playwright::refusal_of;
+use crate::playwright::seal::Sealer;
 use crate::playwright::sections::Sections;
 use crate::playwright::snapshot::{Target, render, stale_ref_message, target_of};
 
@@ -70,6 +72,16 @@ impl CompatOptions {
     }
 }
 
+/// What a call brings besides its arguments: where the approval pages
+/// are, and the request state of a 2026-07-28 retry.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Round<'a> {
+    /// The approval pages' base URL, for the link.
+    pub(crate) approval_base: Option<&'a str>,
+    /// The `requestState` the client sent back, if any.
+    pub(crate) request_state: Option<&'a str>,
+}
+
 /// What the compatible mode remembers of one identity's tab.
 #[derive(Debug, Default)]
 struct TabState {
@@ -100,6 +112,8 @@ const MAX_HISTORY: usize = 64;
 #[derive(Debug, Default)]
 pub(crate) struct Compat {
     options: CompatOptions,
+    /// Seals the request state of a 2026-07-28 round.
+    sealer: Sealer,
     tabs: Mutex<HashMap<Identity, TabState>>,
 }
 
@@ -133,6 +147,7 @@ impl Compat {
     pub(crate) fn new(options: CompatOptions) -> Compat {
         Compat {
             options,
+            sealer: Sealer::new(),
             tabs: Mutex::new(HashMap::new()),
         }
     }
@@ -150,50 +165,52 @@ impl Compat {
         name: &str,
         args: Map<String, Value>,
         context: &RequestContext<RoleServer>,
-        approval_base: Option<&str>,
-    ) -> CallToolResult {
+        round: Round<'_>,
+    ) -> CallToolResponse {
         if let Some(why) = refusal_of(name) {
             return error(
                 format!("Tool \"{name}\" is not offered by countersign: {why}"),
                 json!({"status": "error", "error": {"code": "NOT_OFFERED", "message": why}}),
-            );
+            )
+            .into();
         }
-        match name {
-            "browser_navigate" => self.navigate(toolset, identity, &args).await,
-            "browser_snapshot" => self.snapshot(toolset, identity, &args).await,
-            "browser_navigate_back" => self.navigate_back(toolset, identity, &args).await,
-            "browser_wait_for" => self.wait_for(toolset, identity, &args).await,
-            "browser_find" => self.find(toolset, identity, &args).await,
-            "browser_tabs" => self.tabs(toolset, identity, &args).await,
-            "browser_press_key" => match self.plan_key_press(toolset, identity, &args).await {
-                Ok(planned) => {
-                    self.decide_and_perform(toolset, identity, planned, context, approval_base)
-                        .await
-                }
-                Err(answer) => answer,
-            },
+        let planned = match name {
+            "browser_navigate" => return self.navigate(toolset, identity, &args).await.into(),
+            "browser_snapshot" => return self.snapshot(toolset, identity, &args).await.into(),
+            "browser_navigate_back" => {
+                return self.navigate_back(toolset, identity, &args).await.into();
+            }
+            "browser_wait_for" => return self.wait_for(toolset, identity, &args).await.into(),
+            "browser_find" => return self.find(toolset, identity, &args).await.into(),
+            "browser_tabs" => return self.tabs(toolset, identity, &args).await.into(),
+            "browser_press_key" => self.plan_key_press(toolset, identity, &args).await,
             "browser_click" | "browser_hover" | "browser_type" | "browser_select_option" => {
-                match plan(name, &args) {
-                    Ok(planned) => {
-                        self.decide_and_perform(toolset, identity, planned, context, approval_base)
-                            .await
-                    }
-                    Err(answer) => answer,
-                }
+                plan(name, &args)
             }
             _ if crate::playwright::offered_tools()
                 .iter()
                 .any(|tool| tool["name"] == name) =>
             {
-                error(
+                return error(
                     format!("Tool \"{name}\" is not performed by this release of countersign yet"),
                     json!({"status": "error", "error": {"code": "NOT_OFFERED", "message": "not performed yet"}}),
                 )
+                .into();
             }
-            _ => error(
-                format!("Tool \"{name}\" not found"),
-                json!({"status": "error", "error": {"code": "UNKNOWN_TOOL", "message": "no such tool"}}),
-            ),
+            _ => {
+                return error(
+                    format!("Tool \"{name}\" not found"),
+                    json!({"status": "error", "error": {"code": "UNKNOWN_TOOL", "message": "no such tool"}}),
+                )
+                .into();
+            }
+        };
+        match planned {
+            Ok(planned) => {
+                self.decide_and_perform(toolset, identity, planned, context, round)
+                    .await
+            }
+            Err(answer) => answer.into(),
         }
     }
 
@@ -358,13 +375,18 @@ impl Compat {
         identity: &Identity,
         planned: Planned,
         context: &RequestContext<RoleServer>,
-        approval_base: Option<&str>,
-    ) -> Answer {
+        round: Round<'_>,
+    ) -> CallToolResponse {
+        let Round {
+            approval_base,
+            request_state,
+        } = round;
         let (Some(propose), Some(act)) = (toolset.propose(), toolset.act()) else {
             return error(
                 "the host did not enable proposals",
                 json!({"status": "error"}),
-            );
+            )
+            .into();
         };
         // 1. The page: the one last shown, and a ref of it.
         let tab = self.with_tab(identity, |tab| (tab.url.clone(), tab.ref_page));
@@ -372,7 +394,8 @@ impl Compat {
             return error(
                 "No page is open: call browser_navigate first",
                 json!({"status": "error", "error": {"code": "NO_PAGE"}}),
-            );
+            )
+            .into();
         };
         if let Target::Ref(element_ref) = &planned.target
             && ref_page != Some(element_ref.page().number())
@@ -381,7 +404,8 @@ impl Compat {
             return error(
                 stale_ref_message(&shown),
                 json!({"status": "error", "error": {"code": "STALE_REF"}}),
-            );
+            )
+            .into();
         }
         let mut action = json!({
             "url": url,
@@ -393,10 +417,30 @@ impl Compat {
             object.insert("description".to_owned(), Value::String(element.clone()));
         }
         let key = (url.clone(), action.to_string());
-        // 2. The proposal: the one this call made before, or a new one.
-        let known = self
-            .with_tab(identity, |tab| tab.asked.get(&key).cloned())
-            .flatten();
+        let binding = format!(
+            "{}\0{}\0{}\0{}",
+            identity.actor.as_str(),
+            identity.run.as_str(),
+            key.0,
+            key.1
+        );
+        // 2. The proposal: the one the request state or an earlier call of
+        // the same action names, or a new one.
+        let known = match request_state {
+            Some(state) => match self.sealer.open(state, &binding) {
+                Some(id) => Some(id),
+                None => {
+                    return error(
+                        "the request state is not one this server gave for this call",
+                        json!({"status": "error", "error": {"code": "INVALID_STATE"}}),
+                    )
+                    .into();
+                }
+            },
+            None => self
+                .with_tab(identity, |tab| tab.asked.get(&key).cloned())
+                .flatten(),
+        };
         let proposed = match &known {
             Some(id) => propose.status(&json!({ "proposal_id": id.as_str() })).await,
             None => propose.propose(&action).await,
@@ -414,14 +458,15 @@ impl Compat {
                     return error(
                         stale_ref_message(&shown),
                         json!({"status": "error", "error": {"code": "STALE_REF"}}),
-                    );
+                    )
+                    .into();
                 }
                 return error(
                     format!("Nothing was performed: {message}"),
                     json!({"status": "error", "error": {"code": code.as_str(), "message": message}}),
-                );
+                ).into();
             }
-            _ => return error("Nothing was performed", json!({"status": "error"})),
+            _ => return error("Nothing was performed", json!({"status": "error"})).into(),
         };
         let link = approval_base
             .map(|base| format!("{base}{}", ApprovalPages::proposal_path(&view.proposal_id)));
@@ -440,6 +485,14 @@ impl Compat {
                 if let (Some(link), Some(object)) = (&link, pending.as_object_mut()) {
                     object.insert("approval_url".to_owned(), Value::String(link.clone()));
                 }
+                // On 2026-07-28 the link goes out as the first answer,
+                // and the client's retry with the sealed state waits.
+                if is_stateless(context)
+                    && let Some(state) = self.sealer.seal(&view.proposal_id, &binding)
+                    && let Some(input) = link_input_required(context, &pending, state)
+                {
+                    return CallToolResponse::InputRequired(input);
+                }
                 crate::approval_link::offer_link(context, &pending);
             }
             match self
@@ -455,15 +508,16 @@ impl Compat {
                             "Nothing was performed: a person has not approved this action yet. They decide at {link_text}. Call again with the same arguments to wait for their decision; they will not be asked twice."
                         ),
                         structured,
-                    );
+                    ).into();
                 }
                 Waited::Cancelled => {
                     set(&mut structured, "status", "cancelled");
-                    return error("Nothing was performed: the call was cancelled", structured);
+                    return error("Nothing was performed: the call was cancelled", structured)
+                        .into();
                 }
                 Waited::Failed(message) => {
                     set(&mut structured, "status", "error");
-                    return error(format!("Nothing was performed: {message}"), structured);
+                    return error(format!("Nothing was performed: {message}"), structured).into();
                 }
             }
         } else {
@@ -479,7 +533,7 @@ impl Compat {
             ProposalStatus::Approved => {}
             ProposalStatus::Denied => {
                 set(&mut structured, "status", "denied");
-                return error("Nothing was performed: the action was denied", structured);
+                return error("Nothing was performed: the action was denied", structured).into();
             }
             _ => {
                 self.with_tab(identity, |tab| tab.asked.remove(&key));
@@ -487,21 +541,23 @@ impl Compat {
                 return error(
                     "Nothing was performed: nobody decided in time and the proposal expired",
                     structured,
-                );
+                )
+                .into();
             }
         }
         let Some(approval_id) = view.approval_id else {
             return error(
                 "Nothing was performed: the approval has no grant",
                 structured,
-            );
+            )
+            .into();
         };
         // 4. The act, with the grant the model never sees, only while the
         // call is still wanted: a client that cancelled at the moment the
         // decision came gets nothing performed (its retry finds the grant).
         if context.ct.is_cancelled() {
             set(&mut structured, "status", "cancelled");
-            return error("Nothing was performed: the call was cancelled", structured);
+            return error("Nothing was performed: the call was cancelled", structured).into();
         }
         let mut call = action;
         if let Some(object) = call.as_object_mut() {
@@ -520,7 +576,9 @@ impl Compat {
                     "operation_id",
                     performed.operation_id.as_str(),
                 );
-                self.answer_after_act(toolset, identity, structured).await
+                self.answer_after_act(toolset, identity, structured)
+                    .await
+                    .into()
             }
             ActResult::Error(failed) => {
                 set(&mut structured, "status", "error");
@@ -535,7 +593,7 @@ impl Compat {
                         json!({"code": failed.code.as_str(), "message": failed.message}),
                     );
                 }
-                error(failed.message, structured)
+                error(failed.message, structured).into()
             }
         }
     }

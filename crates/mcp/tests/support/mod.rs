@@ -493,11 +493,21 @@ pub fn stateless_request(
     params: Value,
     token: Option<&str>,
 ) -> axum::http::Request<axum::body::Body> {
+    stateless_request_declaring(method, params, token, serde_json::json!({}))
+}
+
+/// [`stateless_request`] from a client declaring `capabilities`.
+pub fn stateless_request_declaring(
+    method: &str,
+    params: Value,
+    token: Option<&str>,
+    capabilities: Value,
+) -> axum::http::Request<axum::body::Body> {
     use axum::http::header;
     let mut params = params;
     params["_meta"] = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
     });
     let mut builder = axum::http::Request::post(countersign_mcp::http::MCP_PATH)
