@@ -33,9 +33,13 @@ use countersign_approval_core::{DecidedBy, measure};
 ///    ([`ContextBuilder::proposal_store`](crate::ContextBuilder::proposal_store))
 ///    ⇒ `NOT_AUTHORIZED`;
 /// 3. the policy refuses the URL, then the action ⇒ `NOT_AUTHORIZED`;
-/// 4. a backend with pages takes a [snapshot](countersign_approval_core::Backend::snapshot)
-///    of the page (no input is dispatched); its failure ⇒ `BACKEND_FAILED`;
-///    the proposal, and the grant approved from it, are bound to that page;
+/// 4. a backend with pages binds the page (no input is dispatched): first
+///    without the picture
+///    ([`binding_snapshot`](countersign_approval_core::Backend::binding_snapshot)),
+///    and, when no rule or standing approval decides at once, again with
+///    it ([`snapshot`](countersign_approval_core::Backend::snapshot)), on
+///    which the rules decide again; a failure ⇒ `BACKEND_FAILED`; the
+///    proposal, and the grant approved from it, are bound to that page;
 /// 5. with [rules](crate::ContextBuilder::rules), they decide on the
 ///    element the snapshot bound: a `deny` ⇒ `NOT_AUTHORIZED` with the
 ///    rule's reason, and an operation record naming the rule;
@@ -275,44 +279,56 @@ impl Propose {
             ));
         };
         let (url, action) = authorize(context, &url, &action).await?;
-        // 2. The page as it is now, bound into the proposal.
-        let proposal = observed_proposal(context, &url, &action).await?;
-        // 3. The rules decide on the bound element: a `deny` refuses (and
-        //    is recorded), an `auto` builds the grant a person approving
-        //    it would issue, approved no earlier than it was made.
-        let rules = context.rules();
-        let rules = rules.as_deref();
-        let decision = rules.map(|rules| {
-            rules.decide(ProposedTarget {
-                url: &url,
-                action: &action,
-                element: proposal.bound_element(),
-            })
-        });
-        if let Some(rule) = decision.as_ref().and_then(Decision::denied_by) {
-            let refusal = Refusal::by_rule(rule);
-            record_tool_call(
-                context,
-                &new_operation_id(),
-                Some(url.as_str().to_owned()),
-                Some(action.digest()),
-                OutcomeCode::NotAuthorized,
-                &refusal.reason,
-                started_at,
-                PROPOSE_TOOL_NAME,
-            )
-            .await;
-            return Err(ProposeResult::error(refusal.code, refusal.message));
-        }
-        let approved_at = context.now().max(proposal.proposed_at);
-        let auto = decision
-            .zip(rules)
-            .and_then(|(decision, rules)| auto_grant(&decision, rules, &proposal, approved_at));
-        // 4. Where a person would be asked, a standing grant that person
-        //    approved for this scope decides instead.
-        let instant = match auto {
-            Some(auto) => Some(auto),
-            None => self.standing_grant_for(&proposal, approved_at).await,
+        // 2-4, first without the picture: a decision no person will see
+        // (a rule's, a standing approval's) needs none. When a person must
+        // decide, the page is bound again with the picture, and the rules
+        // decide again on what that binding found.
+        let mut picture = Picture::Skip;
+        let (proposal, approved_at, instant) = loop {
+            // 2. The page as it is now, bound into the proposal.
+            let proposal = observed_proposal(context, &url, &action, picture).await?;
+            // 3. The rules decide on the bound element: a `deny` refuses
+            //    (and is recorded), an `auto` builds the grant a person
+            //    approving it would issue, approved no earlier than it
+            //    was made.
+            let rules = context.rules();
+            let rules = rules.as_deref();
+            let decision = rules.map(|rules| {
+                rules.decide(ProposedTarget {
+                    url: &url,
+                    action: &action,
+                    element: proposal.bound_element(),
+                })
+            });
+            if let Some(rule) = decision.as_ref().and_then(Decision::denied_by) {
+                let refusal = Refusal::by_rule(rule);
+                record_tool_call(
+                    context,
+                    &new_operation_id(),
+                    Some(url.as_str().to_owned()),
+                    Some(action.digest()),
+                    OutcomeCode::NotAuthorized,
+                    &refusal.reason,
+                    started_at,
+                    PROPOSE_TOOL_NAME,
+                )
+                .await;
+                return Err(ProposeResult::error(refusal.code, refusal.message));
+            }
+            let approved_at = context.now().max(proposal.proposed_at);
+            let auto = decision
+                .zip(rules)
+                .and_then(|(decision, rules)| auto_grant(&decision, rules, &proposal, approved_at));
+            // 4. Where a person would be asked, a standing grant that
+            //    person approved for this scope decides instead.
+            let instant = match auto {
+                Some(auto) => Some(auto),
+                None => self.standing_grant_for(&proposal, approved_at).await,
+            };
+            if instant.is_some() || picture == Picture::Take || proposal.snapshot.is_none() {
+                break (proposal, approved_at, instant);
+            }
+            picture = Picture::Take;
         };
         // 5. The proposal is stored.
         let view = ProposalView::pending(&proposal);
@@ -432,33 +448,44 @@ async fn authorize(
     Ok((url, action))
 }
 
+/// Whether a proposal's observation takes the picture a person looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Picture {
+    /// The backend's whole snapshot.
+    Take,
+    /// Only what it binds ([`countersign_approval_core::Backend::binding_snapshot`]).
+    Skip,
+}
+
 /// Step 2 of a proposal: the proposal of `action` on `url`, with the
 /// backend's observation of the page bound into it (when it has pages).
 async fn observed_proposal(
     context: &Context,
     url: &AuthorizedUrl,
     action: &Action,
+    picture: Picture,
 ) -> Result<Proposal, ProposeResult> {
-    let snapshot = context
-        .backend()
-        .snapshot(url, action)
-        .await
-        .map_err(|error| {
-            if error.target_changed() {
-                // A ref of another page, or of an element gone from it.
-                return ProposeResult::error(
-                    OutcomeCode::ApprovalStale,
-                    format!("nothing was proposed: {}", error.message()),
-                );
-            }
-            ProposeResult::error(
-                OutcomeCode::BackendFailed,
-                format!(
-                    "the page could not be observed; nothing was proposed: {}",
-                    error.message()
-                ),
-            )
-        })?;
+    let backend = context.backend();
+    let snapshot = match picture {
+        Picture::Take => backend.snapshot(url, action).await,
+        Picture::Skip => backend.binding_snapshot(url, action).await,
+    };
+    let snapshot = snapshot.map_err(|error| {
+        if error.target_changed() {
+            // A ref of another page, or of an element gone from it.
+            return ProposeResult::error(
+                OutcomeCode::ApprovalStale,
+                format!("nothing was proposed: {}", error.message()),
+            );
+        }
+        ProposeResult::error(
+            OutcomeCode::BackendFailed,
+            format!(
+                "the page could not be observed; nothing was proposed: {}",
+                error.message()
+            ),
+        )
+    })?;
     let proposal = Proposal::for_action(
         context.actor_id().clone(),
         context.run_id().clone(),

@@ -299,3 +299,28 @@ async fn an_auto_rule_approves_on_the_system_clock_too() {
         );
     }
 }
+
+#[tokio::test]
+async fn no_picture_is_taken_for_a_decision_no_person_will_see() {
+    let host = host(Some(link("Next", "https://docs.example.com/guide/2")));
+    let answer = host.call("browser_propose", &click_call(URL)).await;
+    assert_eq!(answer["decided_by"], "rule", "{answer}");
+    assert_eq!(host.page.looks(), (0, 1), "bound once, no picture");
+
+    // A person decides: the page is bound again with the picture, which
+    // the proposal keeps.
+    let host = host_with_link_to_another_host();
+    let answer = host.call("browser_propose", &click_call(URL)).await;
+    assert_eq!(answer["status"], "pending", "{answer}");
+    assert_eq!(host.page.looks(), (1, 1));
+    let id =
+        countersign_act_tool::approval::ProposalId::parse(answer["proposal_id"].as_str().unwrap())
+            .unwrap();
+    let stored = host.store.get_proposal(&id).await.unwrap().unwrap();
+    assert!(stored.proposal.snapshot.unwrap().screenshot_png.is_some());
+}
+
+/// A host whose page shows a link to another host, which no rule decides.
+fn host_with_link_to_another_host() -> Host {
+    host(Some(link("Elsewhere", "https://other.example.net/")))
+}

@@ -164,6 +164,19 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
+    /// What [`snapshot`](Backend::snapshot) binds (the page and the
+    /// target element), for a decision no person will see: a rule's or a
+    /// standing approval's. A backend may leave the screenshot out
+    /// (`screenshot_png` is then `None`); the default takes the whole
+    /// snapshot.
+    async fn binding_snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        self.snapshot(url, action).await
+    }
+
     /// Performs one action whose page-bound grant has been consumed, only if
     /// the page is still `page` immediately before input is dispatched; a
     /// page that changed is refused with [`BackendError::not_dispatched`].
@@ -239,6 +252,14 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         action: &Action,
     ) -> Result<Option<PageSnapshot>, BackendError> {
         (**self).snapshot(url, action).await
+    }
+
+    async fn binding_snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        (**self).binding_snapshot(url, action).await
     }
 
     async fn perform_on_page(

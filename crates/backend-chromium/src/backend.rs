@@ -8,6 +8,7 @@ use countersign_approval_core::{
 use countersign_canonical_policy::{Action, AuthorizedUrl};
 
 use crate::browser::Tab;
+use crate::snapshot::Picture;
 
 /// Performs approved actions as real input in one [`Tab`].
 ///
@@ -115,7 +116,23 @@ impl Backend for ChromiumBackend {
         url: &AuthorizedUrl,
         action: &Action,
     ) -> Result<Option<PageSnapshot>, BackendError> {
-        self.tab.snapshot(url, action).await.map(Some)
+        self.tab
+            .snapshot(url, action, Picture::Take)
+            .await
+            .map(Some)
+    }
+
+    /// The same binding as [`snapshot`](Self::snapshot), without the
+    /// screenshot: no person will look at a rule's decision.
+    async fn binding_snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        self.tab
+            .snapshot(url, action, Picture::Skip)
+            .await
+            .map(Some)
     }
 
     /// Performs `request` only on `page`: it must name this tab's session

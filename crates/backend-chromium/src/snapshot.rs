@@ -16,6 +16,15 @@ use crate::plan::Plan;
 use crate::screenshot::{self, PixelBox};
 use crate::target::{Described, Miss, Scroll};
 
+/// Whether a snapshot takes the picture a person looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Picture {
+    /// The viewport with the target outlined.
+    Take,
+    /// None: the decision is a rule's, which no person sees.
+    Skip,
+}
+
 impl Tab {
     /// What a person approving `action` on `url` is shown, and what their
     /// grant binds: the page (session, tab, document) with the target
@@ -45,7 +54,7 @@ impl Tab {
         url: &AuthorizedUrl,
         action: &Action,
     ) -> Result<PageSnapshot, BackendError> {
-        self.snapshot(url, action).await
+        self.snapshot(url, action, Picture::Take).await
     }
 
     /// The page as it stands for `action` proposed on `url`: its binding,
@@ -64,6 +73,7 @@ impl Tab {
         &self,
         url: &AuthorizedUrl,
         action: &Action,
+        picture: Picture,
     ) -> Result<PageSnapshot, BackendError> {
         let failed = |e: ChromiumError| BackendError::not_dispatched(e.to_string());
         // Queued behind any action in progress, so the picture never shows
@@ -78,7 +88,10 @@ impl Tab {
             Some((outline, element)) => (Some(outline), Some(element)),
             None => (None, None),
         };
-        let captured = self.capture().await;
+        let captured = match picture {
+            Picture::Take => Some(self.capture().await),
+            Picture::Skip => None,
+        };
         // The picture and the outline must belong to the document bound.
         let last = self.main_frame().await.map_err(failed)?;
         if last.revision != frame.revision || last.url != frame.url {
@@ -89,15 +102,16 @@ impl Tab {
         drop(one_at_a_time);
 
         let screenshot_png = match captured {
+            None => None,
             // Decoding, drawing and encoding take milliseconds of CPU: off
             // the runtime's workers.
-            Ok(png) => tokio::task::spawn_blocking(move || screenshot::finish(png, outline))
+            Some(Ok(png)) => tokio::task::spawn_blocking(move || screenshot::finish(png, outline))
                 .await
                 .unwrap_or_else(|error| {
                     tracing::warn!(%error, "drawing the snapshot failed; the snapshot has no screenshot");
                     None
                 }),
-            Err(error) => {
+            Some(Err(error)) => {
                 tracing::warn!(%error, "the snapshot has no screenshot");
                 None
             }

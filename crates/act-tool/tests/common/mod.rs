@@ -471,6 +471,8 @@ pub struct ElementPage {
     performed: Arc<Mutex<usize>>,
     /// The write access of each act performed, in order.
     writes: Arc<Mutex<Vec<countersign_act_tool::approval::WriteAccess>>>,
+    /// How many snapshots took the picture, and how many only bound.
+    looks: Arc<Mutex<(usize, usize)>>,
 }
 
 impl ElementPage {
@@ -491,9 +493,24 @@ impl ElementPage {
         *self.performed.lock().unwrap()
     }
 
+    /// How many snapshots took the picture (`snapshot`) and how many only
+    /// bound the page (`binding_snapshot`).
+    pub fn looks(&self) -> (usize, usize) {
+        *self.looks.lock().unwrap()
+    }
+
     /// The write access each act was performed with, in order.
     pub fn writes(&self) -> Vec<countersign_act_tool::approval::WriteAccess> {
         self.writes.lock().unwrap().clone()
+    }
+
+    /// The page as a snapshot shows it, with `png` as its picture.
+    fn page_snapshot(&self, png: Option<Vec<u8>>) -> countersign_act_tool::approval::PageSnapshot {
+        countersign_act_tool::approval::PageSnapshot {
+            page: self.binding(),
+            screenshot_png: png,
+            target_found: self.element.lock().unwrap().is_some(),
+        }
     }
 
     fn binding(&self) -> PageBinding {
@@ -530,11 +547,21 @@ impl countersign_act_tool::approval::Backend for ElementPage {
         Option<countersign_act_tool::approval::PageSnapshot>,
         countersign_act_tool::approval::BackendError,
     > {
-        Ok(Some(countersign_act_tool::approval::PageSnapshot {
-            page: self.binding(),
-            screenshot_png: None,
-            target_found: self.element.lock().unwrap().is_some(),
-        }))
+        self.looks.lock().unwrap().0 += 1;
+        Ok(Some(
+            self.page_snapshot(Some(b"\x89PNG\r\n\x1a\n".to_vec())),
+        ))
+    }
+    async fn binding_snapshot(
+        &self,
+        _: &countersign_act_tool::policy::AuthorizedUrl,
+        _: &countersign_act_tool::policy::Action,
+    ) -> Result<
+        Option<countersign_act_tool::approval::PageSnapshot>,
+        countersign_act_tool::approval::BackendError,
+    > {
+        self.looks.lock().unwrap().1 += 1;
+        Ok(Some(self.page_snapshot(None)))
     }
     async fn perform_on_page(
         &self,

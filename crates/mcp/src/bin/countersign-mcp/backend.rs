@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use countersign_approval_core::policy::{Action, AuthorizedUrl};
 use countersign_approval_core::{
-    ActionRequest, Backend, BackendError, Navigation, ObservedPage, PageBinding, PageSnapshot,
+    ActionRequest, Backend, BackendError, Navigation, ObservedPage, OperationId, PageBinding,
+    PageSnapshot, RefusedWrite,
 };
 use countersign_backend_chromium::{Chromium, ChromiumBackend, ChromiumOptions, running_as_root};
 use countersign_backend_fake::{FakeBackend, FakeElement, FakePage, FakeSite};
@@ -213,6 +214,14 @@ impl Backend for LazyTab {
         self.tab().await?.snapshot(url, action).await
     }
 
+    async fn binding_snapshot(
+        &self,
+        url: &AuthorizedUrl,
+        action: &Action,
+    ) -> Result<Option<PageSnapshot>, BackendError> {
+        self.tab().await?.binding_snapshot(url, action).await
+    }
+
     async fn perform_on_page(
         &self,
         request: &ActionRequest,
@@ -227,5 +236,12 @@ impl Backend for LazyTab {
 
     async fn observe(&self) -> Result<ObservedPage, BackendError> {
         self.tab().await?.observe().await
+    }
+
+    async fn refused_writes(
+        &self,
+        operation: &OperationId,
+    ) -> Result<Vec<RefusedWrite>, BackendError> {
+        self.tab().await?.refused_writes(operation).await
     }
 }
