@@ -6,6 +6,7 @@
 
 mod act_bench;
 mod charts;
+mod compat_bench;
 mod egress_bench;
 mod harness;
 mod live_bench;
@@ -132,6 +133,11 @@ fn run(quick: bool) -> Result<(), String> {
         push(notify_bench::propose_with_a_hanging_notifier(
             budget.scaled(4),
         )?);
+    }
+    if wanted("playwright-mcp")
+        && let Some(row) = compat_bench::click(quick)?
+    {
+        push(row);
     }
     if wanted("mcp") {
         // An HTTP round trip through two services per operation: fewer operations.

@@ -7,7 +7,7 @@
 //   node playwright_click_timing.mjs '<ours: {"command", "args"}>' '<theirs>' <site url> <rounds> <clicks per round>
 //
 // Prints one JSON object: each side's per-round medians in nanoseconds,
-// and the site's own count of clicks.
+// and each page's title, in which the page counts the clicks it received.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -59,7 +59,11 @@ for (let round = 0; round < rounds; round++) {
     report.ours.push(Number(await sample(ours)));
   }
 }
-report.clicks = (await (await fetch(new URL("/record", site))).json()).filter((k) => k === "click").length;
+// The page counts the clicks it received in its title.
+for (const [name, side] of [["ours", ours], ["theirs", theirs]]) {
+  const text = (await side.client.callTool({ name: "browser_snapshot", arguments: {} })).content[0].text;
+  report[`${name}_title`] = /- Page Title: (.*)/.exec(text)?.[1] ?? null;
+}
 await ours.client.close();
 await theirs.client.close();
 console.log(JSON.stringify(report));
