@@ -14,7 +14,7 @@ use axum::response::Html;
 use axum::routing::get;
 
 use crate::harness::{Row, Side, Target, median};
-use crate::live_bench::chromium_executable;
+use crate::live_bench::{chromium_executable, node_available};
 
 /// The page: one button whose clicks the page counts in its title. No
 /// request: on a page whose click sends one, `@playwright/mcp` 0.0.86 took
@@ -81,16 +81,7 @@ fn countersign_mcp() -> Result<PathBuf, String> {
 
 /// The comparison row, or `None` (saying why) without node or Chromium.
 pub fn click(quick: bool) -> Result<Option<Row>, String> {
-    let runs = |program: &str| {
-        Command::new(program)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !runs("node") || !runs("npm") {
-        eprintln!("bench: no node/npm; the Playwright MCP row is skipped");
+    if !node_available("the Playwright MCP row is") {
         return Ok(None);
     }
     let Some(chromium) = chromium_executable("the Playwright MCP row") else {

@@ -37,6 +37,24 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// Whether `node` and `npm` run here; says that `rows` are skipped when
+/// they do not.
+pub(crate) fn node_available(rows: &str) -> bool {
+    let runs = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let available = runs("node") && runs("npm");
+    if !available {
+        eprintln!("bench: no node/npm; {rows} skipped");
+    }
+    available
+}
+
 /// The Playwright peer: `bench/playwright/click.mjs` in a Node process of
 /// its own, with its own headless Chromium from the same binary.
 struct Playwright {
@@ -55,16 +73,7 @@ impl Playwright {
     /// downloads no browser) when it is missing, then starts the peer on
     /// `url`. `None` when no `node`/`npm` is installed.
     fn start(url: &str, executable: &str) -> Result<Option<Playwright>, String> {
-        let runs = |program: &str| {
-            Command::new(program)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !runs("node") || !runs("npm") {
-            eprintln!("bench: no node/npm; the Playwright row is skipped");
+        if !node_available("the Playwright row is") {
             return Ok(None);
         }
         let dir = Self::dir();
