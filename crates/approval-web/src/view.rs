@@ -7,9 +7,10 @@ use std::time::Duration;
 use askama::Template;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use countersign_approval_core::policy::Action;
 use countersign_approval_core::{
-    ActorId, ApproverId, GrantState, Proposal, ProposalState, ProposalStatus, ProposalSummary,
-    RunId, StoredGrant, StoredProposal, Timestamp,
+    ActorId, ApproverId, ElementIdentity, GrantState, Proposal, ProposalState, ProposalStatus,
+    ProposalSummary, RunId, StoredGrant, StoredProposal, Timestamp,
 };
 
 use crate::invisible;
@@ -512,6 +513,43 @@ impl Summary {
     }
 }
 
+/// Words too common to say which element a description means.
+const GENERIC_WORDS: &[&str] = &[
+    "a", "an", "and", "box", "button", "checkbox", "click", "combobox", "dropdown", "element",
+    "field", "for", "icon", "in", "input", "item", "link", "list", "menu", "of", "on", "option",
+    "or", "press", "select", "tab", "textbox", "the", "to",
+];
+
+/// The distinctive words of `text`, lower-cased.
+fn distinctive_words(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|word| word.chars().count() >= 2 && !GENERIC_WORDS.contains(&word.as_str()))
+        .collect()
+}
+
+/// The warning for a description (the model's own words, when it gave
+/// any) that shares no distinctive word with the bound element's name or
+/// visible text: "Submit button" for a button named "Pay $500".
+fn description_disagrees(action: &Action, element: &ElementIdentity) -> Option<String> {
+    let default = format!("{} {}", action.method(), action.selector());
+    if action.description() == default {
+        return None;
+    }
+    let said = distinctive_words(action.description());
+    let mut shown = distinctive_words(element.name());
+    shown.extend(distinctive_words(element.text()));
+    if said.is_empty() || shown.is_empty() || !said.is_disjoint(&shown) {
+        return None;
+    }
+    Some(format!(
+        "The model calls this \u{201c}{}\u{201d}, but the page's element is a {} named \u{201c}{}\u{201d}: check the element and the picture before approving.",
+        action.description(),
+        element.role(),
+        element.name()
+    ))
+}
+
 /// One proposal: exactly what a grant approved from it binds.
 #[derive(Template)]
 #[template(path = "proposal.html")]
@@ -526,6 +564,9 @@ pub(crate) struct ProposalPage {
     pub(crate) method: String,
     pub(crate) selector: Shown,
     pub(crate) description: Shown,
+    /// Set when the model's description names something the bound
+    /// element is not: the warning shown beside it.
+    pub(crate) description_warning: Option<Shown>,
     pub(crate) arguments: Vec<(String, Shown)>,
     pub(crate) digest: String,
     pub(crate) proposed_at: When,
@@ -572,6 +613,10 @@ impl ProposalPage {
             method: p.action.method().to_owned(),
             selector: Shown::new(p.action.selector()),
             description: Shown::new(p.action.description()),
+            description_warning: snapshot
+                .and_then(|s| s.page.element.as_ref())
+                .and_then(|element| description_disagrees(&p.action, element))
+                .map(|warning| Shown::new(&warning)),
             arguments: p
                 .action
                 .arguments()
@@ -631,7 +676,53 @@ pub(crate) struct ErrorPage {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn pay_button() -> ElementIdentity {
+        ElementIdentity::new(
+            "button",
+            "Pay 120.00 EUR",
+            "button",
+            "Pay now",
+            std::collections::BTreeMap::new(),
+            vec![countersign_approval_core::FrameIdentity::new(
+                "https://shop.example",
+                "loader-1",
+            )],
+        )
+        .unwrap()
+    }
+
+    fn click(description: Option<&str>) -> Action {
+        let description = description.map_or("click button#pay".to_owned(), str::to_owned);
+        Action::from_canonical_json(&format!(
+            r#"{{"arguments":{{}},"description":{},"method":"click","selector":"button#pay"}}"#,
+            serde_json::to_string(&description).unwrap()
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_description_naming_another_element_is_warned_about() {
+        assert_eq!(
+            description_disagrees(&click(Some("Submit button")), &pay_button()).as_deref(),
+            Some(
+                "The model calls this \u{201c}Submit button\u{201d}, but the page's element is a button named \u{201c}Pay 120.00 EUR\u{201d}: check the element and the picture before approving."
+            )
+        );
+        // Any distinctive word in common, in any case: no warning.
+        assert_eq!(
+            description_disagrees(&click(Some("the PAY button")), &pay_button()),
+            None
+        );
+        // Only generic words, or the default description: nothing to compare.
+        assert_eq!(
+            description_disagrees(&click(Some("the button")), &pay_button()),
+            None
+        );
+        assert_eq!(description_disagrees(&click(None), &pay_button()), None);
+    }
 
     #[test]
     fn instants_show_in_utc() {
