@@ -548,3 +548,25 @@ async fn on_2026_07_28_the_link_comes_first_and_the_sealed_retry_waits_and_perfo
         "one proposal, decided"
     );
 }
+
+#[tokio::test]
+async fn a_snapshot_of_one_element_shows_its_subtree_and_files_are_refused() {
+    let shop = shop(Duration::from_secs(1));
+    let navigated = shop.call("browser_navigate", json!({"url": SHOP})).await;
+    let buy = Shop::ref_of(&navigated, "Buy");
+    let one = shop
+        .call("browser_snapshot", json!({"target": buy, "depth": 3}))
+        .await;
+    assert!(
+        text_of(&one).ends_with(&format!("```yaml\n- button \"Buy\" [ref={buy}]\n```")),
+        "{}",
+        text_of(&one)
+    );
+    let filed = shop
+        .call("browser_snapshot", json!({"filename": "page.yml"}))
+        .await;
+    assert_eq!(
+        text_of(&filed),
+        "### Error\nInvalid arguments for tool \"browser_snapshot\":\n✖ `filename` is not taken here: countersign shows the snapshot in the answer, without boxes"
+    );
+}

@@ -257,22 +257,87 @@ impl Compat {
         }
     }
 
+    /// The page's snapshot: all of it, or the subtree of `target`, down to
+    /// `depth` levels. Written to a file (`filename`) and with boxes
+    /// (`boxes`) it is not: those are refused by name.
     async fn snapshot(
         &self,
         toolset: &Toolset,
         identity: &Identity,
         args: &Map<String, Value>,
     ) -> Answer {
-        if let Some(unsupported) = args.keys().next() {
+        const TOOL: &str = "browser_snapshot";
+        if let Some(unsupported) = args
+            .keys()
+            .find(|key| !matches!(key.as_str(), "target" | "depth"))
+        {
             return invalid(
-                "browser_snapshot",
+                TOOL,
                 format!(
-                    "`{unsupported}` is not taken here: countersign shows the whole page, in the answer"
+                    "`{unsupported}` is not taken here: countersign shows the snapshot in the answer, without boxes"
                 ),
             );
         }
-        self.page_answer(toolset, identity, Sections::new(), json!({"status": "ok"}))
-            .await
+        let depth = match args.get("depth") {
+            None => None,
+            Some(value) => match value.as_f64() {
+                Some(d) if d >= 0.0 && d.fract() == 0.0 => Some(d as usize),
+                _ => return invalid(TOOL, "`depth` must be a whole number of levels"),
+            },
+        };
+        let target = match string_arg(args, TOOL, "target") {
+            Ok(None) => None,
+            Ok(Some(text)) => match target_of(text) {
+                Ok(Target::Ref(element_ref)) => Some(element_ref),
+                Ok(Target::Selector(_)) => {
+                    return invalid(TOOL, "`target` is a ref from the page snapshot here");
+                }
+                Err(message) => {
+                    return error(
+                        message,
+                        json!({"status": "error", "error": {"code": "STALE_REF"}}),
+                    );
+                }
+            },
+            Err(answer) => return answer,
+        };
+        let observed = match self.look(toolset, identity).await {
+            Ok(observed) => observed,
+            Err(message) => return error(message, json!({"status": "error"})),
+        };
+        let mut nodes = observed.nodes.clone();
+        if let Some(element_ref) = target {
+            let Some(at) = nodes
+                .iter()
+                .position(|n| n.element_ref == Some(element_ref))
+            else {
+                let shown = crate::playwright::snapshot::playwright_ref(element_ref);
+                return error(
+                    stale_ref_message(&shown),
+                    json!({"status": "error", "error": {"code": "STALE_REF"}}),
+                );
+            };
+            let top = nodes[at].depth;
+            let end = nodes[at + 1..]
+                .iter()
+                .position(|n| n.depth <= top)
+                .map_or(nodes.len(), |after| at + 1 + after);
+            nodes = nodes[at..end]
+                .iter()
+                .cloned()
+                .map(|mut n| {
+                    n.depth -= top;
+                    n
+                })
+                .collect();
+        }
+        if let Some(depth) = depth {
+            nodes.retain(|n| n.depth < depth.max(1));
+        }
+        let text = render(&nodes, toolset.context().snapshot_limits());
+        Sections::new()
+            .page(observed.url.as_str(), &observed.title, text)
+            .into_result(json!({"status": "ok", "url": observed.url.as_str()}))
     }
 
     /// `sections` with the page the tab shows now and its snapshot, which
