@@ -206,6 +206,9 @@ pub struct ObservedNode {
     pub states: Vec<String>,
     /// The ref an action can name it by, for elements an action can target.
     pub element_ref: Option<ElementRef>,
+    /// A link's address as the page writes it (page text: untrusted),
+    /// cut at [`MAX_NODE_TEXT_BYTES`].
+    pub url: Option<String>,
 }
 
 impl ObservedNode {
@@ -218,6 +221,7 @@ impl ObservedNode {
             value: None,
             states: Vec::new(),
             element_ref: None,
+            url: None,
         }
     }
 
@@ -230,6 +234,12 @@ impl ObservedNode {
     /// This node with one more state.
     pub fn with_state(mut self, state: impl Into<String>) -> ObservedNode {
         self.states.push(state.into());
+        self
+    }
+
+    /// This node with a link's address, cut at [`MAX_NODE_TEXT_BYTES`].
+    pub fn with_url(mut self, url: &str) -> ObservedNode {
+        self.url = Some(cut(url).into_owned());
         self
     }
 

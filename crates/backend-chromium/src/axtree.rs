@@ -139,6 +139,9 @@ pub(crate) fn outline(nodes: &[AxNode], refs: &mut PageRefs) -> (String, Vec<Obs
             for state in states(node.properties.as_deref().unwrap_or_default()) {
                 shown_node = shown_node.with_state(state);
             }
+            if let Some(url) = link_url(node.properties.as_deref().unwrap_or_default()) {
+                shown_node = shown_node.with_url(url);
+            }
             if let Some(dom) = node.backend_dom_node_id
                 && !NOT_ELEMENTS.contains(&role.as_str())
             {
@@ -159,6 +162,16 @@ pub(crate) fn outline(nodes: &[AxNode], refs: &mut PageRefs) -> (String, Vec<Obs
         }
     }
     (title, shown)
+}
+
+/// A link's address, from its `url` property.
+fn link_url(properties: &[AxProperty]) -> Option<&str> {
+    properties
+        .iter()
+        .find(|p| p.name == AxPropertyName::Url)
+        .and_then(|p| p.value.value.as_ref())
+        .and_then(Value::as_str)
+        .filter(|url| !url.is_empty())
 }
 
 /// The states shown, in a fixed order: each true boolean by its name,

@@ -95,13 +95,20 @@ pub fn render(nodes: &[ObservedNode], limits: SnapshotLimits) -> String {
     lines.join("\n")
 }
 
-/// One node's line.
+/// One node's line, and its `/url:` line when it is a link.
 fn line_of(node: &ObservedNode, has_children: bool) -> String {
     let indent = "  ".repeat(node.depth.min(64));
     if is_text(&node.role) {
         return format!("{indent}- text: {}", escape_value(&node.name));
     }
     let key = escape_key(&key_of(node));
+    if let Some(url) = &node.url {
+        let mut lines = format!("{indent}- {key}:\n{indent}  - /url: {}", escape_value(url));
+        if let (Some(value), false) = (&node.value, has_children) {
+            lines.push_str(&format!("\n{indent}  - text: {}", escape_value(value)));
+        }
+        return lines;
+    }
     match (&node.value, has_children) {
         (Some(value), false) if !value.is_empty() => {
             format!("{indent}- {key}: {}", escape_value(value))
@@ -295,11 +302,14 @@ mod tests {
                 .with_ref(page.element(3))
                 .with_state("disabled"),
             ObservedNode::new(1, "StaticText", "- 3 items"),
+            ObservedNode::new(1, "link", "Help")
+                .with_ref(page.element(4))
+                .with_url("/help?a=1#top"),
         ];
         assert_eq!(
             render(&nodes, SnapshotLimits::default()),
             format!(
-                "- main:\n  - heading \"Cart\" [level=1]\n  - textbox \"Name\" [active] [ref=f{n}e1]: Ada\n  - checkbox \"Gift\" [checked] [ref=f{n}e2]\n  - 'button \"Pay: now\" [disabled] [ref=f{n}e3]'\n  - text: \"- 3 items\""
+                "- main:\n  - heading \"Cart\" [level=1]\n  - textbox \"Name\" [active] [ref=f{n}e1]: Ada\n  - checkbox \"Gift\" [checked] [ref=f{n}e2]\n  - 'button \"Pay: now\" [disabled] [ref=f{n}e3]'\n  - text: \"- 3 items\"\n  - link \"Help\" [ref=f{n}e4]:\n    - /url: /help?a=1#top"
             )
         );
     }
