@@ -320,7 +320,13 @@ async fn observe_shows_roles_names_states_and_refs(f: &Fixture) {
     let link = seen.nodes.iter().find(|n| n.role == "link").unwrap();
     let others: Vec<_> = seen.nodes.iter().filter(|n| n.url.is_some()).collect();
     assert_eq!(others.len(), 1, "only the link has an address");
-    assert!(link.url.as_deref().is_some_and(|url| url.ends_with("/other")), "{:?}", link.url);
+    assert!(
+        link.url
+            .as_deref()
+            .is_some_and(|url| url.ends_with("/other")),
+        "{:?}",
+        link.url
+    );
 }
 
 async fn the_same_document_keeps_its_refs_and_a_new_one_gets_new_ones(f: &Fixture) {
