@@ -49,34 +49,39 @@ fn package(dir: &str, module: &str) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// `countersign-mcp`, built in this harness's profile.
-fn countersign_mcp() -> Result<PathBuf, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let release = !cfg!(debug_assertions);
-    let mut build = Command::new(cargo);
-    build.args([
-        "build",
-        "--quiet",
-        "-p",
-        "countersign-mcp",
-        "--bin",
-        "countersign-mcp",
-    ]);
-    if release {
-        build.arg("--release");
+/// `countersign-mcp` beside this harness, in its profile. A quick run
+/// takes the one `cargo xtask bench --quick` built with every binary of
+/// the workspace; a full run builds the release binary first (a no-op
+/// when it is fresh).
+fn countersign_mcp(quick: bool) -> Result<PathBuf, String> {
+    let binary = std::env::current_exe()
+        .map_err(|e| format!("where is this harness? {e}"))?
+        .with_file_name("countersign-mcp");
+    if !quick {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "-p",
+                "countersign-mcp",
+                "--bin",
+                "countersign-mcp",
+            ])
+            .status()
+            .map_err(|e| format!("cannot build countersign-mcp: {e}"))?;
+        if !status.success() {
+            return Err(format!("building countersign-mcp failed with {status}"));
+        }
     }
-    let status = build
-        .status()
-        .map_err(|e| format!("cannot build countersign-mcp: {e}"))?;
-    if !status.success() {
-        return Err(format!("building countersign-mcp failed with {status}"));
+    if !binary.exists() {
+        return Err(format!(
+            "no `{}`: `cargo xtask bench --quick` builds it with the workspace's binaries",
+            binary.display()
+        ));
     }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    Ok(target
-        .join(if release { "release" } else { "debug" })
-        .join("countersign-mcp"))
+    Ok(binary)
 }
 
 /// The comparison row, or `None` (saying why) without node or Chromium.
@@ -89,7 +94,7 @@ pub fn click(quick: bool) -> Result<Option<Row>, String> {
     };
     let client = package("node", "@modelcontextprotocol/sdk")?;
     let peer = package("playwright", "@playwright/mcp")?;
-    let binary = countersign_mcp()?;
+    let binary = countersign_mcp(quick)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
