@@ -311,11 +311,7 @@ impl Compat {
                 .iter()
                 .position(|n| n.element_ref == Some(element_ref))
             else {
-                let shown = crate::playwright::snapshot::playwright_ref(element_ref);
-                return error(
-                    stale_ref_message(&shown),
-                    json!({"status": "error", "error": {"code": "STALE_REF"}}),
-                );
+                return stale(element_ref);
             };
             let top = nodes[at].depth;
             let end = nodes[at + 1..]
@@ -465,12 +461,7 @@ impl Compat {
         if let Target::Ref(element_ref) = &planned.target
             && ref_page != Some(element_ref.page().number())
         {
-            let shown = crate::playwright::snapshot::playwright_ref(*element_ref);
-            return error(
-                stale_ref_message(&shown),
-                json!({"status": "error", "error": {"code": "STALE_REF"}}),
-            )
-            .into();
+            return stale(*element_ref).into();
         }
         let mut action = json!({
             "url": url,
@@ -519,12 +510,7 @@ impl Compat {
                 if let Target::Ref(element_ref) = &planned.target
                     && !self.still_shows(toolset, identity, *element_ref).await
                 {
-                    let shown = crate::playwright::snapshot::playwright_ref(*element_ref);
-                    return error(
-                        stale_ref_message(&shown),
-                        json!({"status": "error", "error": {"code": "STALE_REF"}}),
-                    )
-                    .into();
+                    return stale(*element_ref).into();
                 }
                 return error(
                     format!("Nothing was performed: {message}"),
@@ -719,6 +705,14 @@ impl Compat {
             }
         }
     }
+}
+
+/// Playwright's answer to a ref that names nothing on the current page.
+fn stale(element_ref: countersign_approval_core::ElementRef) -> Answer {
+    error(
+        stale_ref_message(&crate::playwright::snapshot::playwright_ref(element_ref)),
+        json!({"status": "error", "error": {"code": "STALE_REF"}}),
+    )
 }
 
 /// `sections` with `observed` as Playwright shows a page, its URL also in
